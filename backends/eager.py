@@ -1,0 +1,25 @@
+"""PyTorch eager: the graph's PyTorch lowering, run op by op. The baseline every backend is compared with."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from workloads.ir import Graph
+
+from .base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+
+
+class EagerBackend(Backend):
+    name = "eager"
+    graph_capturable = True
+
+    @classmethod
+    def version(cls) -> str | None:
+        import torch
+
+        return torch.__version__
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        from workloads.lower_torch import lower_torch
+
+        return TorchCompiled(lower_torch(graph), device, CompileInfo(), {"graph": graph.pretty()})
