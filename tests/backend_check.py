@@ -1,0 +1,44 @@
+"""Shared by the backend tests: compile one suite workload with a backend and compare with the fp64 reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backends import get_backend
+from backends.base import TensorSpec
+from harness.inputs import make_inputs
+from workloads.ir import bind
+from workloads.reference import evaluate_reference
+from workloads.suite import builtin_workloads
+
+# Relative L2 error against fp64 that a correct backend stays under, per dtype, at smoke sizes.
+REL_L2_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+
+WORKLOADS = list(builtin_workloads())
+
+
+def rel_l2_vs_reference(backend: str, workload: str, dtype: str = "float32", preset: str = "smoke",
+                        device: str = "cpu", options: dict | None = None, seed: int = 0) -> float:
+    """Worst relative L2 error over the outputs of `backend` on `workload` against the fp64 reference."""
+    b = get_backend(backend)
+    reason = b.available()
+    if reason:
+        pytest.skip(reason)
+    w = builtin_workloads()[workload]
+    graph = bind(w.graph, w.presets[preset], dtype)
+    reason = b.supports(graph, device, dtype)
+    if reason:
+        pytest.skip(reason)
+    inputs = make_inputs(graph, seed, device)
+    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    compiled = b.compile(graph, specs, device, options or {})
+    outputs = compiled(*inputs)
+    refs = evaluate_reference(graph, [x.double().cpu().numpy() for x in inputs])
+    worst = 0.0
+    assert len(outputs) == len(refs)
+    for out, ref in zip(outputs, refs):
+        got = out.detach().double().cpu().numpy()
+        assert got.shape == ref.shape, (got.shape, ref.shape)
+        assert np.isfinite(got).all(), "non-finite output"
+        worst = max(worst, float(np.linalg.norm(got - ref) / np.linalg.norm(ref)))
+    return worst
