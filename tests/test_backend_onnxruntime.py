@@ -1,0 +1,137 @@
+"""ONNX Runtime on CPU against the fp64 reference: every suite workload, every op, the export and the options."""
+import sys
+
+import numpy as np
+import pytest
+
+from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
+from backends import get_backend
+from backends.onnxrt import OnnxRuntimeBackend
+from harness.inputs import make_inputs
+from workloads.builder import GraphBuilder
+from workloads.ir import Graph, bind
+from workloads.reference import evaluate_reference
+from workloads.suite import builtin_workloads
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_matches_reference(workload, dtype):
+    # Skips (with ONNX Runtime's own words) where the CPU provider has no kernel for the dtype.
+    assert rel_l2_vs_reference("onnxruntime", workload, dtype) < REL_L2_TOL[dtype]
+
+
+def test_bfloat16_skip_names_the_missing_kernel():
+    w = builtin_workloads()["gemm_bias_gelu"]
+    reason = OnnxRuntimeBackend().supports(bind(w.graph, w.presets["smoke"], "bfloat16"), "cpu", "bfloat16")
+    if reason is not None:   # CPU builds of ONNX Runtime to date have no bfloat16 MatMul/Add/Gelu
+        assert reason.startswith(f"onnxruntime {ort.__version__} CPU provider has no bfloat16 kernel for ")
+        assert "NOT_IMPLEMENTED" in reason
+
+
+def test_cuda_needs_the_cuda_provider():
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA provider")
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    assert OnnxRuntimeBackend().supports(g, "cuda", "float32") == \
+        "onnxruntime has no CUDA provider (pip install onnxruntime-gpu)"
+
+
+def _every_op(dtype: str) -> Graph:
+    """One graph using every op in workloads/ops.py, several outputs, one of them an input and one repeated."""
+    b = GraphBuilder("every_op")
+    x = b.input("x", ("M", "N"), init=("uniform", 0.5, 1.5))   # positive: log, sqrt, rsqrt, pow, div
+    y = b.input("y", ("M", "N"))
+    w = b.input("w", ("N",), init=("uniform", 0.5, 1.5))
+    v = b.input("v", ("N",), init=("normal", 0.1))
+    k2 = b.input("k2", ("N", "K"))
+    q = b.input("q", ("B", "S", "D"))
+    k = b.input("k", ("B", "T", "D"))
+    vv = b.input("vv", ("B", "T", "D"))
+    outs = [b.exp(b.neg(x)), b.log(x), b.sqrt(x), b.rsqrt(x), b.tanh(y), b.erf(y), b.sigmoid(y), b.relu(y),
+            b.gelu(y), b.gelu(y, approximate="tanh"), b.silu(y), b.pow(x, exponent=3.0),
+            b.cast(b.cast(y, dtype="float64"), dtype=dtype),
+            b.softmax(b.causal_mask(y)),
+            b.add(y, b.const(2.0)), b.sub(x, y), b.mul(x, y), b.div(y, x), b.maximum(x, y),
+            b.sum(y), b.mean(y), b.max(y), b.var(y), b.var(y, correction=1),
+            b.transpose(b.reshape(y, shape=("N", "M")), perm=(1, 0)), b.mul(b.broadcast(v, shape=("M", "N")), y),
+            b.layer_norm(y), b.layer_norm(y, w), b.layer_norm(y, w, v), b.rms_norm(y), b.rms_norm(y, w),
+            b.softmax(y), b.matmul(y, k2),
+            b.sdpa(q, k, vv, scale=0.3), b.sdpa(q, k, vv, causal=True)]
+    return b.finish(outs + [x, outs[0]])
+
+
+def _worst_rel_l2(graph: Graph, options: dict) -> float:
+    inputs = make_inputs(graph, 0, "cpu")
+    compiled = get_backend("onnxruntime").compile(graph, [], "cpu", options)
+    outputs = compiled(*inputs)
+    refs = evaluate_reference(graph, [t.double().numpy() for t in inputs])
+    assert len(outputs) == len(refs)
+    worst = 0.0
+    for out, ref in zip(outputs, refs):
+        got = out.double().numpy()
+        assert got.shape == ref.shape and np.isfinite(got).all()
+        worst = max(worst, float(np.linalg.norm(got - ref) / np.linalg.norm(ref)))
+    return worst
+
+
+@pytest.mark.parametrize("opset", [23, 18])   # 18: Gelu and RMSNormalization decomposed
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_every_op_matches_reference(dtype, opset):
+    dims = {"M": 6, "N": 10, "K": 7, "B": 2, "S": 5, "T": 5, "D": 8}
+    graph = bind(_every_op(dtype), dims, dtype)
+    assert _worst_rel_l2(graph, {"opset": opset}) < REL_L2_TOL[dtype]
+
+
+def test_export_is_valid_and_uses_native_ops(tmp_path):
+    from workloads.lower_onnx import lower_onnx
+
+    def ops(name: str, opset: int = 23) -> set:
+        w = builtin_workloads()[name]
+        model = lower_onnx(bind(w.graph, w.presets["smoke"], "float32"), opset)
+        onnx.checker.check_model(model, full_check=True)
+        assert model.ir_version <= 13, "onnxruntime 1.30 loads IR versions up to 13"
+        return {n.op_type for n in model.graph.node}
+
+    assert {"LayerNormalization", "Gelu"} <= ops("layernorm_gelu")
+    assert "RMSNormalization" in ops("rmsnorm") and "RMSNormalization" not in ops("rmsnorm", 22)
+    attention = ops("attention")
+    assert {"MatMul", "Softmax", "Where"} <= attention and not any(o.startswith("com.") for o in attention)
+
+
+def test_artifacts_and_model_file(tmp_path):
+    w = builtin_workloads()["layernorm_gelu"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    compiled = get_backend("onnxruntime").compile(g, [], "cpu", {"artifacts_dir": str(tmp_path)})
+    assert set(compiled.info.stages_s) == {"export", "session"}
+    art = compiled.artifacts()
+    assert art["opset"] == 23 and art["nodes"] == 2 and art["op_types"] == {"Gelu": 1, "LayerNormalization": 1}
+    assert art["onnx_bytes"] > 0 and "optimized_op_types" in art
+    assert onnx.load_from_string(art["model.onnx"]).graph.name == "layernorm_gelu"
+    model = onnx.load(art["model_path"])
+    assert [n.op_type for n in model.graph.node] == ["LayerNormalization", "Gelu"]
+
+
+def test_options():
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    backend = get_backend("onnxruntime")
+    with pytest.raises(ValueError, match="bogus"):
+        backend.compile(g, [], "cpu", {"bogus": 1})
+    with pytest.raises(ValueError, match="graph_optimization_level"):
+        backend.compile(g, [], "cpu", {"graph_optimization_level": "max"})
+    xs = make_inputs(g, 0, "cpu")
+    for level in ("disable", "basic", "extended", "all"):
+        compiled = backend.compile(g, [], "cpu", {"graph_optimization_level": level, "intra_op_num_threads": 1})
+        assert f"graph_optimization_level={level}" in compiled.info.notes
+        assert np.allclose(compiled(*xs)[0].sum(-1).numpy(), 1.0, atol=1e-5)
+
+
+def test_reason_when_not_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)   # makes `import onnxruntime` raise ImportError
+    assert OnnxRuntimeBackend.available() == "onnxruntime not installed (pip install 'bakeoff[onnx]')"
+    assert OnnxRuntimeBackend.version() is None
