@@ -83,6 +83,8 @@ class Backend(ABC):
     dtypes: ClassVar[frozenset[str]] = frozenset({"float32", "float16", "bfloat16"})
     # Environment variables naming cache folders, set per case by the harness for cold/warm compiles.
     cache_env: ClassVar[tuple[str, ...]] = ()
+    # Whether `run` launches on torch's current CUDA stream, so CUDA events recorded there time it.
+    timed_with_events: ClassVar[bool] = False
     # Whether `run` can be captured in a CUDA graph (torch.cuda.graph) for graph-replay timing.
     graph_capturable: ClassVar[bool] = False
 

@@ -11,6 +11,7 @@ from .base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
 class EagerBackend(Backend):
     name = "eager"
     graph_capturable = True
+    timed_with_events = True
 
     @classmethod
     def version(cls) -> str | None:

@@ -16,6 +16,7 @@ class InductorBackend(Backend):
     name = "inductor"
     cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     graph_capturable = True
+    timed_with_events = True
 
     @classmethod
     def version(cls) -> str | None:

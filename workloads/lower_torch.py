@@ -63,10 +63,21 @@ def _eval(n: Node, a: list, graph: Graph) -> torch.Tensor:
     if op == "softmax":
         return torch.softmax(a[0], -1)
     if op == "sdpa":
-        q = graph.node(n.inputs[0])
-        return F.scaled_dot_product_attention(a[0], a[1], a[2], is_causal=bool(n.attr("causal")),
-                                              scale=sdpa_scale(n, q.shape[-1]))
+        return _sdpa(a[0], a[1], a[2], bool(n.attr("causal")), sdpa_scale(n, graph.node(n.inputs[0]).shape[-1]))
     raise NotImplementedError(f"no PyTorch lowering for op {op!r}")
+
+
+# float64 attention has no fused kernel: its score matrix is materialized, so split large ones by batch.
+_MAX_SCORE_BYTES = 2**32
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    score_bytes = q.shape[:-1].numel() * k.shape[-2] * q.element_size()
+    if q.dtype == torch.float64 and q.dim() > 2 and score_bytes > _MAX_SCORE_BYTES and q.shape[0] > 1:
+        parts = max(1, min(q.shape[0], -(-score_bytes // _MAX_SCORE_BYTES)))
+        return torch.cat([_sdpa(qc, kc, vc, causal, scale) for qc, kc, vc in
+                          zip(q.chunk(parts), k.chunk(parts), v.chunk(parts))])
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
 
 def lower_torch(graph: Graph) -> Callable[..., tuple[torch.Tensor, ...]]:

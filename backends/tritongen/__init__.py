@@ -1,0 +1,91 @@
+"""tritongen: bakeoff's own Triton code generator (fusion -> codegen -> compile/tune -> launch).
+
+Triton is imported lazily: this package imports without it. On the CPU kernels run in Triton's interpreter,
+which needs TRITON_INTERPRET=1 in the environment before compile (read at compile time, not import time).
+Options: autotune (bool, default true; GPU only), max_row_block (int, elements: longest row kept in one tile),
+matmul_tma (bool: on the GPU also try matmul tiles loaded through TMA descriptors).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from backends.base import Backend, Compiled, TensorSpec
+from workloads.ir import Graph
+
+_NO_TRITON = "triton not installed (pip install 'bakeoff[triton]')"
+_NO_INTERP = "on the CPU tritongen needs TRITON_INTERPRET=1 (Triton's interpreter)"
+_OPTIONS = {"autotune", "max_row_block", "matmul_tma"}
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class TritonGenBackend(Backend):
+    name = "tritongen"
+    cache_env = ("BAKEOFF_TRITONGEN_CACHE_DIR", "TRITON_CACHE_DIR")
+    graph_capturable = True
+
+    @classmethod
+    def version(cls) -> str | None:
+        try:
+            import triton
+        except ImportError:
+            return None
+        return triton.__version__
+
+    @classmethod
+    def available(cls) -> str | None:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return _NO_TRITON
+        if not _has_cuda() and not _interpreting():
+            return _NO_INTERP
+        return None
+
+    def supports(self, graph: Graph, device: str, dtype: str) -> str | None:
+        reason = super().supports(graph, device, dtype)
+        if reason:
+            return reason
+        if device == "cpu" and not _interpreting():
+            return _NO_INTERP
+        if any(n.dtype == "float64" for n in graph.nodes):
+            return "tritongen does not generate float64 kernels"
+        from .fusion import fuse
+
+        try:
+            fuse(graph)
+        except NotImplementedError as exc:
+            return str(exc)
+        return None
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise ValueError(f"tritongen: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        interpret = _interpreting()
+        if device == "cpu" and not interpret:
+            raise RuntimeError(_NO_INTERP)
+        from .codegen import Target
+        from .pipeline import compile_graph
+
+        dtype = next((n.dtype for n in graph.inputs), "float32")
+        target = Target(interpret, dtype, int(options.get("max_row_block", 16384)),
+                        bool(options.get("matmul_tma", False)))
+        if interpret:
+            device_name = "triton-interpreter"
+        else:
+            import torch
+
+            device_name = torch.cuda.get_device_name(torch.device(device))
+        search = bool(options.get("autotune", True)) and not interpret
+        return compile_graph(graph, device, target, search, device_name)

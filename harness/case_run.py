@@ -1,0 +1,155 @@
+"""The cold run of one case, step by step: baseline, compile, check every seed, time, profile."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from backends import get_backend
+from backends.base import Backend, Compiled, TensorSpec
+
+from .checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
+from .envinfo import gpu_state
+from .inputs import make_inputs
+from .plan import Case
+from .timing import Target, cuda_graph_latency_ms, measure, profile_kernels
+from .steps import compile_and_first_run, count_cache_files, error_record
+
+
+def _eager_baseline(graph, specs, case: Case, inputs) -> tuple[Compiled, list[torch.Tensor], bool]:
+    """Eager's executable and outputs; run twice, and report whether the two runs differ bitwise."""
+    eager = get_backend("eager").compile(graph, specs, case.device, {})
+    first = [o.clone() for o in eager(*inputs)]
+    second = eager(*inputs)
+    deterministic = all(torch.equal(a, b) or (a.isnan() == b.isnan()).all() and torch.equal(
+        a.nan_to_num(), b.nan_to_num()) for a, b in zip(first, second))
+    return eager, first, deterministic
+
+
+def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck) -> list[SeedCheck]:
+    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare."""
+    checks = [first]
+    for seed in case.seeds[1:]:
+        inputs = make_inputs(graph, seed, case.device)
+        eager_out = eager(*inputs)
+        refs = reference_outputs(graph, inputs, case.device)
+        poison_allocator(graph, case.device)
+        outs = compiled(*inputs)
+        checks.append(check_outputs(graph, seed, outs, eager_out, refs))
+    return checks
+
+
+def _worst(checks: list[SeedCheck]) -> SeedCheck:
+    bad = [c for c in checks if c.verdict and c.verdict.status != "ok"]
+    if bad:
+        return bad[0]
+    return max(checks, key=lambda c: c.vs_ref.rel_l2 if c.vs_ref else 0.0)
+
+
+def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
+            eager_prepared: Any) -> dict[str, Any]:
+    t = case.timing
+    targets = [Target(case.backend, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)]
+    if case.adapter != "eager":
+        targets.append(Target("eager", lambda: eager.run(eager_prepared), eager.sync, True))
+    results = measure(targets, case.device, warmup_s=t["warmup_s"], budget_s=t["budget_s"],
+                      min_reps=t["min_reps"], max_reps=t["max_reps"], target_iqr=t["target_iqr"],
+                      flush_l2=t["flush_l2"])
+    mine = results[case.backend]
+    eager_stats = results.get("eager", mine)
+    out: dict[str, Any] = {
+        "latency_ms_median": mine.median_ms, "latency_ms_p20": mine.p20_ms, "latency_ms_p80": mine.p80_ms,
+        "latency_iqr_rel": mine.iqr_rel, "n_samples": mine.n, "timing_method": mine.method,
+        "samples": targets[0].samples_ms,
+        "eager_latency_ms_median": eager_stats.median_ms, "eager_latency_ms_p20": eager_stats.p20_ms,
+        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples": targets[-1].samples_ms,
+        "speedup_vs_eager": eager_stats.median_ms / mine.median_ms if mine.median_ms > 0 else None,
+    }
+    if case.device.startswith("cuda"):
+        if t["cuda_graph"] and backend.graph_capturable:
+            try:
+                out["graph_latency_ms"] = cuda_graph_latency_ms(lambda: compiled.run(prepared)).median_ms
+            except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
+                out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        if t["profile"]:
+            count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
+            out["kernel_count"], out["device_ms"] = count, device_ms
+            out["launch_overhead_share"] = 1.0 - device_ms / mine.median_ms if mine.median_ms > 0 else None
+    return out
+
+
+def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str, Any]:
+    """Write text artifacts to files; return a summary (sizes, numbers) for the record."""
+    arts = compiled.artifacts() or {}
+    summary: dict[str, Any] = {}
+    for key, value in arts.items():
+        if isinstance(value, str | bytes) and artifacts_dir is not None:
+            artifacts_dir.mkdir(parents=True, exist_ok=True)
+            data = value.encode() if isinstance(value, str) else value
+            (artifacts_dir / key.replace("/", "_")).write_bytes(data)
+            summary[f"{key}_bytes"] = len(data)
+        elif isinstance(value, int | float | bool | list | dict) or value is None:
+            summary[key] = value
+    return summary
+
+
+def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
+    """The whole case in this (fresh) process. Returns the record's measured fields."""
+    graph = case.bound_graph()
+    backend = get_backend(case.adapter)
+    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
+    torch.manual_seed(case.seeds[0])
+    inputs = make_inputs(graph, case.seeds[0], case.device)
+    eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
+    rec["eager_deterministic"] = deterministic
+    refs = reference_outputs(graph, inputs, case.device)
+    cache_before = count_cache_files(backend.cache_env)
+    poison_allocator(graph, case.device)
+    try:
+        compiled, prepared, raw, compile_s = compile_and_first_run(backend, graph, specs, case, inputs)
+    except Exception as exc:
+        return {**rec, **error_record("compile_error", exc)}
+    rec.update(compile_s=compile_s, compile_stages_s=dict(compiled.info.stages_s),
+               compile_notes=list(compiled.info.notes), cache_hit_cold=compiled.info.cache_hit,
+               cache_files_cold=count_cache_files(backend.cache_env) - cache_before)
+    try:
+        first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
+        checks = _check_seeds(graph, case, compiled, eager, first)
+    except Exception as exc:
+        return {**rec, **error_record("runtime_error", exc)}
+    worst = _worst(checks)
+    rec["status"] = worst.verdict.status if worst.verdict else "mismatch"
+    rec["reason"] = worst.verdict.reason if worst.verdict else "no output checked"
+    rec["err_ratio_vs_eager"] = worst.verdict.err_ratio_vs_eager if worst.verdict else None
+    rec["checked_seeds"] = [c.seed for c in checks]
+    rec["check_problems"] = sorted({p for c in checks for p in c.problems})
+    for prefix, suffix, stats in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
+                                  ("eager_err", "vs_fp64", worst.eager_vs_ref)):
+        if stats is not None:
+            rec.update(stats.as_dict(suffix, prefix))
+    if worst.verdict and worst.verdict.reason and worst.verdict.reason.startswith("output shape"):
+        return rec
+    try:
+        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs)))
+    except Exception as exc:
+        return {**rec, **error_record("runtime_error", exc)}
+    rec.update(_derived(case, rec))
+    rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
+    rec["gpu_state_after"] = gpu_state(case.device)
+    return rec
+
+
+def _derived(case: Case, rec: dict[str, Any]) -> dict[str, Any]:
+    """Achieved throughput from the analytic cost model, and break-even calls."""
+    ms = rec.get("latency_ms_median")
+    out: dict[str, Any] = {}
+    if ms and ms > 0:
+        out["achieved_gbps"] = case.bytes_moved / (ms * 1e-3) / 1e9
+        out["achieved_tflops"] = case.flops / (ms * 1e-3) / 1e12
+    eager_ms = rec.get("eager_latency_ms_median")
+    if case.adapter != "eager" and ms and eager_ms and eager_ms > ms:
+        out["break_even_calls"] = rec["compile_s"] / ((eager_ms - ms) * 1e-3)
+    return out
+

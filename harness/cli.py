@@ -1,0 +1,207 @@
+"""The `bakeoff` command line. Thin: each command parses arguments and calls one function.
+
+Exit codes: 0 success; 1 a run or comparison found failures/regressions where a command says so;
+2 bad input (config, arguments, unknown run) with nothing written.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from .config import default_config_text
+from .yaml_lines import ConfigError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+list_app = typer.Typer(help="List workloads or backends.", no_args_is_help=True)
+app.add_typer(list_app, name="list")
+# Tables are wide: when output is not a terminal (CI logs, pipes), do not wrap them at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store (default sqlite:///results/bakeoff.db)")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[red]error[/]: {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _store(db: str | None):
+    from results.store import Store, StoreError
+
+    try:
+        return Store(db)
+    except StoreError as exc:
+        _fail(str(exc))
+    except Exception as exc:  # a bad URL or unreachable server: say which
+        _fail(f"cannot open results store {db or 'results/bakeoff.db'}: {exc}")
+
+
+@app.command()
+def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the built-in default when omitted"),
+        backend: Optional[list[str]] = typer.Option(None, "--backend", "-b", help="Run only these backends"),
+        workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Run only these workloads"),
+        device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N"),
+        preset: Optional[str] = typer.Option(None, "--preset", help="Shape preset: smoke, cpu, gpu"),
+        resume: Optional[str] = typer.Option(None, "--resume", help="Finish the cases of this run id"),
+        db: Optional[str] = DB_OPTION) -> None:
+    """Run a benchmark config and print its summary table."""
+    from .runner import Filters, resume_run, start_run
+    from .table import summary_table
+
+    if resume and (config or backend or workload or device or preset):
+        _fail("--resume takes only --db: the run keeps the config and filters it started with")
+    if config is not None:
+        try:
+            text, path = config.read_text(), str(config)
+        except OSError as exc:
+            _fail(f"{config}: cannot read config: {exc.strerror}")
+    else:
+        text, path = default_config_text(), "<built-in default>"
+    filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device, preset)
+    if filters.backends:
+        from backends import known
+
+        for name in filters.backends:
+            if not known(name):
+                from backends import REGISTRY
+
+                _fail(f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
+    store = _store(db)
+    try:
+        run_id = resume_run(store, resume, console) if resume else start_run(store, text, path, filters, console)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    records = store.records(run_id)
+    console.print(summary_table(records, title=f"run {run_id}"))
+    bad = [r for r in records if r["status"] not in ("ok", "skipped")]
+    console.print(f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok, "
+                  f"{sum(r['status'] == 'skipped' for r in records)} skipped, {len(bad)} failed. "
+                  f"Store: {store.url}, run {run_id}")
+
+
+@list_app.command("workloads")
+def list_workloads() -> None:
+    """The built-in workloads, their category and presets."""
+    from rich.table import Table
+
+    from workloads.suite import builtin_workloads
+
+    t = Table("workload", "category", "what", "presets")
+    for w in builtin_workloads().values():
+        t.add_row(w.name, w.category, w.description,
+                  "; ".join(f"{p}: " + ",".join(f"{k}={v}" for k, v in dims.items()) for p, dims in w.presets.items()))
+    console.print(t)
+
+
+@list_app.command("backends")
+def list_backends() -> None:
+    """Each backend, its version, and whether it is available here (or why not)."""
+    from rich.table import Table
+
+    from backends import REGISTRY, backend_class
+
+    t = Table("backend", "version", "status")
+    for name in REGISTRY:
+        try:
+            cls = backend_class(name)
+            reason, version = cls.available(), cls.version() if cls.available() is None else None
+        except Exception as exc:  # an adapter that fails to load is reported, not fatal
+            reason, version = f"adapter failed to load: {exc}", None
+        t.add_row(name, version or "-", "[green]available[/]" if reason is None else f"[yellow]{reason}[/]")
+    console.print(t)
+
+
+@app.command()
+def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when omitted)"),
+         db: Optional[str] = DB_OPTION) -> None:
+    """Print a run's summary table."""
+    from results.store import StoreError
+
+    from .table import summary_table
+
+    store = _store(db)
+    try:
+        run_id = run_id or store.latest_run_id()
+        run = store.run(run_id)
+    except StoreError as exc:
+        _fail(str(exc))
+    env = run.get("environment") or {}
+    console.print(f"run {run_id} ({run['status']}), config {run['config_name']}, device {run['device']} "
+                  f"({env.get('gpu_name') or env.get('cpu_model')}), fingerprint {run['fingerprint']}, "
+                  f"harness {run['harness_rev']}")
+    console.print(summary_table(store.records(run_id), title=f"run {run_id}"))
+
+
+@app.command()
+def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
+           format: str = typer.Option("json", "--format", "-f", help="csv, json or parquet"),
+           output: Optional[Path] = typer.Option(None, "-o", "--output", help="File (json goes to stdout without)"),
+           db: Optional[str] = DB_OPTION) -> None:
+    """Write a run's records as csv, json or parquet."""
+    from results.export import export_records
+    from results.store import StoreError
+
+    if format not in ("csv", "json", "parquet"):
+        _fail(f"--format must be csv, json or parquet, not {format!r}")
+    if format != "json" and output is None:
+        _fail(f"--format {format} needs -o FILE")
+    store = _store(db)
+    try:
+        run_id = store.latest_run_id() if run_id == "latest" else run_id
+        store.run(run_id)
+    except StoreError as exc:
+        _fail(str(exc))
+    text = export_records(store.records(run_id), format, output)
+    if text is not None:
+        sys.stdout.write(text + "\n")
+
+
+@app.command()
+def doctor(device: str = typer.Option("auto", "--device")) -> None:
+    """Print the environment and what each backend needs."""
+    from backends import REGISTRY, backend_class
+
+    from .envinfo import environment
+    from .plan import resolve_device
+
+    env = environment(resolve_device(device))
+    for key, value in env.items():
+        console.print(f"[bold]{key}[/]: {json.dumps(value) if isinstance(value, dict | list) else value}")
+    console.print()
+    for name in REGISTRY:
+        cls = backend_class(name)
+        reason = cls.available()
+        console.print(f"[bold]{name}[/]: " + ("[green]available[/] " + (cls.version() or "") if reason is None
+                                                else f"[yellow]{reason}[/]"))
+
+
+@app.command()
+def calibrate(device: str = typer.Option("auto", "--device"),
+              dtype: Optional[list[str]] = typer.Option(None, "--dtype", help="Matmul dtypes (default: all three)"),
+              db: Optional[str] = DB_OPTION) -> None:
+    """Measure and store the device's ceilings (copy GB/s, matmul TFLOP/s per dtype) for its fingerprint."""
+    from .calibrate import measure_ceilings
+    from .envinfo import environment
+    from .plan import resolve_device
+
+    dev = resolve_device(device)
+    env = environment(dev)
+    dtypes = dtype or ["float32", "float16", "bfloat16"]
+    store = _store(db)
+    values = measure_ceilings(dev, dtypes)
+    store.add_ceilings(env["fingerprint"], dev, values, env)
+    for name, value, unit, method in values:
+        console.print(f"{name}: [bold]{value:.1f}[/] {unit}  ({method})")
+    console.print(f"stored for fingerprint {env['fingerprint']} in {store.url}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()

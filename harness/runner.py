@@ -1,0 +1,149 @@
+"""The orchestrator: plan a config, run its cases one by one, write each record as soon as its case ends.
+
+It is the only writer of the store. Ctrl-C stops the current worker, keeps every finished record, marks
+the run interrupted and says how to resume; `--resume RUN_ID` runs only the cases without a record.
+"""
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from results.store import Store
+
+from .config import Config, LocatedYaml, parse_config, resolve_workloads
+from .envinfo import environment
+from .execute import case_fields, execute_case, kill_group
+from .plan import Case, plan, resolve_device, resolve_preset
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Command-line narrowing of a config (None = keep all)."""
+
+    backends: tuple[str, ...] | None = None
+    workloads: tuple[str, ...] | None = None
+    device: str | None = None
+    preset: str | None = None
+
+
+def build_cases(cfg: Config, where: LocatedYaml, filters: Filters) -> tuple[str, list[Case]]:
+    """Resolve the device and preset, apply the filters, and plan. Returns (device, cases)."""
+    device = resolve_device(filters.device or cfg.device)
+    preset = resolve_preset(filters.preset or cfg.preset, device)
+    if filters.backends:
+        cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
+    workloads = resolve_workloads(cfg, where, preset)
+    if filters.workloads:
+        missing = set(filters.workloads) - {w.name for w in workloads}
+        if missing:
+            from .yaml_lines import ConfigError
+
+            raise ConfigError(where.file, None, "workloads",
+                              f"--workload {sorted(missing)[0]!r} is not in this config "
+                              f"(it has {', '.join(w.name for w in workloads)})")
+        workloads = [w for w in workloads if w.name in filters.workloads]
+    return device, plan(cfg, workloads, device)
+
+
+def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) -> dict[str, Any]:
+    record = {**case_fields(case), **result}
+    record.setdefault("status", "crash")
+    ceiling = _ceiling_for(case, ceilings)
+    if ceiling and record.get("latency_ms_median"):
+        name, value = ceiling
+        achieved = record.get("achieved_tflops") if name.startswith("matmul") else record.get("achieved_gbps")
+        if achieved:
+            record["pct_of_ceiling"] = 100.0 * achieved / value
+            record["ceiling"] = {"name": name, "value": value}
+    return record
+
+
+def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | None:
+    """The ceiling that bounds this case: matmul TFLOP/s for compute-bound graphs, copy GB/s otherwise."""
+    intensity = case.flops / max(case.bytes_moved, 1)
+    key = f"matmul_tflops_{case.dtype}"
+    if key in ceilings and "copy_gbps" in ceilings:
+        ridge = ceilings[key] * 1e12 / (ceilings["copy_gbps"] * 1e9)
+        return (key, ceilings[key]) if intensity > ridge else ("copy_gbps", ceilings["copy_gbps"])
+    if "copy_gbps" in ceilings:
+        return ("copy_gbps", ceilings["copy_gbps"])
+    return None
+
+
+def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, console: Console,
+              ceilings: dict[str, float], on_record: Callable[[dict], None] | None = None) -> str:
+    """Run `cases` in order, committing each record as it ends. Returns the run's final status."""
+    done = store.done_case_ids(run_id)
+    todo = [c for c in cases if c.case_id not in done]
+    procs: list[subprocess.Popen] = []
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("starting", total=len(todo))
+        try:
+            for case in todo:
+                progress.update(task, description=case.case_id)
+                if case.skip_reason:
+                    result: dict[str, Any] = {"status": "skipped", "reason": case.skip_reason}
+                else:
+                    result = execute_case(case, work_dir, procs=procs)
+                record = _complete(case, result, ceilings)
+                store.add_record(run_id, record)
+                if on_record:
+                    on_record(record)
+                progress.advance(task)
+        except KeyboardInterrupt:
+            for proc in list(procs):
+                kill_group(proc)
+            store.finish_run(run_id, "interrupted")
+            console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
+                          f"Resume with: bakeoff run --resume {run_id}" + _db_hint(store))
+            raise
+    store.finish_run(run_id, "complete")
+    return "complete"
+
+
+def _db_hint(store: Store) -> str:
+    from results.store import default_url
+
+    return "" if store.url == default_url() else f" --db {store.url}"
+
+
+def start_run(store: Store, config_text: str, config_path: str, filters: Filters, console: Console) -> str:
+    """Validate, plan, record the run, run every case; returns the run id."""
+    cfg, where = parse_config(config_text, config_path)
+    device, cases = build_cases(cfg, where, filters)
+    env = environment(device)
+    run_id = store.create_run(config_name=cfg.name, config_path=config_path, config_text=config_text,
+                              device=device, environment=_with_filters(env, filters), n_cases=len(cases))
+    console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
+                  f"({env.get('gpu_name') or env.get('cpu_model')}), store {store.url}")
+    work_dir = Path("results") / "artifacts" / run_id
+    work_dir.mkdir(parents=True, exist_ok=True)
+    run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env["fingerprint"]))
+    return run_id
+
+
+def _with_filters(env: dict[str, Any], filters: Filters) -> dict[str, Any]:
+    return {**env, "filters": {k: v for k, v in filters.__dict__.items() if v}}
+
+
+def resume_run(store: Store, run_id: str, console: Console) -> str:
+    """Finish the cases of `run_id` that have no record, with the config and filters the run started with."""
+    run = store.run(run_id)
+    saved = (run.get("environment") or {}).get("filters", {})
+    filters = Filters(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+    cfg, where = parse_config(run["config_text"], run["config_path"] or "<stored config>")
+    device, cases = build_cases(cfg, where, filters)
+    console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of {len(cases)} "
+                  f"cases left")
+    work_dir = Path("results") / "artifacts" / run_id
+    work_dir.mkdir(parents=True, exist_ok=True)
+    store.finish_run(run_id, "running")
+    run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(run["fingerprint"]))
+    return run_id

@@ -1,0 +1,68 @@
+"""Steps shared by the cold and warm worker phases."""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .plan import Case
+
+
+def _status_of(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, MemoryError) or "out of memory" in text or "outofmemory" in text:
+        return "oom"
+    return ""
+
+
+def error_record(status: str, exc: BaseException) -> dict[str, Any]:
+    """A record for an exception: `status` unless it was an out-of-memory error."""
+    tb = traceback.format_exc(limit=8)
+    if isinstance(exc, FirstRunError):
+        exc = exc.__cause__ or exc
+        # torch.compile compiles lazily, inside the first run: its failures are still compile errors.
+        lazy_compile = type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
+        status = "compile_error" if lazy_compile else "runtime_error"
+    return {"status": _status_of(exc) or status, "reason": f"{type(exc).__name__}: {exc}"[:2000],
+            "traceback": tb[-4000:]}
+
+
+def count_cache_files(env_names: tuple[str, ...]) -> int:
+    """Files under the cache folders named by the environment variables `env_names`."""
+    total = 0
+    for name in env_names:
+        folder = os.environ.get(name)
+        if folder and Path(folder).is_dir():
+            total += sum(1 for p in Path(folder).rglob("*") if p.is_file())
+    return total
+
+
+def limit_host_memory(case: Case) -> None:
+    if case.memory_limit_gb and not case.device.startswith("cuda"):
+        import resource
+
+        limit = int(case.memory_limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+class FirstRunError(Exception):
+    """The backend compiled but its first run failed; `__cause__` is the real error."""
+
+
+def compile_and_first_run(backend, graph, specs, case: Case, inputs):
+    """Compile, prepare and run once, synchronized. Returns (compiled, prepared, raw, seconds).
+
+    An exception from compile() propagates as is (a compile error); one from the first run is wrapped
+    in FirstRunError (a runtime error), though lazy compilers (torch.compile) compile inside it.
+    """
+    t0 = time.perf_counter()
+    compiled = backend.compile(graph, specs, case.device, dict(case.options))
+    try:
+        prepared = compiled.prepare(inputs)
+        raw = compiled.run(prepared)
+        compiled.sync()
+    except Exception as exc:
+        raise FirstRunError(f"{type(exc).__name__}: {exc}") from exc
+    return compiled, prepared, raw, time.perf_counter() - t0

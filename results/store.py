@@ -1,0 +1,151 @@
+"""Read and write the results store. SQLite by default (results/bakeoff.db), any SQLAlchemy URL by --db.
+
+The orchestrator is the only writer. Each record is inserted in its own transaction, so a case is either
+entirely in the store or not at all. Names from configs reach SQL only as bound parameters (Core).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import secrets
+from pathlib import Path
+from typing import Any, Iterable
+
+from sqlalchemy import create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Engine
+
+from . import schema
+from .schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
+
+DEFAULT_DB = Path("results") / "bakeoff.db"
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def default_url() -> str:
+    return f"sqlite:///{DEFAULT_DB}"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe values: NaN and infinities become None (JSON has no spelling for them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+class Store:
+    """A results database. `url` is any SQLAlchemy URL; SQLite files and folders are created on first use."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_url()
+        if self.url.startswith("sqlite:///") and not self.url.startswith("sqlite:///:memory:"):
+            Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(self.url, future=True)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._init_schema()
+
+    def _init_schema(self) -> None:
+        schema.metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            row = conn.execute(select(schema_info.c.value).where(schema_info.c.key == "schema_version")).first()
+            if row is None:
+                conn.execute(insert(schema_info).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise StoreError(f"{self.url}: schema version {row[0]} is newer than this bakeoff's "
+                                 f"({SCHEMA_VERSION}); upgrade bakeoff")
+
+    # runs
+    def create_run(self, *, config_name: str, config_path: str | None, config_text: str, device: str,
+                   environment: dict[str, Any], n_cases: int) -> str:
+        """A new run in state 'running'; returns its id (UTC start time plus a random suffix)."""
+        run_id = _now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+        with self.engine.begin() as conn:
+            conn.execute(insert(runs).values(
+                run_id=run_id, started_at=_now(), status="running", config_name=config_name,
+                config_path=config_path, config_text=config_text, device=device,
+                fingerprint=environment.get("fingerprint"), environment=_clean(environment),
+                harness_rev=environment.get("harness_rev"), schema_version=SCHEMA_VERSION, n_cases=n_cases))
+        return run_id
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.run_id == run_id).values(status=status, ended_at=_now()))
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+        if row is None:
+            raise StoreError(f"no run {run_id!r} in {self.url}")
+        return dict(row)
+
+    def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Runs, newest first."""
+        q = select(runs).order_by(runs.c.started_at.desc())
+        if limit:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(q).mappings()]
+
+    def latest_run_id(self) -> str:
+        rows = self.runs(limit=1)
+        if not rows:
+            raise StoreError(f"no runs in {self.url} yet: start one with `bakeoff run`")
+        return rows[0]["run_id"]
+
+    # records
+    def add_record(self, run_id: str, record: dict[str, Any]) -> None:
+        """Insert one case's record in one transaction. Unknown fields go to `details`."""
+        row = {k: _clean(record.get(k)) for k in RECORD_COLUMNS if k != "details"}
+        row["details"] = _clean({k: v for k, v in record.items() if k not in RECORD_COLUMNS})
+        with self.engine.begin() as conn:
+            conn.execute(insert(records).values(run_id=run_id, created_at=_now(), **row))
+
+    def records(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's records in insertion order, with `details` kept as a nested dict."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(records).where(records.c.run_id == run_id).order_by(records.c.id)).mappings()
+            return [dict(r) for r in rows]
+
+    def done_case_ids(self, run_id: str) -> set[str]:
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(records.c.case_id).where(records.c.run_id == run_id)).scalars())
+
+    def count_records(self, run_id: str) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(records).where(records.c.run_id == run_id)).scalar_one()
+
+    # ceilings
+    def add_ceilings(self, fingerprint: str, device: str, values: Iterable[tuple[str, float, str, str]],
+                     environment: dict[str, Any]) -> None:
+        """Store (name, value, unit, method) ceilings measured now for `fingerprint`."""
+        with self.engine.begin() as conn:
+            for name, value, unit, method in values:
+                conn.execute(insert(ceilings).values(fingerprint=fingerprint, device=device, name=name, value=value,
+                                                     unit=unit, method=method, measured_at=_now(),
+                                                     environment=_clean(environment)))
+
+    def latest_ceilings(self, fingerprint: str) -> dict[str, float]:
+        """The newest value of each ceiling measured for `fingerprint`."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(ceilings).where(ceilings.c.fingerprint == fingerprint)
+                                .order_by(ceilings.c.measured_at)).mappings()
+            return {r["name"]: r["value"] for r in rows}
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")  # readers (show, report) never block the writer
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()

@@ -1,0 +1,114 @@
+"""The IREE backend: numerics against fp64 on every suite workload, stages, artifacts, CUDA target choice."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
+from backends import get_backend
+from workloads.ir import bind
+from workloads.suite import builtin_workloads
+
+REPO = Path(__file__).resolve().parents[1]
+REASON = get_backend("iree").available()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+HALF = ["layernorm_gelu", "softmax_large", "gemm_bias_gelu", "attention"]
+
+
+def _graph(workload: str, dtype: str = "float32"):
+    w = builtin_workloads()[workload]
+    return bind(w.graph, w.presets["smoke"], dtype)
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_matches_reference_float32(workload):
+    assert rel_l2_vs_reference("iree", workload, "float32") < REL_L2_TOL["float32"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("workload", HALF)
+def test_matches_reference_half(workload, dtype):
+    assert rel_l2_vs_reference("iree", workload, dtype) < REL_L2_TOL[dtype]
+
+
+def test_stages_and_artifacts():
+    c = get_backend("iree").compile(_graph("attn_block"), [], "cpu", {})
+    assert {"compile", "load"} <= set(c.info.stages_s)
+    assert all(v > 0 for v in c.info.stages_s.values()), c.info.stages_s
+    a = c.artifacts()
+    assert a["vmfb_bytes"] > 0
+    # LayerNorm, 3 projections, attention and the output projection cannot fit in fewer than 3 dispatches.
+    assert isinstance(a["dispatch_count"], int) and a["dispatch_count"] >= 3
+    assert 0 < a["executable_count"] <= a["dispatch_count"]
+    assert "--iree-hal-local-target-device-backends=llvm-cpu" in a["flags"]
+    assert a["target"] == "llvm-cpu host"
+
+
+def test_unknown_option_is_named():
+    with pytest.raises(ValueError, match="bogus"):
+        get_backend("iree").compile(_graph("softmax"), [], "cpu", {"bogus": 1})
+
+
+def test_run_returns_finished_results_on_reused_inputs():
+    c = get_backend("iree").compile(_graph("ew_sigmoid_relu"), [], "cpu", {})
+    x, y = torch.randn(61, 257), torch.randn(61, 257)
+    prepared = c.prepare([x, y])
+    expected = torch.sigmoid(torch.relu(x * 1.5 + y)) * x
+    for _ in range(2):  # the uploaded inputs serve every run
+        out = c.to_torch(c.run(prepared))[0]
+        c.sync()
+        assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_cuda_target_falls_back_to_one_the_compiler_knows(tmp_path, monkeypatch):
+    """Compiling for CUDA needs no GPU: check the target choice and that a workload compiles for it.
+
+    attn_block in bfloat16 has bf16 matmuls, which IREE 3.13's CUDA codegen rejects unless they accumulate
+    in float32 (as workloads.lower_jax writes them).
+    """
+    import iree.compiler as ireec
+
+    from backends import iree as iree_backend
+    from workloads.lower_jax import stablehlo_text
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(iree_backend, "_known_targets", {})
+    target, note = iree_backend.cuda_target("sm_90")
+    if target != "sm_90":
+        assert note and "sm_90" in note and target in note
+    assert iree_backend.cuda_target("sm_80") == ("sm_80", None)
+    assert (tmp_path / "bakeoff" / "iree_cuda_targets.json").exists()
+    vmfb = ireec.compile_str(stablehlo_text(_graph("attn_block", "bfloat16")), input_type="stablehlo",
+                             extra_args=["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"])
+    assert len(vmfb) > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("workload", ["layernorm_gelu", "gemm_bias_gelu", "attn_block"])
+def test_matches_reference_on_gpu(workload, dtype):
+    assert rel_l2_vs_reference("iree", workload, dtype, device="cuda") < REL_L2_TOL[dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_target_is_recorded():
+    c = get_backend("iree").compile(_graph("softmax"), [], "cuda", {})
+    major, minor = torch.cuda.get_device_capability(0)
+    target = c.artifacts()["target"]
+    assert target.startswith("sm_") and f"target={target}" in c.info.notes
+    if target != f"sm_{major}{minor}":
+        assert any("PTX JIT" in n for n in c.info.notes)
+
+
+def test_available_names_what_to_install_when_nothing_is_installed():
+    """Without site-packages (python -S) the modules still import and say what to pip install."""
+    code = ("from backends import get_backend; import workloads.lower_jax; "
+            "b = get_backend('iree'); print(b.available()); print(b.version())")
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["iree not installed (pip install 'bakeoff[iree]')", "None"]

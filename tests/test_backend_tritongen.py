@@ -1,0 +1,162 @@
+"""tritongen: every suite workload against the fp64 reference under Triton's interpreter, the fusion partition,
+the looped row form, layout views and copies, and the warm path through the tune cache."""
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anywhere in this process
+
+import pytest
+
+pytest.importorskip("triton")
+
+import torch  # noqa: E402
+
+from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference  # noqa: E402
+from backends import get_backend  # noqa: E402
+from backends.base import TensorSpec  # noqa: E402
+from harness.inputs import make_inputs  # noqa: E402
+from workloads.builder import GraphBuilder  # noqa: E402
+from workloads.ir import bind  # noqa: E402
+from workloads.lower_torch import lower_torch  # noqa: E402
+from workloads.suite import builtin_workloads  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
+                                reason="needs TRITON_INTERPRET=1 on a machine without a GPU")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BAKEOFF_TRITONGEN_CACHE_DIR", str(tmp_path / "tg"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_matches_reference(workload, dtype):
+    assert rel_l2_vs_reference("tritongen", workload, dtype) < REL_L2_TOL[dtype]
+
+
+@pytest.mark.parametrize("workload", ["layernorm_gelu", "rmsnorm", "softmax", "softmax_large", "mlp_block"])
+def test_looped_row_form_matches_reference(workload):
+    err = rel_l2_vs_reference("tritongen", workload, "float32", options={"max_row_block": 64})
+    assert err < REL_L2_TOL["float32"]
+
+
+def _plan(workload: str, dtype: str = "float16"):
+    from backends.tritongen.fusion import fuse
+
+    w = builtin_workloads()[workload]
+    return fuse(bind(w.graph, w.presets["smoke"], dtype))
+
+
+@pytest.mark.parametrize("workload, kinds", [
+    ("ew_sigmoid_relu", ["pointwise"]), ("ew_gelu_silu_gate", ["pointwise"]),
+    ("layernorm_gelu", ["rowreduce"]), ("rmsnorm", ["rowreduce"]), ("softmax", ["rowreduce"]),
+    ("softmax_large", ["rowreduce"]), ("gemm_bias_gelu", ["matmul"]), ("gemm_bias_residual", ["matmul"]),
+    ("attention", ["attention"]), ("mlp_block", ["rowreduce", "matmul", "matmul"]),
+    ("attn_block", ["rowreduce", "matmul", "matmul", "matmul", "attention", "matmul"]),
+])
+def test_partition(workload, kinds):
+    plan = _plan(workload)
+    assert [k.kind for k in plan.kernels] == kinds
+    text = plan.text()
+    assert all(k.name in text for k in plan.kernels)
+
+
+def test_attention_block_head_layout_is_folded_into_strides():
+    plan = _plan("attn_block")
+    attn = next(k for k in plan.kernels if k.kind == "attention")
+    # q/k/v are read straight from the projection outputs (B, S, H*Dh) through strides: no copy kernels
+    assert all(v.strides == (768, 16, 32, 1) for _, v in attn.loads)
+    # the output is written head-interleaved, so the out-projection reads it contiguously
+    (_, out), = attn.stores
+    assert out.strides == (768, 16, 32, 1)
+    proj = plan.kernels[-1]
+    assert any(v.buffer == out.buffer and v.strides == (768, 32, 1) for _, v in proj.loads)
+
+
+def test_mlp_block_fuses_layernorm_and_epilogues():
+    plan = _plan("mlp_block")
+    ops = [[plan.graph.node(i).op for i in k.nodes] for k in plan.kernels]
+    assert ops[1][-2:] == ["add", "gelu"] and ops[2][-2:] == ["add", "add"]
+    assert len(plan.buffers) - len(plan.source.inputs) == 3  # LN output, hidden, result
+
+
+def _compile(graph, dtype="float32", options=None):
+    b = get_backend("tritongen")
+    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    return b.compile(graph, specs, "cpu", options or {})
+
+
+def _check_against_eager(graph, tol=1e-5):
+    xs = make_inputs(graph, 3, "cpu")
+    got = _compile(graph)(*xs)
+    want = lower_torch(graph)(*xs)
+    for g_, w_ in zip(got, want):
+        assert g_.shape == w_.shape
+        assert torch.allclose(g_, w_, rtol=tol, atol=tol)
+
+
+def test_transpose_only_value_is_stored_transposed_so_the_reshape_is_a_view():
+    b = GraphBuilder("t")
+    y = b.reshape(b.transpose(b.exp(b.input("x", (5, 6, 7))), perm=(1, 0, 2)), shape=(30, 7))
+    g = bind(b.finish([b.mul(y, b.const(2.0))]), {}, "float32")
+    from backends.tritongen.fusion import fuse
+
+    assert [k.kind for k in fuse(g).kernels] == ["pointwise", "pointwise"]
+    _check_against_eager(g)
+
+
+def test_reshape_of_a_transpose_gets_a_copy_kernel():
+    b = GraphBuilder("t")
+    x = b.input("x", (5, 6, 7))
+    e = b.exp(x)
+    y = b.reshape(b.transpose(e, perm=(1, 0, 2)), shape=(30, 7))
+    # e is also an output, so it is stored in its own (contiguous) order and the reshape needs a copy
+    g = bind(b.finish([b.mul(y, b.const(2.0)), e]), {}, "float32")
+    from backends.tritongen.fusion import fuse
+
+    assert [k.kind for k in fuse(g).kernels] == ["pointwise", "copy", "pointwise"]
+    _check_against_eager(g)
+
+
+def test_batched_matmul_broadcast_bias_and_transposed_operand():
+    b = GraphBuilder("bmm")
+    a, w = b.input("a", (3, 19, 24)), b.input("w", (3, 21, 24))
+    bias = b.input("bias", (21,))
+    y = b.relu(b.add(b.matmul(a, b.transpose(w, perm=(0, 2, 1))), bias))
+    g = bind(b.finish([y]), {}, "float32")
+    _check_against_eager(g, tol=1e-4)
+
+
+def test_decomposed_attention_pattern_and_var():
+    b = GraphBuilder("dec")
+    q, k = b.input("q", (2, 9, 8)), b.input("k", (2, 11, 8))
+    s = b.causal_mask(b.mul(b.matmul(q, b.transpose(k, perm=(0, 2, 1))), b.const(0.3)))
+    p = b.softmax(s)
+    v = b.var(b.input("x", (13, 17)), correction=1)
+    g = bind(b.finish([p, v]), {}, "float32")
+    _check_against_eager(g)
+
+
+def test_warm_compile_hits_the_tune_cache():
+    w = builtin_workloads()["gemm_bias_gelu"]
+    g = bind(w.graph, w.presets["smoke"], "float16")
+    cold = _compile(g)
+    warm = _compile(g)
+    assert cold.info.cache_hit is False and warm.info.cache_hit is True
+    assert set(cold.info.stages_s) >= {"fuse", "codegen", "autotune", "compile"}
+    arts = warm.artifacts()
+    assert "k0_matmul" in arts["partition"] and arts["kernel_count"] == 1
+    kern = arts["kernels"]["k0_matmul"]
+    assert "tl.dot" in kern["source"] and kern["config"]["BLOCK_M"] > 0
+    assert kern["ptx"] is None and kern["n_regs"] is None  # the interpreter has no IR: None, not made up
+
+
+def test_availability_reasons(monkeypatch):
+    from backends.tritongen import TritonGenBackend
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    assert "TRITON_INTERPRET=1" in TritonGenBackend().supports(g, "cpu", "float32")
+    if not torch.cuda.is_available():
+        assert "TRITON_INTERPRET=1" in TritonGenBackend.available()

@@ -1,0 +1,61 @@
+"""Malformed configs exit 2 naming the file, the line and the field, and write nothing."""
+import pytest
+
+from conftest import bakeoff
+
+GOOD_HEAD = "name: t\ndevice: cpu\npreset: smoke\n"
+
+# (what, yaml text, expected line, text the message must contain)
+CASES = [
+    ("bad yaml", "name: t\nworkloads: [softmax\nbackends: {eager: {}}\n", 3, "invalid YAML"),
+    ("unknown top-level key", GOOD_HEAD + "workloads: [softmax]\nbackend: {eager: {}}\n", 5, "unknown key 'backend'"),
+    ("wrong type", GOOD_HEAD + "workloads: [softmax]\nseeds: many\n", 5, "seeds"),
+    ("unknown workload", GOOD_HEAD + "workloads:\n  - softmax\n  - sofmax\n", 6, "unknown workload 'sofmax'"),
+    ("unknown backend", GOOD_HEAD + "workloads: [softmax]\nbackends:\n  eager: {}\n  tensorflow: {}\n", 6,
+     "unknown backend 'tensorflow'"),
+    ("unknown dtype", GOOD_HEAD + "workloads: [softmax]\ndtypes: [float8]\n", 5, "dtypes"),
+    ("bad expression syntax", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x +* y'\n    inputs: {x: [N], y: [N]}\n    shapes: [{N: 4}]\n",
+     6, "syntax error"),
+    ("builtin in expression", GOOD_HEAD + "workloads:\n  - name: e\n    expr: '__import__(\"os\").system(\"true\")'\n    inputs: {x: [N]}\n    shapes: [{N: 4}]\n",
+     6, "__import__"),
+    ("attribute access", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x.__class__'\n    inputs: {x: [N]}\n    shapes: [{N: 4}]\n",
+     6, "Attribute is not allowed"),
+    ("unknown name in expression", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x + z'\n    inputs: {x: [N]}\n    shapes: [{N: 4}]\n",
+     6, "unknown name 'z'"),
+    ("shape mismatch in expression", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x @ w'\n    inputs: {x: [M, K], w: [N, K]}\n    shapes: [{M: 4, K: 8, N: 3}]\n",
+     6, "matmul inner dims differ"),
+    ("negative dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: -4, N: 8}]\n", 6, "positive integer"),
+    ("zero dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes:\n      - {M: 0, N: 8}\n", 7, "positive integer"),
+    ("huge shape", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: 1000000, N: 1000000}]\n", 6, "too large"),
+    ("missing dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: 4}]\n", 6, "not given"),
+    ("unknown preset", GOOD_HEAD + "workloads:\n  - name: softmax\n    preset: huge\n", 6, "no preset 'huge'"),
+    ("negative timeout", GOOD_HEAD + "workloads: [softmax]\ntimeout_s: -1\n", 5, "timeout_s"),
+    ("unknown timing key", GOOD_HEAD + "workloads: [softmax]\ntiming:\n  budget: 3\n", 6, "unknown key 'budget'"),
+    ("not a mapping", "- softmax\n- eager\n", 1, "mapping"),
+    ("empty workloads", GOOD_HEAD + "workloads: []\n", 4, "workloads"),
+    ("bad device", "name: t\ndevice: tpu\nworkloads: [softmax]\n", 2, "device"),
+    ("expr without inputs", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x'\n", 5, "needs `inputs`"),
+    ("unknown op keyword", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'gelu(x, mode=1)'\n    inputs: {x: [N]}\n    shapes: [{N: 4}]\n",
+     6, "no attribute 'mode'"),
+]
+
+
+@pytest.mark.parametrize("what,text,line,needle", CASES, ids=[c[0] for c in CASES])
+def test_bad_config_exits_2_with_file_line_field(tmp_path, what, text, line, needle):
+    (tmp_path / "bad.yaml").write_text(text)
+    db = tmp_path / "store.db"
+    proc = bakeoff("run", "bad.yaml", "--db", f"sqlite:///{db}", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert f"bad.yaml:{line}:" in proc.stderr, proc.stderr
+    assert needle in proc.stderr, proc.stderr
+    runs = 0
+    if db.exists():
+        import sqlite3
+
+        runs = sqlite3.connect(db).execute("select count(*) from runs").fetchone()[0]
+    assert runs == 0  # nothing written
+
+
+def test_missing_config_file_is_exit_2(tmp_path):
+    proc = bakeoff("run", "nope.yaml", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "nope.yaml" in proc.stderr
