@@ -11,7 +11,7 @@ CASES = [
     ("unknown top-level key", GOOD_HEAD + "workloads: [softmax]\nbackend: {eager: {}}\n", 5, "unknown key 'backend'"),
     ("wrong type", GOOD_HEAD + "workloads: [softmax]\nseeds: many\n", 5, "seeds"),
     ("unknown workload", GOOD_HEAD + "workloads:\n  - softmax\n  - sofmax\n", 6, "unknown workload 'sofmax'"),
-    ("unknown backend", GOOD_HEAD + "workloads: [softmax]\nbackends:\n  eager: {}\n  tensorflow: {}\n", 6,
+    ("unknown backend", GOOD_HEAD + "workloads: [softmax]\nbackends:\n  eager: {}\n  tensorflow: {}\n", 7,
      "unknown backend 'tensorflow'"),
     ("unknown dtype", GOOD_HEAD + "workloads: [softmax]\ndtypes: [float8]\n", 5, "dtypes"),
     ("bad expression syntax", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x +* y'\n    inputs: {x: [N], y: [N]}\n    shapes: [{N: 4}]\n",
