@@ -48,4 +48,35 @@ class InductorBackend(Backend):
                            dynamic=options.get("dynamic", False), fullgraph=options.get("fullgraph", True),
                            options=options.get("options"))
         notes = [f"mode={mode or 'default'}", f"dynamic={options.get('dynamic', False)}"]
-        return TorchCompiled(fn, device, CompileInfo(notes=notes), {"graph": graph.pretty()})
+        return InductorCompiled(fn, device, CompileInfo(notes=notes), {"graph": graph.pretty()})
+
+
+class InductorCompiled(TorchCompiled):
+    """torch.compile compiles lazily, in the first call: its stages and cache verdict are read afterwards."""
+
+    @property
+    def info(self) -> CompileInfo:
+        from torch._dynamo.utils import counters
+
+        stages: dict[str, float] = {}
+        try:
+            from torch._dynamo.utils import calculate_time_spent
+
+            spent = calculate_time_spent()
+            # dynamo = tracing and guards (frame compile minus backend); inductor = lowering, codegen, C++/Triton
+            # compile; code_gen and async_compile.wait are parts of inductor, kept apart where present.
+            if "entire_frame_compile" in spent:
+                stages["dynamo"] = spent["entire_frame_compile"] - spent.get("backend_compile", 0.0)
+            for key in ("backend_compile", "inductor_compile", "code_gen", "async_compile.wait"):
+                if key in spent:
+                    stages[key] = spent[key]
+        except Exception:  # private API: absent or changed in other torch versions -> no stages
+            pass
+        hits, misses = counters["inductor"].get("fxgraph_cache_hit", 0), counters["inductor"].get("fxgraph_cache_miss", 0)
+        hit = None if hits + misses == 0 else (hits > 0 and misses == 0)
+        return CompileInfo(stages_s=stages, cache_hit=hit, notes=self._info.notes + [
+            f"fxgraph_cache hits={hits} misses={misses}"])
+
+    @info.setter
+    def info(self, value: CompileInfo) -> None:
+        self._info = value

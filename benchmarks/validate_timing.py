@@ -1,0 +1,110 @@
+"""Validate bakeoff's timer on a GPU (issue 3): prints a table, writes JSON to $OUT when set.
+
+1. Agreement: our median (CUDA events, L2 flushed) vs `triton.testing.do_bench(return_mode="median")` on the
+   same call, for eager and Inductor, on several workloads at `gpu` sizes. Target: within 10%.
+2. Reproducibility: one case run 5 times in fresh worker processes (the real worker); spread of medians
+   (max/min - 1). Target: under 5%.
+3. Ceilings measured in the same run (copy GB/s, bf16 matmul TFLOP/s).
+
+Usage: python benchmarks/validate_timing.py [--dtype bfloat16] [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from backends import get_backend  # noqa: E402
+from harness.calibrate import measure_ceilings  # noqa: E402
+from harness.config import parse_config, resolve_workloads  # noqa: E402
+from harness.execute import execute_case  # noqa: E402
+from harness.inputs import make_inputs  # noqa: E402
+from harness.plan import plan  # noqa: E402
+from harness.timing import Target, measure  # noqa: E402
+from workloads.ir import bind  # noqa: E402
+from workloads.suite import builtin_workloads  # noqa: E402
+
+WORKLOADS = ["ew_sigmoid_relu", "layernorm_gelu", "softmax", "gemm_bias_gelu", "attention"]
+
+
+def agreement(dtype: str) -> list[dict]:
+    import triton.testing
+
+    rows = []
+    for name in WORKLOADS:
+        w = builtin_workloads()[name]
+        graph = bind(w.graph, w.presets["gpu"], dtype)
+        inputs = make_inputs(graph, 0, "cuda")
+        for backend in ("eager", "inductor"):
+            compiled = get_backend(backend).compile(graph, [], "cuda", {})
+            prepared = compiled.prepare(inputs)
+            compiled.run(prepared)
+            compiled.sync()
+            ours = measure([Target(backend, lambda: compiled.run(prepared), compiled.sync, True)], "cuda",
+                           warmup_s=0.1, budget_s=1.0, min_reps=20, max_reps=5000, target_iqr=0.02,
+                           flush_l2=True)[backend]
+            theirs = triton.testing.do_bench(lambda: compiled.run(prepared), warmup=100, rep=500,
+                                             return_mode="median")
+            rows.append({"workload": name, "backend": backend, "ours_ms": ours.median_ms, "ours_n": ours.n,
+                         "ours_iqr_rel": ours.iqr_rel, "do_bench_ms": theirs,
+                         "diff_rel": ours.median_ms / theirs - 1})
+            del compiled, prepared
+        del inputs
+        torch.cuda.empty_cache()
+    return rows
+
+
+def reproducibility(dtype: str, repeats: int, workload: str, backend: str) -> dict:
+    text = (f"name: repro\ndevice: cuda\npreset: gpu\ndtypes: [{dtype}]\nworkloads: [{workload}]\n"
+            f"backends: {{{backend}: {{}}}}\nseeds: [0]\ncompile: {{warm: false}}\n"
+            "timing: {warmup_s: 0.1, budget_s: 1.0, min_reps: 20, target_iqr: 0.02}\n")
+    cfg, where = parse_config(text, "<repro>")
+    (case,) = plan(cfg, resolve_workloads(cfg, where, "gpu"), "cuda")
+    medians = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            record = execute_case(case, Path(tmp))
+            if record.get("status") != "ok":
+                raise RuntimeError(f"case failed: {record.get('status')}: {record.get('reason')}")
+            medians.append(record["latency_ms_median"])
+    return {"workload": workload, "backend": backend, "medians_ms": medians,
+            "spread": max(medians) / min(medians) - 1}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    ceilings = measure_ceilings("cuda", [args.dtype])
+    rows = agreement(args.dtype)
+    repro = [reproducibility(args.dtype, args.repeats, w, b)
+             for w, b in (("layernorm_gelu", "inductor"), ("gemm_bias_gelu", "eager"))]
+    print("\nceilings (same run):")
+    for name, value, unit, method in ceilings:
+        print(f"  {name:28s} {value:10.1f} {unit}   {method}")
+    print(f"\n{'workload':18s} {'backend':9s} {'ours ms':>9s} {'n':>5s} {'iqr':>6s} {'do_bench':>9s} {'diff':>7s}  <10%?")
+    for r in rows:
+        print(f"{r['workload']:18s} {r['backend']:9s} {r['ours_ms']:9.4f} {r['ours_n']:5d} {r['ours_iqr_rel']:6.3f} "
+              f"{r['do_bench_ms']:9.4f} {100 * r['diff_rel']:6.1f}%  {'yes' if abs(r['diff_rel']) < 0.10 else 'NO'}")
+    print(f"\n{'fresh-process repeats':30s} {'medians ms':44s} spread  <5%?")
+    for r in repro:
+        meds = ", ".join(f"{m:.4f}" for m in r["medians_ms"])
+        print(f"{r['workload'] + '/' + r['backend']:30s} {meds:44s} {100 * r['spread']:5.2f}%  "
+              f"{'yes' if r['spread'] < 0.05 else 'NO'}")
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "validate_timing.json").write_text(json.dumps(
+            {"ceilings": ceilings, "agreement": rows, "reproducibility": repro,
+             "gpu": torch.cuda.get_device_name()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
