@@ -40,7 +40,12 @@ _known_targets: dict[str, bool] = {}
 
 
 def _compiler_version() -> str:
-    return importlib.metadata.version("iree-base-compiler")
+    try:
+        return importlib.metadata.version("iree-base-compiler")
+    except importlib.metadata.PackageNotFoundError:  # a source build or a renamed nightly wheel
+        from iree.compiler.version import VERSION
+
+        return VERSION
 
 
 def _probe_cache_file() -> Path:
@@ -187,13 +192,14 @@ class IreeBackend(Backend):
             raise ValueError(f"iree: unknown option(s) {sorted(unknown)}; known: ['extra_flags']")
         import iree.compiler as ireec
         import iree.runtime as ireert
+        import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
 
         from workloads.lower_jax import stablehlo_text
 
         stages: dict[str, float] = {}
         notes: list[str] = []
         t0 = time.perf_counter()
-        source = stablehlo_text(graph)
+        source = stablehlo_text(graph, "cpu" if device == "cpu" else "cuda")
         stages["stablehlo"] = time.perf_counter() - t0
 
         if device == "cpu":

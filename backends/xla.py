@@ -5,6 +5,7 @@ JAX by DLPack on the device (zero-copy) in `prepare`, and outputs come back the 
 
 Options (YAML `backends: {xla: {...}}`): `xla_flags` (str), put in XLA_FLAGS before JAX is imported.
 Cache: set JAX_COMPILATION_CACHE_DIR to use JAX's persistent compilation cache there (every entry kept).
+GPU memory: XLA_PYTHON_CLIENT_PREALLOCATE defaults to false here, since torch allocates on the same GPU.
 """
 from __future__ import annotations
 
@@ -163,10 +164,11 @@ class XlaBackend(Backend):
         if unknown:
             raise ValueError(f"xla: unknown option(s) {sorted(unknown)}; known: ['xla_flags']")
         _apply_xla_flags(options.get("xla_flags"))
+        from workloads.lower_jax import input_specs, lower_jax, share_gpu_with_torch
+
+        share_gpu_with_torch()
         import jax
         from jax.sharding import SingleDeviceSharding
-
-        from workloads.lower_jax import input_specs, lower_jax
 
         global _listening
         cache_dir = _enable_persistent_cache()

@@ -80,7 +80,7 @@ def test_cuda_target_falls_back_to_one_the_compiler_knows(tmp_path, monkeypatch)
         assert note and "sm_90" in note and target in note
     assert iree_backend.cuda_target("sm_80") == ("sm_80", None)
     assert (tmp_path / "bakeoff" / "iree_cuda_targets.json").exists()
-    vmfb = ireec.compile_str(stablehlo_text(_graph("attn_block", "bfloat16")), input_type="stablehlo",
+    vmfb = ireec.compile_str(stablehlo_text(_graph("attn_block", "bfloat16"), "cuda"), input_type="stablehlo",
                              extra_args=["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"])
     assert len(vmfb) > 0
 

@@ -6,6 +6,7 @@ by its row max). JAX is imported inside the functions only, so this module impor
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Sequence
 
 from .decompose import sdpa_scale
@@ -13,6 +14,14 @@ from .ir import Graph, Node
 
 # 16-bit floats whose reductions PyTorch accumulates in float32; we do the same so errors compare fairly.
 _HALF = ("float16", "bfloat16")
+
+
+def share_gpu_with_torch() -> None:
+    """Stop JAX from grabbing 75% of GPU memory when its GPU client starts: torch shares the GPU here.
+
+    XLA reads the variable when the client starts (first use, not import); a value set by the user wins.
+    """
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def jax_dtype(name: str) -> Any:
@@ -50,8 +59,11 @@ def _causal_mask(x: Any) -> Any:
     """-inf where column j > row i over the last two axes (top-left aligned, as torch's is_causal)."""
     import jax.numpy as jnp
 
-    rows, cols = x.shape[-2], x.shape[-1]
-    masked = jnp.arange(cols)[None, :] > jnp.arange(rows)[:, None]
+    import jax
+
+    shape = (x.shape[-2], x.shape[-1])
+    # iota, not jnp.arange: stays in the traced program instead of becoming a device constant.
+    masked = jax.lax.broadcasted_iota(jnp.int32, shape, 1) > jax.lax.broadcasted_iota(jnp.int32, shape, 0)
     return jnp.where(masked, jnp.asarray(-jnp.inf, x.dtype), x)
 
 
@@ -189,12 +201,15 @@ def input_specs(graph: Graph, sharding: Any = None) -> list:
             for n in graph.inputs]
 
 
-def stablehlo_text(graph: Graph, specs: Sequence[Any] | None = None) -> str:
+def stablehlo_text(graph: Graph, platform: str | None = None) -> str:
     """The StableHLO (MLIR text) of `lower_jax(graph)` under jax.jit, entry function `main`.
 
     Lowered from device-less ShapeDtypeStructs: arguments that carry a device (e.g. arrays imported by
-    DLPack) make JAX emit Shardy (`sdy`) ops, which IREE rejects.
+    DLPack) make JAX emit Shardy (`sdy`) ops, which IREE rejects. `platform` ("cpu", "cuda") picks JAX's
+    lowering rules for that platform without needing its device; None means JAX's default backend.
     """
+    share_gpu_with_torch()
     import jax
 
-    return jax.jit(lower_jax(graph)).trace(*(specs or input_specs(graph))).lower().as_text()
+    traced = jax.jit(lower_jax(graph)).trace(*input_specs(graph))
+    return traced.lower(lowering_platforms=(platform,) if platform else None).as_text()
