@@ -23,4 +23,5 @@ class EagerBackend(Backend):
                 options: dict[str, Any]) -> Compiled:
         from workloads.lower_torch import lower_torch
 
-        return TorchCompiled(lower_torch(graph), device, CompileInfo(), {"graph": graph.pretty()})
+        fn = lower_torch(graph)
+        return TorchCompiled(fn, device, CompileInfo(), {"graph": graph.pretty(), "torch_code": fn.code})

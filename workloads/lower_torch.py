@@ -1,7 +1,15 @@
-"""Lower a bound graph to a PyTorch callable, using native ops where PyTorch has them."""
+"""Lower a bound graph to a PyTorch callable, using native ops where PyTorch has them.
+
+The result is a `torch.fx.GraphModule`: straight-line generated Python, one call per node. That keeps
+eager's per-call host overhead to the ops themselves, and gives torch.compile a function whose only
+guards are on its tensor inputs (an interpreter loop over IR nodes would make dynamo guard on the IR).
+Everything an op needs (shapes, dtypes) is read from the IR, never from the traced values.
+"""
 from __future__ import annotations
 
 from typing import Callable
+
+import torch.fx
 
 import torch
 import torch.nn.functional as F
@@ -13,16 +21,14 @@ TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": 
                 "float64": torch.float64}
 
 
-def _causal_mask(x: torch.Tensor) -> torch.Tensor:
-    rows, cols = x.shape[-2], x.shape[-1]
-    keep = torch.ones(rows, cols, dtype=torch.bool, device=x.device).tril()
+def _causal_mask(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    keep = x.new_ones((rows, cols), dtype=torch.bool).tril()
     return x.masked_fill(~keep, float("-inf"))
 
 
 _UNARY: dict[str, Callable] = {
     "neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
     "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid, "relu": torch.relu, "silu": F.silu,
-    "causal_mask": _causal_mask,
 }
 _BINARY: dict[str, Callable] = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
                                 "maximum": torch.maximum, "matmul": torch.matmul}
@@ -34,6 +40,8 @@ def _eval(n: Node, a: list, graph: Graph) -> torch.Tensor:
         return _UNARY[op](a[0])
     if op in _BINARY:
         return _BINARY[op](a[0], a[1])
+    if op == "causal_mask":
+        return _causal_mask(a[0], int(n.shape[-2]), int(n.shape[-1]))
     if op == "gelu":
         return F.gelu(a[0], approximate=n.attr("approximate"))
     if op == "pow":
@@ -56,14 +64,16 @@ def _eval(n: Node, a: list, graph: Graph) -> torch.Tensor:
         return a[0].expand(n.attr("shape"))
     if op == "layer_norm":
         w, b = (a + [None, None])[1:3]
-        return F.layer_norm(a[0], (a[0].shape[-1],), w, b, n.attr("eps"))
+        return F.layer_norm(a[0], (int(n.shape[-1]),), w, b, n.attr("eps"))
     if op == "rms_norm":
         w = a[1] if len(a) > 1 else None
-        return F.rms_norm(a[0], (a[0].shape[-1],), w, n.attr("eps"))
+        return F.rms_norm(a[0], (int(n.shape[-1]),), w, n.attr("eps"))
     if op == "softmax":
         return torch.softmax(a[0], -1)
     if op == "sdpa":
-        return _sdpa(a[0], a[1], a[2], bool(n.attr("causal")), sdpa_scale(n, graph.node(n.inputs[0]).shape[-1]))
+        q, k = graph.node(n.inputs[0]), graph.node(n.inputs[1])
+        return _sdpa(a[0], a[1], a[2], bool(n.attr("causal")), sdpa_scale(n, q.shape[-1]),
+                     _sdpa_chunks(q, k))
     raise NotImplementedError(f"no PyTorch lowering for op {op!r}")
 
 
@@ -71,33 +81,37 @@ def _eval(n: Node, a: list, graph: Graph) -> torch.Tensor:
 _MAX_SCORE_BYTES = 2**32
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
-    score_bytes = q.shape[:-1].numel() * k.shape[-2] * q.element_size()
-    if q.dtype == torch.float64 and q.dim() > 2 and score_bytes > _MAX_SCORE_BYTES and q.shape[0] > 1:
-        parts = max(1, min(q.shape[0], -(-score_bytes // _MAX_SCORE_BYTES)))
-        return torch.cat([_sdpa(qc, kc, vc, causal, scale) for qc, kc, vc in
-                          zip(q.chunk(parts), k.chunk(parts), v.chunk(parts))])
+def _sdpa_chunks(q: Node, k: Node) -> int:
+    """How many pieces along the first dim a float64 attention is computed in (1 for other dtypes)."""
+    if q.dtype != "float64" or len(q.shape) < 3 or int(q.shape[0]) < 2:
+        return 1
+    score_bytes = 8 * int(k.shape[-2]) * int(torch.Size([int(d) for d in q.shape[:-1]]).numel())
+    return max(1, min(int(q.shape[0]), -(-score_bytes // _MAX_SCORE_BYTES)))
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, chunks: int) -> torch.Tensor:
+    if chunks > 1:
+        return torch.cat([F.scaled_dot_product_attention(qc, kc, vc, is_causal=causal, scale=scale)
+                          for qc, kc, vc in zip(q.chunk(chunks), k.chunk(chunks), v.chunk(chunks))])
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
 
-def lower_torch(graph: Graph) -> Callable[..., tuple[torch.Tensor, ...]]:
-    """A function of the graph's inputs (in graph order) returning its outputs as a tuple.
+def lower_torch(graph: Graph) -> torch.fx.GraphModule:
+    """A GraphModule taking the graph's inputs (in graph order) and returning its outputs as a tuple.
 
     Constants become Python floats, which PyTorch folds into the op in the tensor's dtype.
     """
     if not graph.is_bound():
         raise ValueError("lower_torch needs a bound graph (workloads.ir.bind)")
-    input_ids = [n.id for n in graph.inputs]
-    nodes = [n for n in graph.nodes if n.op != "input"]
-
-    def run(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        env: dict[int, object] = dict(zip(input_ids, tensors))
-        for n in nodes:
-            if n.op == "const":
-                env[n.id] = n.attr("value")
-            else:
-                env[n.id] = _eval(n, [env[i] for i in n.inputs], graph)
-        return tuple(env[i] for i in graph.outputs)
-
-    run.__name__ = f"bakeoff_{graph.name}"
-    return run
+    fx_graph = torch.fx.Graph()
+    tracer = torch.fx.proxy.GraphAppendingTracer(fx_graph)
+    env: dict[int, object] = {}
+    for n in graph.inputs:
+        env[n.id] = torch.fx.Proxy(fx_graph.placeholder(n.attr("name")), tracer)
+    for n in graph.nodes:
+        if n.op == "input":
+            continue
+        env[n.id] = n.attr("value") if n.op == "const" else _eval(n, [env[i] for i in n.inputs], graph)
+    fx_graph.output(tuple(env[i].node if isinstance(env[i], torch.fx.Proxy) else env[i] for i in graph.outputs))
+    module = torch.fx.GraphModule(torch.nn.Module(), fx_graph, class_name=f"bakeoff_{graph.name}")
+    return module
