@@ -1,0 +1,88 @@
+"""Cross-check bakeoff's timing of an IREE module against IREE's own `iree-benchmark-module` (issue 4).
+
+Compiles one workload with the `iree` backend, times it with bakeoff's timer (host clock + sync, as every
+run records for IREE), then saves the same .vmfb and the same random inputs (.npy) and times them with
+`iree-benchmark-module` from the runtime package. Prints both medians. float32 by default: .npy files have
+no bfloat16.
+
+Usage: python benchmarks/iree_crosscheck.py [--workload layernorm_gelu] [--preset gpu] [--device cuda]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from backends import get_backend  # noqa: E402
+from harness.inputs import make_inputs  # noqa: E402
+from harness.timing import Target, measure  # noqa: E402
+from workloads.ir import bind  # noqa: E402
+from workloads.suite import builtin_workloads  # noqa: E402
+
+
+def benchmark_module_ms(vmfb: Path, inputs: list[Path], device: str, reps: int) -> list[float]:
+    """Real-time per call (ms) of each repetition reported by iree-benchmark-module."""
+    import iree._runtime_libs as libs
+
+    exe = Path(libs.__file__).parent / "iree-benchmark-module"
+    args = [str(exe), f"--module={vmfb}", "--function=main", f"--device={device}",
+            f"--benchmark_repetitions={reps}", "--benchmark_format=json"]
+    args += [f"--input=@{p}" for p in inputs]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    runs = json.loads(out[out.index("{"):])["benchmarks"]
+    unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    return [b["real_time"] * unit[b["time_unit"]] for b in runs if b.get("run_type") == "iteration"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", default="layernorm_gelu")
+    ap.add_argument("--preset", default="gpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    import iree.compiler as ireec
+
+    w = builtin_workloads()[args.workload]
+    graph = bind(w.graph, w.presets[args.preset], args.dtype)
+    inputs = make_inputs(graph, 0, args.device)
+    compiled = get_backend("iree").compile(graph, [], args.device, {})
+    prepared = compiled.prepare(inputs)
+    ours = measure([Target("iree", lambda: compiled.run(prepared), compiled.sync, False)], args.device,
+                   warmup_s=0.2, budget_s=2.0, min_reps=20, max_reps=2000, target_iqr=0.02, flush_l2=False)["iree"]
+    arts = compiled.artifacts()
+    with tempfile.TemporaryDirectory() as tmp:
+        vmfb = Path(tmp, "module.vmfb")
+        vmfb.write_bytes(ireec.compile_str(arts["stablehlo"], input_type="stablehlo", extra_args=arts["flags"]))
+        paths = []
+        for n, x in zip(graph.inputs, inputs):
+            p = Path(tmp, f"{n.attr('name')}.npy")
+            np.save(p, x.cpu().numpy())
+            paths.append(p)
+        iree_device = "local-task" if args.device == "cpu" else "cuda"
+        theirs = benchmark_module_ms(vmfb, paths, iree_device, reps=10)
+    med = float(np.median(theirs))
+    print(f"{args.workload} {args.preset} {args.dtype} on {args.device} (target {arts['target']}, "
+          f"{arts['dispatch_count']} dispatches)")
+    print(f"  bakeoff timer (host clock + sync, no flush): median {ours.median_ms:.4f} ms, n={ours.n}, "
+          f"IQR/median {ours.iqr_rel:.3f}")
+    print(f"  iree-benchmark-module: median of {len(theirs)} repetitions {med:.4f} ms")
+    print(f"  ratio bakeoff / iree-benchmark-module: {ours.median_ms / med:.3f}")
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "iree_crosscheck.json").write_text(json.dumps(
+            {"ours_ms": ours.median_ms, "ours_n": ours.n, "iree_benchmark_module_ms": theirs,
+             "target": arts["target"], "dispatches": arts["dispatch_count"]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
