@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device call on the lent H200 (see ../shared/GPU.md): install what the image lacks, measure the
+# ceilings, validate the timer, cross-check IREE's timing, and run configs/h200.yaml. Records and logs go
+# to $OUT. Usage (from the repo root on the GPU machine; carry .gpu and .gpudeps):
+#   bash benchmarks/h200_session.sh [bakeoff run filters, e.g. -b inductor -b xla]
+set -uo pipefail
+R=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+python3 .gpu/install_iree.py /tmp/site >/dev/null
+python3 -c "import zipfile; zipfile.ZipFile('.gpudeps/pydeps.zip').extractall('/tmp/site')"
+export PYTHONPATH=/tmp/site:$R PYTHONUNBUFFERED=1
+W=/tmp/bakeoff-work; mkdir -p "$W"; cd "$W"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
+python3 -m harness calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
+if [ -n "${VALIDATE:-}" ]; then
+  timeout 240 python3 "$R/benchmarks/validate_timing.py" --repeats 5 2>&1 | tail -22
+  timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -5
+fi
+timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m harness run "$R/configs/h200.yaml" "$@" > "$OUT/run.log" 2>&1
+python3 -m harness show > "$OUT/show.txt" 2>&1
+python3 -m harness export latest > "$OUT/records.json"
+cp results/bakeoff.db "$OUT/bakeoff.db"
+tail -c 6000 "$OUT/show.txt"
