@@ -198,6 +198,7 @@ def main() -> None:
     ap.add_argument("--rep-ms", type=int, default=100)
     ap.add_argument("--options", default="{}", help="tritongen options as JSON")
     ap.add_argument("--smoke-check", type=float, default=0.0, help="seconds for the smoke-size fp64 check")
+    ap.add_argument("--tag", default="", help="suffix of the JSON file name")
     args = ap.parse_args()
     options = json.loads(args.options)
     import triton
@@ -226,8 +227,12 @@ def main() -> None:
         ok = sum(1 for s in smoke if s.get("ok"))
         print(f"smoke check on cuda vs fp64: {ok}/{len(smoke)} within tolerance", flush=True)
     report(recs, ceil)
+    for r in recs:  # the chosen configs, last, where the reply's tail shows them
+        for k, v in (r.get("kernels") or {}).items():
+            print(f"  {r['workload']:18} {k:14} {v.get('variant') or '':10} {v.get('config')} regs={v.get('n_regs')} "
+                  f"spills={v.get('n_spills')} smem={v.get('shared_bytes')} wgmma={v.get('ptx_wgmma')}")
     if os.environ.get("OUT"):
-        path = Path(os.environ["OUT"]) / "tritongen_vs_inductor.json"
+        path = Path(os.environ["OUT"]) / f"tritongen_vs_inductor{args.tag}.json"
         path.write_text(json.dumps({"env": env, "ceilings": ceil, "results": recs, "smoke": smoke}, indent=1,
                                    default=str))
 

@@ -3,7 +3,7 @@
 Triton is imported lazily: this package imports without it. On the CPU kernels run in Triton's interpreter,
 which needs TRITON_INTERPRET=1 in the environment before compile (read at compile time, not import time).
 Options: autotune (bool, default true; GPU only), max_row_block (int, elements: longest row kept in one tile),
-matmul_tma (bool: on the GPU also try matmul tiles loaded through TMA descriptors).
+matmul_tma (bool, default true: on the GPU also try matmul tiles loaded through TMA descriptors).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class TritonGenBackend(Backend):
 
         dtype = next((n.dtype for n in graph.inputs), "float32")
         target = Target(interpret, dtype, int(options.get("max_row_block", 16384)),
-                        bool(options.get("matmul_tma", False)))
+                        bool(options.get("matmul_tma", True)))
         if interpret:
             device_name = "triton-interpreter"
         else:

@@ -43,4 +43,4 @@ def collect(plan: Plan, sources: Sequence[KernelSource], configs: Sequence[Confi
     return {"partition": plan.text(), "kernel_count": len(sources), "kernels": kernels,
             "ir_note": None if compiled else "Triton interpreter: no TTIR/TTGIR/LLVM IR/PTX, registers or "
                                              "shared memory exist",
-            "notes": list(notes)}
+            "tune_log": list(notes)}

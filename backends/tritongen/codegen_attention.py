@@ -1,7 +1,8 @@
 """Template: flash attention (sdpa node) with online softmax and fp32 accumulators, causal or not.
 
 One program = BLOCK_M query rows of one (batch, head). Key blocks wholly visible run without masks; the
-diagonal (causal) and ragged blocks run masked. Scores use exp2 with the softmax scale folded into log2(e).
+diagonal (causal) and ragged blocks run masked; causal programs start with the longest rows (a shorter tail).
+Scores use exp2 with the softmax scale folded into log2(e) and into one FMA per score.
 q, k, v and the output are read and written through their strides, so head split/merge layouts are free.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ import math
 
 from workloads.decompose import sdpa_scale
 
-from .codegen import HEADER, KernelSource, Target
+from .codegen import header, KernelSource, Target
 from .indexing import linear_offset
 from .plan import Kernel, Plan
 from .views import broadcast_view
@@ -54,13 +55,13 @@ def generate(plan: Plan, kernel: Kernel, target: Target) -> KernelSource:
         vm = f", mask={vmask}, other=0.0" if vmask else ""
         out = [f"{ind}offs_n = start_n + offs_n0",
                f"{ind}kt = tl.load(k_base + offs_n[:, None] * {k.strides[-2]} + offs_d[None, :] * {k.strides[-1]}{km})",
-               f"{ind}qk = tl.dot({op_q}, {op_k}{target.dot_kwargs}) * {scale!r}"]
+               f"{ind}qk = tl.dot({op_q}, {op_k}{target.dot_kwargs})"]
         if masked:
             valid = f"(offs_n[None, :] < {sk})" + (" & (offs_n[None, :] <= offs_m[:, None])" if causal else "")
             out.append(f'{ind}qk = tl.where({valid}, qk, -float("inf"))')
-        out += [f"{ind}m_new = tl.maximum(m_i, tl.max(qk, 1))",
-                f"{ind}p = tl.exp2(qk - m_new[:, None])",
-                f"{ind}alpha = tl.exp2(m_i - m_new)",
+        out += [f"{ind}m_new = tl.maximum(m_i, tl.max(qk, 1) * {scale!r})  # running max, in log2 units",
+                f"{ind}p = _exp2(qk * {scale!r} - m_new[:, None])  # scale folded into one FMA",
+                f"{ind}alpha = _exp2(m_i - m_new)",
                 f"{ind}l_i = l_i * alpha + tl.sum(p, 1)",
                 f"{ind}acc = acc * alpha[:, None]",
                 f"{ind}vt = tl.load(v_base + offs_n[:, None] * {v.strides[-2]} + offs_dv[None, :] * {v.strides[-1]}{vm})",
@@ -77,7 +78,8 @@ def generate(plan: Plan, kernel: Kernel, target: Target) -> KernelSource:
         f"def {kernel.name}({', '.join(params)}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
         f'    """Flash attention{" (causal)" if causal else ""}: {math.prod(batch)} heads, {sq} queries x {sk} keys, '
         f'head dim {d}; one program = BLOCK_M queries of one head."""',
-        "    start_m = tl.program_id(0)",
+        "    start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # longest (causal) query blocks first" if causal
+        else "    start_m = tl.program_id(0)",
         "    off_b = tl.program_id(1)",
         f"    q_base = {base[q.buffer + 'q']}",
         f"    k_base = {base[k.buffer + 'k']}",
@@ -101,6 +103,6 @@ def generate(plan: Plan, kernel: Kernel, target: Target) -> KernelSource:
         f"    tl.store(o_base + offs_m[:, None] * {o.strides[-2]} + offs_dv[None, :] * {o.strides[-1]}, "
         f"acc.to({o.buffer}.dtype.element_ty), mask=(offs_m[:, None] < {sq}){dvmask})",
     ]
-    text = HEADER.format(what=f"attention kernel {kernel.name}") + "\n".join(lines) + "\n"
+    text = header(f"attention kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     return KernelSource(kernel, kernel.name, text, params, {"sq": sq, "sk": sk, "heads": math.prod(batch),
                                                             "d": d})

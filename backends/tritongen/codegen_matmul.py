@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 
-from .codegen import HEADER, KernelSource, Target, wide
+from .codegen import header, KernelSource, Target, wide
 from .codegen_pointwise import pointwise_arg
 from .exprs import pointwise_expr
 from .indexing import linear_offset, merge_dims, row_col_offset
 from .plan import Kernel, Plan
-from .views import View, broadcast_view
+from .views import broadcast_view
 
 
 def _operands(plan: Plan, kernel: Kernel) -> dict:
@@ -55,10 +55,6 @@ def _mainloop(o: dict, target: Target, i64: str, tma: bool) -> list[str]:
     dot = f"        acc = tl.dot({target.dot_operand('a')}, {target.dot_operand('b')}, acc{target.dot_kwargs})"
     if tma:
         return [
-            f"    a_desc = tl.make_tensor_descriptor({a.buffer} + {o['a_off']}, shape=[{m}, {k}], strides=[{o['sam']}, 1], "
-            "block_shape=[BLOCK_M, BLOCK_K])",
-            f"    b_desc = tl.make_tensor_descriptor({b.buffer} + {o['b_off']}, shape=[{k}, {n}], strides=[{b.strides[-2]}, 1], "
-            "block_shape=[BLOCK_K, BLOCK_N])",
             "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
             f"    for kk in range(0, tl.cdiv({k}, BLOCK_K)):",
             "        a = a_desc.load([pid_m * BLOCK_M, kk * BLOCK_K])",
@@ -85,30 +81,12 @@ def _mainloop(o: dict, target: Target, i64: str, tma: bool) -> list[str]:
     ]
 
 
-def _function(plan: Plan, kernel: Kernel, target: Target, o: dict, tma: bool) -> list[str]:
+def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str) -> list[str]:
+    """Bias, activation, residual... on the fp32 tile, then the masked stores."""
     g = plan.graph
     mm = g.node(kernel.anchor)
-    m, n, k = o["m"], o["n"], o["k"]
-    i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
+    m, n = o["m"], o["n"]
     lines = [
-        "@triton.jit",
-        f"def {kernel.name}{'_tma' if tma else ''}({', '.join(kernel.buffers())}, BLOCK_M: tl.constexpr, "
-        "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):",
-        f'    """Matmul {o["nb"]} x ({m} x {k}) @ ({k} x {n}) + epilogue{", TMA loads" if tma else ""}; '
-        'one program = one BLOCK_M x BLOCK_N tile."""',
-        "    pid = tl.program_id(0)",
-        "    pid_b = tl.program_id(1)",
-        f"    num_pid_m = tl.cdiv({m}, BLOCK_M)",
-        f"    num_pid_n = tl.cdiv({n}, BLOCK_N)",
-        "    num_pid_in_group = GROUP_M * num_pid_n",
-        "    group_id = pid // num_pid_in_group",
-        "    first_pid_m = group_id * GROUP_M",
-        "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
-        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
-        "    pid_n = (pid % num_pid_in_group) // group_size_m",
-        "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        *_mainloop(o, target, i64, tma),
         f"    r = (pid_b * {m} + offs_m{i64})[:, None]" if o["nb"] > 1 else f"    r = offs_m{i64}[:, None]",
         "    c = offs_n[None, :]",
         f"    mmask = offs_m[:, None] < {m}",
@@ -139,12 +117,60 @@ def _function(plan: Plan, kernel: Kernel, target: Target, o: dict, tma: bool) ->
     return lines
 
 
+_MODES = {"": "pointer loads", "_tma": "TMA loads", "_ptma": "TMA loads, persistent over NUM_SMS programs"}
+
+
+def _function(plan: Plan, kernel: Kernel, target: Target, o: dict, mode: str) -> list[str]:
+    """One jit function: mode '' (pointer loads), '_tma' (TMA descriptors) or '_ptma' (persistent + TMA)."""
+    m, n, k = o["m"], o["n"], o["k"]
+    a, b = o["a"], o["b"]
+    i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
+    persistent = mode == "_ptma"
+    lines = [
+        "@triton.jit",
+        f"def {kernel.name}{mode}({', '.join(kernel.buffers())}, BLOCK_M: tl.constexpr, "
+        "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr"
+        + (", NUM_SMS: tl.constexpr):" if persistent else "):"),
+        f'    """Matmul {o["nb"]} x ({m} x {k}) @ ({k} x {n}) + epilogue, {_MODES[mode]}; '
+        f'one {"loop step" if persistent else "program"} = one BLOCK_M x BLOCK_N tile."""',
+        f"    num_pid_m = tl.cdiv({m}, BLOCK_M)",
+        f"    num_pid_n = tl.cdiv({n}, BLOCK_N)",
+        "    num_pid_in_group = GROUP_M * num_pid_n",
+    ]
+    if mode:
+        lines += [
+            f"    a_desc = tl.make_tensor_descriptor({a.buffer} + {o['a_off']}, shape=[{m}, {k}], "
+            f"strides=[{o['sam']}, 1], block_shape=[BLOCK_M, BLOCK_K])",
+            f"    b_desc = tl.make_tensor_descriptor({b.buffer} + {o['b_off']}, shape=[{k}, {n}], "
+            f"strides=[{b.strides[-2]}, 1], block_shape=[BLOCK_K, BLOCK_N])",
+        ]
+    body = [
+        "    group_id = pid // num_pid_in_group",
+        "    first_pid_m = group_id * GROUP_M",
+        "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+        "    pid_n = (pid % num_pid_in_group) // group_size_m",
+        "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        *_mainloop(o, target, i64, bool(mode)),
+        *_epilogue(plan, kernel, o, i64),
+    ]
+    if persistent:  # flatten: the next tile's loads can start while this tile's epilogue runs
+        lines += ["    pid_b = 0",
+                  "    for pid in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):"]
+        lines += ["    " + line for line in body]
+    else:
+        lines += ["    pid = tl.program_id(0)", "    pid_b = tl.program_id(1)"] + body
+    return lines
+
+
 def generate(plan: Plan, kernel: Kernel, target: Target) -> KernelSource:
     o = _operands(plan, kernel)
     tma = target.tma and not target.interpret and _tma_ok(plan, o)
-    lines = _function(plan, kernel, target, o, False)
+    lines = _function(plan, kernel, target, o, "")
     if tma:
-        lines += ["", ""] + _function(plan, kernel, target, o, True)
-    text = HEADER.format(what=f"matmul kernel {kernel.name}") + "\n".join(lines) + "\n"
+        for mode in ("_tma", "_ptma"):
+            lines += ["", ""] + _function(plan, kernel, target, o, mode)
+    text = header(f"matmul kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     sizes = {"m": o["m"], "n": o["n"], "k": o["k"], "batch": o["nb"]}
     return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, "tma" if tma else "")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .codegen import HEADER, KernelSource, Target, wide
+from .codegen import header, KernelSource, Target, wide
 from .exprs import pointwise_expr
 from .indexing import linear_offset
 from .plan import Kernel, Plan
@@ -15,7 +15,7 @@ def generate(plan: Plan, kernel: Kernel, target: Target) -> KernelSource:
     dom = kernel.domain
     numel = math.prod(dom)
     params = kernel.buffers()
-    lines = [f"@triton.jit",
+    lines = ["@triton.jit",
              f"def {kernel.name}({', '.join(params)}, BLOCK: tl.constexpr):",
              f'    """{kernel.kind}: {numel} elements of shape {list(dom)}; one program = BLOCK elements."""',
              "    pid = tl.program_id(0)" + (".to(tl.int64)" if wide(plan, kernel) else ""),
@@ -34,7 +34,7 @@ def generate(plan: Plan, kernel: Kernel, target: Target) -> KernelSource:
     for nid, view in kernel.stores:
         off = linear_offset("i", view.shape, view.strides) + (f" + {view.offset}" if view.offset else "")
         lines.append(f"    tl.store({view.buffer} + {off}, v{nid}.to({view.buffer}.dtype.element_ty), mask=mask)")
-    text = HEADER.format(what=f"{kernel.kind} kernel {kernel.name}") + "\n".join(lines) + "\n"
+    text = header(f"{kernel.kind} kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     return KernelSource(kernel, kernel.name, text, params, {"numel": numel})
 
 

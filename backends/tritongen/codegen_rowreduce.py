@@ -11,7 +11,7 @@ import math
 
 from workloads.ir import Graph
 
-from .codegen import HEADER, KernelSource, Target, wide
+from .codegen import header, KernelSource, Target, wide
 from .codegen_pointwise import pointwise_arg
 from .exprs import pointwise_expr
 from .indexing import row_col_offset
@@ -31,6 +31,8 @@ class _Row:
         self.rows = math.prod(self.lead)
         self.loads = dict(kernel.loads)
         self.mine = set(kernel.nodes)
+        self.col_mask = "cmask"  # what reductions mask out; None when the tile is exactly the row
+
 
     def is_stat(self, nid: int) -> bool:
         shape = self.g.node(nid).shape
@@ -50,11 +52,16 @@ class _Row:
     def node_line(self, nid: int, indent: str) -> str:
         n = self.g.node(nid)
         args = [pointwise_arg(self.g, i) for i in n.inputs]
-        if n.op in ("sum", "mean"):
-            expr = f"tl.sum(tl.where(mask, {args[0]}, 0.0), axis=1, keep_dims=True)"
+        x = args[0]
+        if n.op in ("sum", "mean"):  # rows past the end are never stored, so only columns need masking
+            x = f"tl.where({self.col_mask}, {x}, 0.0)" if self.col_mask else x
+            expr = f"tl.sum({x}, axis=1, keep_dims=True)"
             return f"{indent}v{nid} = {expr}" + (f" / {float(self.n)!r}" if n.op == "mean" else "")
         if n.op == "max":
-            return f'{indent}v{nid} = tl.max(tl.where(mask, {args[0]}, -float("inf")), axis=1, keep_dims=True)'
+            x = f'tl.where({self.col_mask}, {x}, -float("inf"))' if self.col_mask else x
+            return f"{indent}v{nid} = tl.max({x}, axis=1, keep_dims=True)"
+        if n.op == "div" and not self.is_stat(nid) and n.inputs[1] in self.mine and self.is_stat(n.inputs[1]):
+            return f"{indent}v{nid} = {args[0]} * (1.0 / {args[1]})"  # one division per row, not per element
         row = f"(r % {self.lead[-1]})" if self.lead else "0"
         return f"{indent}v{nid} = {pointwise_expr(n, args, row, 'c')}"
 
@@ -89,6 +96,8 @@ def _prologue(row: _Row, kernel: Kernel, plan: Plan, block_n: str) -> list[str]:
 
 
 def _persistent(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
+    if row.n == 1 << max(row.n - 1, 0).bit_length():
+        row.col_mask = None  # BLOCK_N == N: every column is real
     lines = _prologue(row, kernel, plan, "BLOCK_N")
     lines += ["    c = cols", f"    cmask = c < {row.n}", "    mask = rmask & cmask"]
     lines += [row.load_line(nid, v, "    ") for nid, v in kernel.loads]
@@ -122,10 +131,10 @@ def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
         lines.append(f"    {acc} = tl.full([BLOCK_M, BLOCK_N], {_REDUCE_INIT[n.op]}, tl.float32)")
         lines += loop + cone_lines([x])
         if n.op == "max":
-            lines.append(f'{ind}{acc} = tl.maximum({acc}, tl.where(mask, v{x}, -float("inf")))')
+            lines.append(f'{ind}{acc} = tl.maximum({acc}, tl.where(cmask, v{x}, -float("inf")))')
             lines.append(f"    v{nid} = tl.max({acc}, axis=1, keep_dims=True)")
         else:
-            lines.append(f"{ind}{acc} += tl.where(mask, v{x}, 0.0)")
+            lines.append(f"{ind}{acc} += tl.where(cmask, v{x}, 0.0)")
             scale = f" / {float(row.n)!r}" if n.op == "mean" else ""
             lines.append(f"    v{nid} = tl.sum({acc}, axis=1, keep_dims=True){scale}")
     lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores if row.is_stat(nid)]
@@ -142,9 +151,9 @@ def generate(plan: Plan, kernel: Kernel, target: Target) -> KernelSource:
     looped = block_n > target.max_row_block
     body = _looped(row, plan, kernel) if looped else _persistent(row, plan, kernel)
     form = "looped" if looped else "persistent"
-    head = [f"@triton.jit",
+    head = ["@triton.jit",
             f"def {kernel.name}({', '.join(kernel.buffers())}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
             f'    """Row reduction ({form}): {row.rows} rows of {row.n}; one program = BLOCK_M rows."""']
-    text = HEADER.format(what=f"row-reduction kernel {kernel.name}") + "\n".join(head + body) + "\n"
+    text = header(f"row-reduction kernel {kernel.name}", target) + "\n".join(head + body) + "\n"
     sizes = {"rows": row.rows, "cols": row.n, "block_n": block_n}
     return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, form)

@@ -47,7 +47,7 @@ def candidates(src: KernelSource, dtype: str) -> list[Config]:
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": 1})
         return out or [{"BLOCK_M": 1, "BLOCK_N": bn, "num_warps": 4, "num_stages": 1}]
     if kind == "matmul":
-        tiles = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4),
+        tiles = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4),
                  (64, 64, 32, 4, 4))
         if dtype == "float32":
             tiles = ((128, 128, 32, 8, 3), (64, 128, 32, 4, 3), (64, 64, 32, 4, 3))
@@ -55,16 +55,17 @@ def candidates(src: KernelSource, dtype: str) -> list[Config]:
                for m, n, k, w, st in tiles
                if m <= max(64, _pow2(s["m"])) and n <= max(64, _pow2(s["n"])) and k <= max(32, _pow2(s["k"]))]
         big = [c for c in out if c["BLOCK_M"] * c["BLOCK_N"] >= 128 * 128]
-        out = (big if s["m"] * s["n"] >= 2048 * 2048 and big else out)[:3]
-        if src.variant == "tma":  # the same tiles again, loading through TMA descriptors
-            out += [{**c, "TMA": 1} for c in out]
+        out = (big if s["m"] * s["n"] >= 2048 * 2048 and big else out)[:2]
+        if src.variant == "tma":  # the two 128 x 256 tiles again, through TMA, then TMA + persistent
+            sms = _sm_count()
+            out += [{**out[0], "TMA": 1}] + [{**c, "TMA": 2, "NUM_SMS": sms} for c in out[:2]]
         return out or [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
-    tiles = ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3))
+    tiles = ((128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
     if dtype == "float32" or s["d"] > 128:
         tiles = ((64, 32, 4, 2), (64, 64, 4, 2), (32, 32, 4, 2))
     out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st} for m, n, w, st in tiles
            if m <= max(16, _pow2(s["sq"]))]
-    return (out[:2] if s["sq"] >= 1024 else out) or [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}]
+    return (out[:3] if s["sq"] >= 1024 else out) or [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}]
 
 
 def grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
@@ -75,7 +76,10 @@ def grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
     if kind == "rowreduce":
         return (_cdiv(s["rows"], cfg["BLOCK_M"]),)
     if kind == "matmul":
-        return (_cdiv(s["m"], cfg["BLOCK_M"]) * _cdiv(s["n"], cfg["BLOCK_N"]), s["batch"])
+        tiles = _cdiv(s["m"], cfg["BLOCK_M"]) * _cdiv(s["n"], cfg["BLOCK_N"])
+        if cfg.get("TMA") == 2:
+            return (min(tiles, cfg["NUM_SMS"]), 1)
+        return (tiles, s["batch"])
     return (_cdiv(s["sq"], cfg["BLOCK_M"]), s["heads"])
 
 
@@ -89,4 +93,11 @@ def constexprs(src: KernelSource, cfg: Config) -> dict[str, int]:
 
 def kernel_fn(module: object, src: KernelSource, cfg: Config):
     """The jit function `cfg` launches: the template's, or its TMA twin when the config says TMA."""
-    return getattr(module, src.fn + ("_tma" if cfg.get("TMA") else ""))
+    return getattr(module, src.fn + {0: "", 1: "_tma", 2: "_ptma"}[cfg.get("TMA", 0)])
+
+
+def _sm_count() -> int:
+    """Multiprocessors of the current CUDA device (persistent kernels launch one program each)."""
+    import torch
+
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count

@@ -1,6 +1,6 @@
 """Pointwise ops as Triton expressions (fp32 in, fp32 out), shared by every template.
 
-Every template computes in float32 (loads are upcast, stores cast to the buffer dtype); a `cast` node rounds
+`_erf`, `_exp` and `_rcp` are helpers every generated module defines (codegen.header). Every template computes in float32 (loads are upcast, stores cast to the buffer dtype); a `cast` node rounds
 through its target dtype so the fused kernel keeps the graph's rounding points.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ def literal(x: float) -> str:
 
 def tanh(a: str) -> str:
     """tanh from exp, which every Triton version and the interpreter have (saturates to +-1, no NaN)."""
-    return f"(2.0 / (1.0 + tl.exp(-2.0 * {a})) - 1.0)"
+    return f"(2.0 * _rcp(1.0 + _exp(-2.0 * {a})) - 1.0)"
 
 
 def _pow(a: str, p: float) -> str:
@@ -40,14 +40,14 @@ def _pow(a: str, p: float) -> str:
         return f"tl.rsqrt({a})"
     if p == 0:
         return f"({a} * 0.0 + 1.0)"
-    return f"tl.exp({literal(p)} * tl.log({a}))"
+    return f"_exp({literal(p)} * tl.log({a}))"
 
 
 def _gelu(a: str, approximate: str) -> str:
     if approximate == "tanh":
         inner = f"{_GELU_TANH_K!r} * ({a} + 0.044715 * {a} * {a} * {a})"
         return f"(0.5 * {a} * (1.0 + {tanh(inner)}))"
-    return f"(0.5 * {a} * (1.0 + tl.erf({a} * {_SQRT_HALF!r})))"
+    return f"({a} * (0.5 + 0.5 * _erf({a} * {_SQRT_HALF!r})))"
 
 
 def _cast(a: str, dtype: str) -> str:
@@ -57,10 +57,10 @@ def _cast(a: str, dtype: str) -> str:
 
 
 _UNARY: dict[str, Callable[[str], str]] = {
-    "neg": lambda a: f"(-{a})", "exp": lambda a: f"tl.exp({a})", "log": lambda a: f"tl.log({a})",
+    "neg": lambda a: f"(-{a})", "exp": lambda a: f"_exp({a})", "log": lambda a: f"tl.log({a})",
     "sqrt": lambda a: f"tl.sqrt({a})", "rsqrt": lambda a: f"tl.rsqrt({a})", "tanh": tanh,
-    "erf": lambda a: f"tl.erf({a})", "sigmoid": lambda a: f"(1.0 / (1.0 + tl.exp(-{a})))",
-    "relu": lambda a: f"tl.maximum({a}, 0.0)", "silu": lambda a: f"({a} / (1.0 + tl.exp(-{a})))",
+    "erf": lambda a: f"_erf({a})", "sigmoid": lambda a: f"_rcp(1.0 + _exp(-{a}))",
+    "relu": lambda a: f"tl.maximum({a}, 0.0)", "silu": lambda a: f"({a} * _rcp(1.0 + _exp(-{a})))",
 }
 _BINARY = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
            "maximum": "tl.maximum({}, {})"}

@@ -1,10 +1,14 @@
-"""The tritongen pipeline: graph -> fusion plan -> Triton source -> compiled, tuned kernels -> launcher."""
+"""The tritongen pipeline: graph -> fusion plan -> Triton source -> compiled, tuned kernels -> launcher.
+
+Each stage's output prints: `plan.text()`, `source.text`, the configs (dicts), Triton's compiled kernels' `asm`.
+"""
 from __future__ import annotations
 
 import time
 from typing import Any, Callable
 
 from backends.base import CompileInfo
+from workloads.ir import Graph
 
 from . import artifacts, tune
 from .codegen import Target, generate_all
@@ -13,7 +17,7 @@ from .launcher import TritonGenCompiled, build_steps
 
 
 class _Stages:
-    """Times named stages (seconds) into `stages_s`."""
+    """Runs and times named stages; `stages_s` holds seconds per name (repeated names add up)."""
 
     def __init__(self) -> None:
         self.stages_s: dict[str, float] = {}
@@ -25,20 +29,27 @@ class _Stages:
         return out
 
 
-def compile_graph(graph, device: str, target: Target, search: bool, device_name: str) -> TritonGenCompiled:
-    """Compile a bound graph for `device`; `search` runs the GPU config search (else fixed configs)."""
-    t, dtype, folder = _Stages(), target.dtype, tune.cache_dir()
-    plan = t("fuse", fuse, graph)                                       # 1. kernels and memory views
-    sources = t("codegen", generate_all, plan, target)                  # 2. Triton source per kernel
-    modules = t("compile", tune.load_kernels, sources, folder)              # 3a. write + import (triton.jit)
-    configs, hit, notes = t("autotune", tune.choose_configs, plan, sources, modules, dtype, device,
-                            device_name, search)                        # 3b. configs: search or cache
-    compiled = None if target.interpret else t("compile", tune.compile_winners, plan, sources, modules,
-                                                configs)               # 3c. compile the winners (GPU)
-    steps = build_steps(sources, modules, configs)                          # 4. the launcher
-    info = CompileInfo(stages_s=t.stages_s, cache_hit=hit,
-                       notes=[f"{len(plan.kernels)} kernels", "interpreter" if target.interpret else device_name]
-                       + (["bf16 dot operands upcast to fp32 (Triton interpreter)"]
-                          if target.interpret and dtype == "bfloat16" else []) + notes)
-    arts = artifacts.collect(plan, sources, configs, compiled, notes)
-    return TritonGenCompiled(plan, steps, device, info, arts)
+def compile_graph(graph: Graph, device: str, target: Target, search: bool, device_name: str) -> TritonGenCompiled:
+    """Compile a bound graph for `device`; `search` runs the GPU config search (else the fixed configs)."""
+    t, folder = _Stages(), tune.cache_dir()
+    plan = t("fuse", fuse, graph)                                                     # 1. kernels, views
+    sources = t("codegen", generate_all, plan, target)                                # 2. source per kernel
+    modules = t("compile", tune.load_kernels, sources, folder)                        # 3a. write + import
+    configs, hit, log = t("autotune", tune.choose_configs, plan, sources, modules,
+                          target.dtype, device, device_name, search)                  # 3b. search or cache
+    compiled = t("compile", tune.compile_winners, plan, sources, modules, configs) \
+        if not target.interpret else None                                             # 3c. winners (GPU)
+    steps = build_steps(sources, modules, configs)                                    # 4. the launcher
+    info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log))
+    return TritonGenCompiled(plan, steps, device, info, artifacts.collect(plan, sources, configs, compiled, log))
+
+
+def _notes(plan, target: Target, device_name: str, log: list[str]) -> list[str]:
+    """Short facts for the record; per-candidate tuning times stay in the artifacts."""
+    notes = [f"{len(plan.kernels)} kernels", "Triton interpreter" if target.interpret else device_name]
+    if target.interpret and target.dtype == "bfloat16":
+        notes.append("bf16 dot operands upcast to fp32 (Triton's interpreter multiplies bf16 as raw bits)")
+    timed = [line for line in log if line.startswith("tune ")]
+    if timed:
+        notes.append(f"autotune timed {len(timed)} configs")
+    return notes + [line for line in log if not line.startswith("tune ")]

@@ -72,6 +72,11 @@ class Plan:
                 lines.append(f"  load  %{nid} <- {v.buffer}{list(v.shape)} strides={list(v.strides)} +{v.offset}")
             for nid, v in k.stores:
                 lines.append(f"  store %{nid} -> {v.buffer}{list(v.shape)} strides={list(v.strides)} +{v.offset}")
+        computed = {i for k in self.kernels for i in k.nodes}
+        folded = [f"%{n.id}={n.op}" for n in self.graph.nodes
+                  if n.op in ("reshape", "transpose", "broadcast") and n.id not in computed]
+        if folded:
+            lines.append(f"layout ops folded into strided views (no kernel): {', '.join(folded)}")
         outs = ", ".join(f"{v.buffer}{list(v.shape)}" for v in self.outputs)
         lines.append(f"returns {outs}")
         return "\n".join(lines)

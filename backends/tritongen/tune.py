@@ -121,6 +121,8 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
             except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
                 notes.append(f"{src.fn}: config {cfg} failed: {type(exc).__name__}: {str(exc)[:120]}")
                 continue
+            tried = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
+            notes.append(f"tune {src.fn} {tried}: {ms:.4f} ms")
             if ms < best_ms:
                 best, best_ms = cfg, ms
         if best is None:
