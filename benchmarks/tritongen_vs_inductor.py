@@ -130,15 +130,16 @@ def run_workload(name: str, ceil: dict, rep_ms: int, options: dict) -> dict:
     tg = get_backend("tritongen").compile(graph, specs, "cuda", options)
     rec["tritongen_compile_s"] = time.perf_counter() - t0
     rec["stages_s"], rec["notes"] = tg.info.stages_s, tg.info.notes
+    rec["tune_log"] = (tg.artifacts() or {}).get("tune_log")
     arts = tg.artifacts() or {}
     rec["kernels"] = {k: {f: v.get(f) for f in ("kind", "variant", "config", "n_regs", "n_spills", "shared_bytes",
                                               "ptx_bytes", "ttgir_bytes")}
                       for k, v in arts.get("kernels", {}).items()}
-    for k, v in arts.get("kernels", {}).items():  # which matrix instructions the PTX holds
-        ptx = v.get("ptx") or ""
+    for k in arts.get("kernels", {}):  # which matrix instructions the PTX holds
+        ptx = arts.get(f"{k}.ptx") or ""
         rec["kernels"][k]["ptx_wgmma"] = ptx.count("wgmma.mma_async")
         rec["kernels"][k]["ptx_mma_sync"] = ptx.count("mma.sync")
-    rec["partition"] = arts.get("partition")
+    rec["partition"] = arts.get("partition.txt")
     t0 = time.perf_counter()
     ind = torch.compile(lower_torch(graph), backend="inductor")
     errs = []

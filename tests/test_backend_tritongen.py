@@ -40,6 +40,25 @@ def test_looped_row_form_matches_reference(workload):
     assert err < REL_L2_TOL["float32"]
 
 
+def test_looped_softmax_is_one_online_pass_plus_the_output_pass():
+    from backends.tritongen.codegen import Target, generate
+
+    plan = _plan("softmax", "float32")
+    text = generate(plan, plan.kernels[0], Target(True, "float32", max_row_block=64)).text
+    assert text.count("for c0 in range(") == 2 and "m_run" in text and "l_run" in text
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy on the padded rows past the end (never stored)
+def test_online_softmax_survives_rows_that_start_with_minus_inf():
+    b = GraphBuilder("neg_inf_rows")
+    x = b.input("x", (13, 17))
+    g = bind(b.finish([b.softmax(b.log(b.relu(x)))]), {}, "float32")  # log(0) = -inf for x <= 0
+    xs = make_inputs(g, 5, "cpu")
+    got = _compile(g, options={"max_row_block": 2})(*xs)[0]
+    want = lower_torch(g)(*xs)[0]
+    assert torch.isfinite(got).all() and torch.allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def _plan(workload: str, dtype: str = "float16"):
     from backends.tritongen.fusion import fuse
 
@@ -145,10 +164,13 @@ def test_warm_compile_hits_the_tune_cache():
     assert cold.info.cache_hit is False and warm.info.cache_hit is True
     assert set(cold.info.stages_s) >= {"fuse", "codegen", "autotune", "compile"}
     arts = warm.artifacts()
-    assert "k0_matmul" in arts["partition"] and arts["kernel_count"] == 1
+    assert "k0_matmul" in arts["partition.txt"] and arts["kernel_count"] == 1
+    assert "tl.dot" in arts["k0_matmul.py"]
     kern = arts["kernels"]["k0_matmul"]
-    assert "tl.dot" in kern["source"] and kern["config"]["BLOCK_M"] > 0
-    assert kern["ptx"] is None and kern["n_regs"] is None  # the interpreter has no IR: None, not made up
+    assert kern["config"]["BLOCK_M"] > 0 and kern["source_nodes"] == [3, 4, 5]
+    # the interpreter compiles nothing: no IR texts, and None (not made-up numbers) for their facts
+    assert "k0_matmul.ptx" not in arts and kern["ptx_bytes"] is None and kern["n_regs"] is None
+    assert "interpreter" in arts["ir_note"]
 
 
 def test_availability_reasons(monkeypatch):
@@ -160,3 +182,21 @@ def test_availability_reasons(monkeypatch):
     assert "TRITON_INTERPRET=1" in TritonGenBackend().supports(g, "cpu", "float32")
     if not torch.cuda.is_available():
         assert "TRITON_INTERPRET=1" in TritonGenBackend.available()
+
+
+def test_gpu_artifacts_come_from_tritons_compiled_kernel():
+    # Triton's CompiledKernel as the GPU path sees it (asm dict, n_regs after loading, metadata.shared)
+    from types import SimpleNamespace
+
+    from backends.tritongen.artifacts import collect
+    from backends.tritongen.codegen import Target, generate_all
+
+    plan = _plan("rmsnorm")
+    sources = generate_all(plan, Target(True, "float16"))
+    ck = SimpleNamespace(asm={"ttir": "tt", "ttgir": "ttg", "llir": "ll", "ptx": "ptx text", "cubin": b"\0"},
+                         n_regs=40, n_spills=0, metadata=SimpleNamespace(shared=256))
+    arts = collect(plan, sources, [{"BLOCK_M": 1}], [ck], [])
+    assert arts["k0_rowreduce.ptx"] == "ptx text" and arts["k0_rowreduce.ttgir"] == "ttg"
+    facts = arts["kernels"]["k0_rowreduce"]
+    assert (facts["n_regs"], facts["shared_bytes"], facts["ptx_bytes"]) == (40, 256, 8)
+    assert arts["ir_note"] is None

@@ -2,7 +2,8 @@
 
 Persistent form (the row fits one tile): load each row once, keep it in registers, reduce and finish in one
 pass. Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone
-from the inputs (re-reads hit L2), then a last loop that computes and stores the full-width outputs.
+from the inputs (re-reads hit L2), then a last loop that computes and stores the full-width outputs; softmax's
+max and sum(exp(y - max)) share one online loop (running max, rescaled running sum).
 Reductions accumulate in float32 whatever the input dtype.
 """
 from __future__ import annotations
@@ -106,6 +107,40 @@ def _persistent(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
     return lines
 
 
+def _online_pairs(g: Graph, kernel: Kernel) -> dict[int, int]:
+    """max node -> sum node of softmax's pattern sum(exp(y - max(y))), both in this kernel."""
+    mine, pairs = set(kernel.nodes), {}
+    for sid in kernel.nodes:
+        s = g.node(sid)
+        e = g.node(s.inputs[0]) if s.op == "sum" else None
+        if e is None or e.id not in mine or e.op != "exp":
+            continue
+        d = g.node(e.inputs[0])
+        if d.id not in mine or d.op != "sub" or d.inputs[1] not in mine:
+            continue
+        m = g.node(d.inputs[1])
+        if m.op == "max" and m.inputs[0] == d.inputs[0]:
+            pairs[m.id] = sid
+    return pairs
+
+
+def _online_loop(row: _Row, mid: int, sid: int, y: int, loop: list[str], cone: list[str]) -> list[str]:
+    """One pass for max(y) and sum(exp(y - max)): a running max and a sum rescaled when the max grows."""
+    ind = "        "
+    return [
+        f'    m_run{mid} = tl.full([BLOCK_M, 1], -float("inf"), tl.float32)',
+        f"    l_run{sid} = tl.zeros([BLOCK_M, 1], dtype=tl.float32)",
+        *loop, *cone,
+        f'{ind}y = tl.where(cmask, v{y}, -float("inf"))',
+        f"{ind}m_new = tl.maximum(m_run{mid}, tl.max(y, axis=1, keep_dims=True))",
+        f'{ind}m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows all -inf so far: no NaN',
+        f"{ind}l_run{sid} = l_run{sid} * _exp(m_run{mid} - m_safe) + tl.sum(_exp(y - m_safe), axis=1, keep_dims=True)",
+        f"{ind}m_run{mid} = m_new",
+        f"    v{mid} = m_run{mid}",
+        f"    v{sid} = l_run{sid}",
+    ]
+
+
 def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
     g, ind = plan.graph, "        "
     lines = _prologue(row, kernel, plan, "BLOCK_N")
@@ -119,10 +154,14 @@ def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
             out.append(row.load_line(x, row.loads[x], ind) if x in row.loads else row.node_line(x, ind))
         return out
 
+    online = _online_pairs(g, kernel)
     for nid in kernel.nodes:
-        if not row.is_stat(nid):
+        if not row.is_stat(nid) or nid in online.values():
             continue
         n = g.node(nid)
+        if nid in online:  # softmax's max and sum in one pass over the row
+            lines += _online_loop(row, nid, online[nid], n.inputs[0], loop, cone_lines([n.inputs[0]]))
+            continue
         if n.op not in _REDUCE_INIT:
             lines.append(row.node_line(nid, "    "))
             continue
