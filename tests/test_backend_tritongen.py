@@ -170,7 +170,7 @@ def test_warm_compile_hits_the_tune_cache():
     assert kern["config"]["BLOCK_M"] > 0 and kern["source_nodes"] == [3, 4, 5]
     # the interpreter compiles nothing: no IR texts, and None (not made-up numbers) for their facts
     assert "k0_matmul.ptx" not in arts and kern["ptx_bytes"] is None and kern["n_regs"] is None
-    assert "interpreter" in arts["ir_note"]
+    assert "interpreter" in arts["ir_note.txt"]
 
 
 def test_availability_reasons(monkeypatch):
@@ -199,4 +199,4 @@ def test_gpu_artifacts_come_from_tritons_compiled_kernel():
     assert arts["k0_rowreduce.ptx"] == "ptx text" and arts["k0_rowreduce.ttgir"] == "ttg"
     facts = arts["kernels"]["k0_rowreduce"]
     assert (facts["n_regs"], facts["shared_bytes"], facts["ptx_bytes"]) == (40, 256, 8)
-    assert arts["ir_note"] is None
+    assert arts["ir_note.txt"] is None

@@ -44,7 +44,7 @@ def collect(plan: Plan, sources: Sequence[KernelSource], configs: Sequence[Confi
                            "source_nodes": list(src.kernel.origin), **facts}
     out["kernels"] = kernels
     out["kernel_count"] = len(sources)
-    out["ir_note"] = None if compiled else ("Triton interpreter: no TTIR/TTGIR/LLVM IR/PTX, registers or shared "
+    out["ir_note.txt"] = None if compiled else ("Triton interpreter: no TTIR/TTGIR/LLVM IR/PTX, registers or shared "
                                             "memory exist")
     out["tune_log"] = list(log)
     return out
