@@ -16,7 +16,16 @@ if [ -n "${VALIDATE:-}" ]; then
   timeout 240 python3 "$R/benchmarks/validate_timing.py" --repeats 5 2>&1 | tail -22
   timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -5
 fi
-timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m harness run "$R/configs/h200.yaml" "$@" > "$OUT/run.log" 2>&1
+CONFIG="$R/configs/h200.yaml"
+if [ -n "${NO_WARM:-}" ]; then  # a shorter lease: cold compile only
+  sed 's/warm: true/warm: false/' "$CONFIG" > /tmp/h200-cold.yaml; CONFIG=/tmp/h200-cold.yaml
+fi
+if [ -n "${RESUME:-}" ]; then
+  mkdir -p results && cp "$R/$RESUME_DB" results/bakeoff.db
+  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m harness run --resume "$RESUME" > "$OUT/run.log" 2>&1
+else
+  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m harness run "$CONFIG" "$@" > "$OUT/run.log" 2>&1
+fi
 python3 -m harness show > "$OUT/show.txt" 2>&1
 python3 -m harness export latest > "$OUT/records.json"
 cp results/bakeoff.db "$OUT/bakeoff.db"
