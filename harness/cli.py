@@ -205,3 +205,8 @@ def calibrate(device: str = typer.Option("auto", "--device"),
 
 def main() -> None:  # pragma: no cover - console entry point
     app()
+
+
+from .cli_report import register as _register_report  # noqa: E402  (report, compare, dashboard)
+
+_register_report(app)

@@ -1,0 +1,115 @@
+"""The `report`, `compare` and `dashboard` commands. They read the results store only; nothing is re-run.
+`register(app)` adds them to the main typer app (harness/cli.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+# Helpers of harness/cli.py are imported inside the commands: cli.py imports this module to register them.
+DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store (default sqlite:///results/bakeoff.db)")
+
+
+def _resolve(store, run_id: str) -> str:
+    """A run id, 'latest' (newest run) or 'previous' (the one before it)."""
+    from results.store import StoreError
+
+    from .cli import _fail
+
+    try:
+        if run_id in ("latest", "previous"):
+            runs = store.runs(limit=2)
+            index = 0 if run_id == "latest" else 1
+            if len(runs) <= index:
+                raise StoreError(f"{run_id!r}: the store {store.url} has only {len(runs)} run(s)")
+            return runs[index]["run_id"]
+        store.run(run_id)
+        return run_id
+    except StoreError as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail exits
+
+
+def report(run_ids: Optional[list[str]] = typer.Argument(None, help="Run ids, or latest/previous (default latest)"),
+           output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write"),
+           cdn: bool = typer.Option(False, "--cdn", help="Load plotly.js from its CDN (small file, needs network)"),
+           weights: Optional[str] = typer.Option(None, "--weights", help="e.g. latency=1,compile=0.2,error=0.5"),
+           weights_file: Optional[Path] = typer.Option(None, "--weights-file",
+                                                       help="YAML: {latency: .., compile: .., error: ..} or "
+                                                            "report: {weights: {...}}"),
+           db: Optional[str] = DB_OPTION) -> None:
+    """Write a self-contained HTML report of one or more runs, for choosing a backend."""
+    from results.report.report import build_report
+    from results.report.weights import WeightsError, parse_weights
+
+    from .cli import _fail, _store, console
+
+    try:
+        w = parse_weights(weights, weights_file)
+    except WeightsError as exc:
+        _fail(str(exc))
+    store = _store(db)
+    ids = [_resolve(store, r) for r in (run_ids or ["latest"])]
+    text = build_report(store, ids, w, "cdn" if cdn else "inline")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+    except OSError as exc:
+        _fail(f"{output}: cannot write: {exc.strerror}")
+    console.print(f"wrote {output} ({len(text) / 1e6:.1f} MB) for run(s) {', '.join(ids)}")
+
+
+def compare(base: str = typer.Argument(..., help="Base run id (or latest/previous)"),
+            candidate: str = typer.Argument(..., help="Candidate run id (or latest/previous)"),
+            format: str = typer.Option("text", "--format", "-f", help="text, markdown or json"),
+            min_latency: float = typer.Option(0.05, "--min-latency-change", help="Relative, 0.05 = 5%"),
+            min_warm: float = typer.Option(0.10, "--min-warm-compile-change", help="Relative"),
+            min_cold: float = typer.Option(0.15, "--min-cold-compile-change", help="Relative"),
+            alpha: float = typer.Option(0.01, "--alpha", help="Mann-Whitney U significance level for latency"),
+            error_factor: float = typer.Option(2.0, "--error-factor", help="Error vs fp64 growth that counts"),
+            output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the output here"),
+            db: Optional[str] = DB_OPTION) -> None:
+    """Compare two runs case by case; exit code 1 when anything regressed."""
+    from results.report.compare import Thresholds, compare_runs
+    from results.report.compare_format import FORMATS
+    from results.report.data import load_run
+
+    from .cli import _fail, _store
+
+    if format not in FORMATS:
+        _fail(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    if min(min_latency, min_warm, min_cold) < 0 or not 0 < alpha < 1 or error_factor < 1:
+        _fail("minimum changes must be >= 0, --alpha in (0, 1), --error-factor >= 1")
+    store = _store(db)
+    b, c = _resolve(store, base), _resolve(store, candidate)
+    cmp = compare_runs(load_run(store, b), load_run(store, c),
+                       Thresholds(min_latency, min_warm, min_cold, alpha, error_factor))
+    text = FORMATS[format](cmp)
+    sys.stdout.write(text + "\n")
+    if output is not None:
+        output.write_text(text + "\n")
+    if cmp.regressions:
+        raise typer.Exit(1)
+
+
+def dashboard(output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
+              db: Optional[str] = DB_OPTION) -> None:
+    """Write a static site of trend charts over the store's history, regressions flagged."""
+    from results.report.dashboard import build_dashboard
+
+    from .cli import _fail, _store, console
+
+    store = _store(db)
+    if not store.runs(limit=1):
+        _fail(f"no runs in {store.url} yet: start one with `bakeoff run`")
+    pages = build_dashboard(store, output)
+    console.print(f"wrote {output}/index.html and {len(pages) - 1} workload page(s)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add report, compare and dashboard to `app`."""
+    app.command()(report)
+    app.command()(compare)
+    app.command()(dashboard)

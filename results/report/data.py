@@ -1,0 +1,97 @@
+"""Records read from the store as flat cases, with the keys and labels the reports group by."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from results.export import flatten
+
+# A case is the same across runs when these match (the backend is the config's label).
+CASE_KEY = ("workload", "shape", "dtype", "backend")
+# Environment fields that identify the hardware only. The run fingerprint also hashes software versions and
+# the harness revision; a history series keeps those out so that a driver or library change shows up as a
+# step inside one series instead of starting a new one.
+HARDWARE_KEYS = ("device", "gpu_name", "gpu_memory_mb", "sm_count", "compute_capability", "cpu_model")
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run: its row from `runs` (environment included) and its records flattened (details merged)."""
+
+    run: dict[str, Any]
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    ceilings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.run["run_id"]
+
+    @property
+    def env(self) -> dict[str, Any]:
+        return self.run.get("environment") or {}
+
+
+def load_run(store: Any, run_id: str) -> RunData:
+    """A run with its flattened records and the newest measured ceilings of its fingerprint."""
+    run = store.run(run_id)
+    cases = [flatten(r) for r in store.records(run_id)]
+    ceilings = store.latest_ceilings(run["fingerprint"]) if run.get("fingerprint") else {}
+    return RunData(run, cases, ceilings)
+
+
+def case_key(case: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(workload, shape, dtype, backend label)."""
+    return tuple(str(case.get(k) or "") for k in CASE_KEY)  # type: ignore[return-value]
+
+
+def case_label(case: dict[str, Any]) -> str:
+    """'workload [shape, dtype]', the row label of charts."""
+    return f"{case.get('workload')} [{case.get('shape')}, {case.get('dtype')}]"
+
+
+def hardware_id(env: dict[str, Any]) -> str:
+    """An 8-hex-digit hash of the hardware part of an environment (see HARDWARE_KEYS)."""
+    dev = str(env.get("device") or "")
+    stable = {k: env.get(k) for k in HARDWARE_KEYS}
+    stable["device"] = dev.split(":")[0]  # cuda:0 and cuda:1 of one model are one kind of device
+    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def hardware_name(env: dict[str, Any]) -> str:
+    """The GPU's name, else the CPU model."""
+    return str(env.get("gpu_name") or env.get("cpu_model") or env.get("device") or "unknown device")
+
+
+def run_labels(runs: list[RunData]) -> dict[str, str]:
+    """A short label per run id: empty for a single run, else '#i' plus what sets it apart (GPU, torch)."""
+    if len(runs) <= 1:
+        return {r.run_id: "" for r in runs}
+    labels = {}
+    for i, r in enumerate(runs, 1):
+        parts = []
+        names = {hardware_name(x.env) for x in runs}
+        if len(names) > 1:
+            parts.append(hardware_name(r.env))
+        torches = {(x.env.get("versions") or {}).get("torch") for x in runs}
+        if len(torches) > 1:
+            parts.append(f"torch {(r.env.get('versions') or {}).get('torch')}")
+        labels[r.run_id] = f"#{i}" + (f" {' '.join(parts)}" if parts else f" {r.run_id}")
+    return labels
+
+
+def series_name(case: dict[str, Any], run_label: str) -> str:
+    """A chart series: the backend, with the run's label when several runs are shown."""
+    return f"{case.get('backend')} · {run_label}" if run_label else str(case.get("backend"))
+
+
+def fnum(value: Any) -> float | None:
+    """A finite float, or None for missing values and non-numbers."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if x == x and abs(x) != float("inf") else None

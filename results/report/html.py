@@ -1,0 +1,104 @@
+"""HTML page assembly: plotly.js (embedded, CDN or a shared file), chart divs, sortable tables, the page."""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+PlotlyJs = Literal["inline", "cdn", "file"]
+PLOTLY_FILE = "plotly.min.js"
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1500px}
+h1{font-size:1.5em} h2{margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#f4f4f4} table.sortable th{cursor:pointer;user-select:none}
+table.sortable th.asc::after{content:" ▲"} table.sortable th.desc::after{content:" ▼"}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#080}.bad{color:#c00;font-weight:600}.warn{color:#b60;font-weight:600}.dim{color:#888}
+.banner{background:#fff4e0;border:1px solid #e0a040;padding:8px 12px;margin:10px 0}
+.note{color:#555;font-size:13px}
+"""
+
+# Click a header to sort by it; numbers sort by the cell's data-v, missing values last.
+SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function(t){
+  t.querySelectorAll('th').forEach(function(th,i){
+    th.addEventListener('click',function(){
+      var asc=!th.classList.contains('asc');
+      t.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc');});
+      th.classList.add(asc?'asc':'desc');
+      var body=t.tBodies[0], rows=Array.prototype.slice.call(body.rows);
+      function key(r){var c=r.cells[i];var v=c.getAttribute('data-v');
+        if(v===null||v===''){return null;} var n=parseFloat(v); return isNaN(n)?v.toLowerCase():n;}
+      rows.sort(function(a,b){var x=key(a),y=key(b);
+        if(x===null&&y===null)return 0; if(x===null)return 1; if(y===null)return -1;
+        var r=(typeof x==='number'&&typeof y==='number')?x-y:String(x).localeCompare(String(y));
+        return asc?r:-r;});
+      rows.forEach(function(r){body.appendChild(r);});
+    });
+  });
+});
+"""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell: its shown text (escaped unless `raw`), its sort value, a CSS class."""
+
+    text: str
+    sort: float | str | None = None
+    cls: str = ""
+    raw: bool = False
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def plotly_js_tag(mode: PlotlyJs) -> str:
+    """The <script> that loads plotly.js: embedded (offline, ~4.5 MB), from the CDN, or from PLOTLY_FILE."""
+    if mode == "inline":
+        return f"<script>{get_plotlyjs()}</script>"
+    if mode == "file":
+        return f'<script src="{PLOTLY_FILE}"></script>'
+    snippet = go.Figure().to_html(include_plotlyjs="cdn", full_html=False)
+    found = re.search(r'<script[^>]*src="https://cdn\.plot\.ly/[^"]+"[^>]*></script>', snippet)
+    return found.group(0) if found else '<script src="https://cdn.plot.ly/plotly-latest.min.js"></script>'
+
+
+def figure_div(fig: go.Figure | None, div_id: str, missing: str) -> str:
+    """A chart as a div (plotly.js loaded once by the page), or a note saying why there is none."""
+    if fig is None:
+        return f'<p class="note">{esc(missing)}</p>'
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def table(headers: list[str], body: list[list[Cell]], sortable: bool = True, table_id: str = "") -> str:
+    """An HTML table; with `sortable`, headers sort on click (SORT_JS)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    out = []
+    for row in body:
+        tds = []
+        for c in row:
+            attrs = f' data-v="{esc(c.sort)}"' if c.sort is not None else ""
+            attrs += f' class="{c.cls}"' if c.cls else ""
+            tds.append(f"<td{attrs}>{c.text if c.raw else esc(c.text)}</td>")
+        out.append("<tr>" + "".join(tds) + "</tr>")
+    ident = f' id="{esc(table_id)}"' if table_id else ""
+    cls = ' class="sortable"' if sortable else ""
+    return f"<table{ident}{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(out)}</tbody></table>"
+
+
+def page(title: str, body: str, plotly_js: PlotlyJs) -> str:
+    """A complete HTML document."""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<style>{CSS}</style>{plotly_js_tag(plotly_js)}</head>\n<body>\n{body}\n"
+            f"<script>{SORT_JS}</script>\n</body></html>\n")
