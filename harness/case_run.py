@@ -11,6 +11,7 @@ from backends.base import Backend, Compiled, TensorSpec
 
 from .checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
 from .envinfo import gpu_state
+from .gate import timing_exclusive
 from .inputs import make_inputs
 from .plan import Case
 from .timing import Target, cuda_graph_latency_ms, measure, profile_kernels
@@ -49,6 +50,15 @@ def _worst(checks: list[SeedCheck]) -> SeedCheck:
 
 def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
             eager_prepared: Any) -> dict[str, Any]:
+    """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
+    (harness/gate.py). The record gets the seconds waited for the gate and the window it was held."""
+    with timing_exclusive() as gate:
+        out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared)
+    return {**out, **(gate.summary() if gate is not None else {})}
+
+
+def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
+                 eager_prepared: Any) -> dict[str, Any]:
     t = case.timing
     targets = [Target(case.backend, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)]
     if case.adapter != "eager":

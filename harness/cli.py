@@ -49,13 +49,28 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N"),
         preset: Optional[str] = typer.Option(None, "--preset", help="Shape preset: smoke, cpu, gpu"),
         resume: Optional[str] = typer.Option(None, "--resume", help="Finish the cases of this run id"),
+        jobs: Optional[int] = typer.Option(None, "--jobs", "-j",
+                                           help="Parallel workers: N CPU workers, or workers dealt to the GPUs "
+                                                "(one per GPU when N = their number); on Ray, tasks in flight"),
+        executor: str = typer.Option("local", "--executor", help="local (this host) or ray"),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address",
+                                                  help="Ray cluster to join (default: start a local instance)"),
         db: Optional[str] = DB_OPTION) -> None:
     """Run a benchmark config and print its summary table."""
+    from results.store import StoreError
+
+    from .executors import EXECUTORS, ExecutorError, ExecutorSpec
     from .runner import Filters, resume_run, start_run
     from .table import summary_table
 
     if resume and (config or backend or workload or device or preset):
-        _fail("--resume takes only --db: the run keeps the config and filters it started with")
+        _fail("--resume takes only --db, --jobs, --executor and --ray-address: the run keeps the config and "
+              "filters it started with")
+    if executor not in EXECUTORS:
+        _fail(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if jobs is not None and jobs < 1:
+        _fail(f"--jobs must be at least 1, not {jobs}")
+    spec = ExecutorSpec(executor, jobs, ray_address)
     if config is not None:
         try:
             text, path = config.read_text(), str(config)
@@ -74,8 +89,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
                 _fail(f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
     store = _store(db)
     try:
-        run_id = resume_run(store, resume, console) if resume else start_run(store, text, path, filters, console)
-    except ConfigError as exc:
+        run_id = (resume_run(store, resume, console, spec) if resume
+                  else start_run(store, text, path, filters, console, spec))
+    except (ConfigError, ExecutorError, StoreError) as exc:  # bad config, impossible executor, unknown run
         _fail(str(exc))
     except KeyboardInterrupt:
         raise typer.Exit(130)

@@ -2,9 +2,12 @@
 
 A worker that crashes, hangs or runs out of memory becomes a record with status crash, timeout or oom and
 the tail of its stderr. This module never touches the store: the orchestrator writes what it returns.
+A worker runs in a slot (harness/slots.py): pinned to a device, sharing that device's timing gate. Time
+it spends waiting for the gate is not counted against its timeout.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -12,25 +15,47 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .gate import ENV_PREFIX, ENV_WAIT_FILE, waited_s
+from .gated_worker import ENV_PARENT
 from .plan import Case
+from .slots import Slot
+from .staging import discard, final_dir, staging_dir
 
 STDERR_TAIL_CHARS = 3000
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclass(frozen=True)
-class WorkerResult:
-    record: dict[str, Any]
-    wall_s: float
+POLL_S = 0.25  # longest pause between two looks at a running worker, in seconds
 
 
-def case_slug(case: Case) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in case.case_id)[:200]
+class Workers:
+    """The worker processes in flight, for one run. `kill_all` kills them, and any started after it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.closed = False
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+            if self.closed:
+                kill_group(proc)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            self.closed = True
+            for proc in self._procs:
+                kill_group(proc)
 
 
 def _worker_env(case: Case, cache_root: Path, extra_env: dict[str, str] | None) -> dict[str, str]:
@@ -51,37 +76,65 @@ def _worker_env(case: Case, cache_root: Path, extra_env: dict[str, str] | None) 
 
 
 def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path | None,
-                procs: list[subprocess.Popen] | None) -> dict[str, Any]:
+                workers: Workers | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bakeoff-case-") as tmp:
         case_file, out_file, err_file = Path(tmp, "case.json"), Path(tmp, "record.json"), Path(tmp, "stderr.txt")
+        wait_file = Path(tmp, "gate_wait.txt")
         case_file.write_text(case.to_json())
-        args = [sys.executable, "-m", "harness.worker", str(case_file), str(out_file), phase]
+        args = [sys.executable, "-m", "harness.gated_worker", str(case_file), str(out_file), phase]
         if artifacts_dir is not None:
             args.append(str(artifacts_dir))
+        env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PARENT: str(os.getpid())}
         with open(err_file, "wb") as err:
             proc = subprocess.Popen(args, env=env, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, cwd=os.getcwd())
-            if procs is not None:
-                procs.append(proc)
+            if workers is not None:
+                workers.add(proc)
             try:
-                rc = proc.wait(timeout=case.timeout_s)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                kill_group(proc)
-                rc, timed_out = proc.wait(), True
+                rc, timed_out = _wait(proc, case.timeout_s, wait_file)
             finally:
-                if procs is not None:
-                    procs.remove(proc)
+                if proc.returncode is None:
+                    kill_group(proc)
+                    proc.wait()
+                if workers is not None:
+                    workers.discard(proc)
         tail = err_file.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        gate_wait_s = waited_s(wait_file)
         if timed_out:
-            return {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}",
+            return {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}"
+                    + (f" (not counting {gate_wait_s:.1f} s waiting for the timing gate)" if gate_wait_s else ""),
                     "stderr_tail": tail}
         if out_file.exists():
             record = json.loads(out_file.read_text())
             if tail.strip():
                 record["stderr_tail"] = tail
+            record[f"gate_wait_{phase}_s"] = gate_wait_s
             return record
         return _death_record(rc, phase, tail)
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, wait_file: Path) -> tuple[int, bool]:
+    """Wait for the worker; kill it after `timeout_s` seconds of its own time, i.e. not counting the time
+    it waited for the device's timing gate. Returns (exit code, timed out). Either way its process group
+    is killed before the worker is reaped (while its id cannot be reused), so nothing it started lingers."""
+    start, pause = time.time(), 0.01
+    while True:
+        if _exited(proc):
+            kill_group(proc)
+            return proc.wait(), False
+        if time.time() > start + timeout_s + waited_s(wait_file):
+            kill_group(proc)
+            return proc.wait(), True
+        time.sleep(pause)
+        pause = min(pause * 2, POLL_S)
+
+
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the worker has exited, without reaping it (so its process group id stays reserved)."""
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored by a host process): ask Popen
+        return proc.poll() is not None
 
 
 def _death_record(rc: int, phase: str, tail: str) -> dict[str, Any]:
@@ -105,34 +158,42 @@ def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the worker and everything it started (it leads its own process group)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # gone (and its group id possibly reused)
         pass
 
 
-def execute_case(case: Case, work_dir: Path, *, extra_env: dict[str, str] | None = None,
-                 procs: list[subprocess.Popen] | None = None) -> dict[str, Any]:
+def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
+                 extra_env: dict[str, str] | None = None, workers: Workers | None = None) -> dict[str, Any]:
     """Run `case` cold (fresh caches) and, if asked and the cold run compiled, warm. Returns the record.
 
-    `work_dir` holds this case's cache folders (deleted afterwards) and artifacts (kept, under
-    `work_dir/artifacts`, only if the record says where).
+    `work_dir` holds this case's cache folders (deleted afterwards) and staged artifacts (under
+    `work_dir/staging`; the orchestrator moves them to `work_dir/artifacts` once the record commits, and
+    the record's `artifacts_dir` names that final place). `slot` pins the worker to a device and its gate;
+    `workers` registers the processes so that an interrupt can kill them.
     """
     t0 = time.perf_counter()
     cache_root = Path(tempfile.mkdtemp(prefix="cache-", dir=work_dir))
-    artifacts_dir = work_dir / "artifacts" / case_slug(case)
+    staged = staging_dir(work_dir, case)
+    discard(work_dir, case)  # whatever an earlier, killed attempt left half-written
+    run_case = dataclasses.replace(case, device=slot.device) if slot and slot.device else case
     try:
-        env = _worker_env(case, cache_root, extra_env)
-        record = _run_worker(case, "cold", env, artifacts_dir, procs)
+        env = _worker_env(run_case, cache_root, {**dict(slot.env if slot else ()), **(extra_env or {})})
+        if slot and slot.gate:
+            env[ENV_PREFIX] = slot.gate
+        record = _run_worker(run_case, "cold", env, staged, workers)
         compiled = record.get("status") in ("ok", "mismatch")
         if case.warm_compile and compiled and case.adapter != "eager":
-            warm = _run_worker(case, "warm", env, None, procs)
+            warm = _run_worker(run_case, "warm", env, None, workers)
             if "compile_warm_s" in warm:
                 record.update(warm)
             else:
                 record["warm_error"] = warm.get("reason")
-        if artifacts_dir.exists():
-            record["artifacts_dir"] = str(artifacts_dir)
+        if staged.exists():
+            record["artifacts_dir"] = str(final_dir(work_dir, case))
     finally:
         shutil.rmtree(cache_root, ignore_errors=True)
+    if slot is not None:
+        record["worker"] = slot.label
     record["wall_s"] = time.perf_counter() - t0
     return record
 

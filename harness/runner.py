@@ -1,14 +1,17 @@
-"""The orchestrator: plan a config, run its cases one by one, write each record as soon as its case ends.
+"""The orchestrator: plan a config, run its cases through an executor, write each record as its case ends.
 
-It is the only writer of the store. Ctrl-C stops the current worker, keeps every finished record, marks
+It is the only writer of the store. Cases run on `--jobs N` local worker slots or on a Ray cluster
+(harness/executors); each record is committed in its own transaction and its artifacts are moved into
+place only after that (harness/staging.py). Ctrl-C stops every worker, keeps every finished record, marks
 the run interrupted and says how to resume; `--resume RUN_ID` runs only the cases without a record.
 """
 from __future__ import annotations
 
-import subprocess
+import signal
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -17,8 +20,10 @@ from results.store import Store
 
 from .config import Config, LocatedYaml, parse_config, resolve_workloads
 from .envinfo import environment
-from .execute import case_fields, execute_case, kill_group
+from .execute import case_fields
+from .executors import Executor, ExecutorSpec, make_executor
 from .plan import Case, plan, resolve_device, resolve_preset
+from .staging import discard, publish, recover
 
 
 @dataclass(frozen=True)
@@ -76,74 +81,116 @@ def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | 
 
 
 def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, console: Console,
-              ceilings: dict[str, float], on_record: Callable[[dict], None] | None = None) -> str:
-    """Run `cases` in order, committing each record as it ends. Returns the run's final status."""
+              ceilings: dict[str, float], executor: Executor, attempt: int = 1,
+              on_record: Callable[[dict], None] | None = None) -> str:
+    """Run the cases of `run_id` that have no record yet, committing each record as its case ends.
+
+    `attempt` is stored with each record (1 for a run's first session, k for its (k-1)-th resume).
+    Returns the run's final status; on Ctrl-C marks it interrupted and re-raises KeyboardInterrupt.
+    """
     done = store.done_case_ids(run_id)
+    recover(work_dir, cases, done)
     todo = [c for c in cases if c.case_id not in done]
-    procs: list[subprocess.Popen] = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
+
+    def write(case: Case, result: dict[str, Any]) -> None:
+        record = {**_complete(case, result, ceilings), "attempt": attempt}
+        if store.add_record(run_id, record):  # committed: now its artifacts may appear
+            publish(work_dir, case)
+        else:
+            discard(work_dir, case)  # another orchestrator recorded this case first
+        if on_record:
+            on_record(record)
+        progress.update(task, description=case.case_id)
+        progress.advance(task)
+
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("starting", total=len(todo))
         try:
             for case in todo:
-                progress.update(task, description=case.case_id)
                 if case.skip_reason:
-                    result: dict[str, Any] = {"status": "skipped", "reason": case.skip_reason}
-                else:
-                    result = execute_case(case, work_dir, procs=procs)
-                record = _complete(case, result, ceilings)
-                store.add_record(run_id, record)
-                if on_record:
-                    on_record(record)
-                progress.advance(task)
+                    write(case, {"status": "skipped", "reason": case.skip_reason})
+            for case, result in executor.run([c for c in todo if not c.skip_reason], work_dir):
+                write(case, result)
         except KeyboardInterrupt:
-            for proc in list(procs):
-                kill_group(proc)
-            store.finish_run(run_id, "interrupted")
+            with _sigint_ignored():  # a second Ctrl-C must not cut the cleanup short
+                executor.stop()
+                for case, result in executor.drain():  # ended before the interrupt: keep them
+                    write(case, result)
+                store.finish_run(run_id, "interrupted")
+                executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
                           f"Resume with: bakeoff run --resume {run_id}" + _db_hint(store))
             raise
+    executor.close()
     store.finish_run(run_id, "complete")
     return "complete"
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _db_hint(store: Store) -> str:
     from results.store import default_url
 
-    return "" if store.url == default_url() else f" --db {store.url}"
+    return "" if store.url == default_url() else f" --db {store.safe_url}"
 
 
-def start_run(store: Store, config_text: str, config_path: str, filters: Filters, console: Console) -> str:
-    """Validate, plan, record the run, run every case; returns the run id."""
+def start_run(store: Store, config_text: str, config_path: str, filters: Filters, console: Console,
+              spec: ExecutorSpec = ExecutorSpec()) -> str:
+    """Validate, plan, record the run, run every case; returns the run id.
+
+    Raises ConfigError for a bad config and ValueError for an impossible executor request (both before
+    anything is written)."""
     cfg, where = parse_config(config_text, config_path)
     device, cases = build_cases(cfg, where, filters)
+    executor = make_executor(spec, device)
     env = environment(device)
     run_id = store.create_run(config_name=cfg.name, config_path=config_path, config_text=config_text,
                               device=device, environment=_with_filters(env, filters), n_cases=len(cases))
     console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
-                  f"({env.get('gpu_name') or env.get('cpu_model')}), store {store.url}")
-    work_dir = Path("results") / "artifacts" / run_id
-    work_dir.mkdir(parents=True, exist_ok=True)
-    run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env["fingerprint"]))
+                  f"({env.get('gpu_name') or env.get('cpu_model')}), {_describe(spec)}, store {store.safe_url}",
+                  highlight=False)
+    work_dir = _work_dir(run_id)
+    run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env["fingerprint"]), executor)
     return run_id
+
+
+def _work_dir(run_id: str) -> Path:
+    """The run's artifacts folder, absolute (Ray workers and threads must not depend on the cwd)."""
+    work_dir = (Path("results") / "artifacts" / run_id).resolve()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return work_dir
+
+
+def _describe(spec: ExecutorSpec) -> str:
+    if spec.kind == "ray":
+        return f"on Ray ({spec.ray_address or 'local instance'}" + (f", {spec.jobs} at a time)" if spec.jobs else ")")
+    return f"{spec.jobs or 1} worker" + ("s" if (spec.jobs or 1) > 1 else "")
 
 
 def _with_filters(env: dict[str, Any], filters: Filters) -> dict[str, Any]:
     return {**env, "filters": {k: v for k, v in filters.__dict__.items() if v}}
 
 
-def resume_run(store: Store, run_id: str, console: Console) -> str:
+def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec()) -> str:
     """Finish the cases of `run_id` that have no record, with the config and filters the run started with."""
     run = store.run(run_id)
     saved = (run.get("environment") or {}).get("filters", {})
     filters = Filters(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
     cfg, where = parse_config(run["config_text"], run["config_path"] or "<stored config>")
     device, cases = build_cases(cfg, where, filters)
+    executor = make_executor(spec, device)
     console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of {len(cases)} "
-                  f"cases left")
-    work_dir = Path("results") / "artifacts" / run_id
-    work_dir.mkdir(parents=True, exist_ok=True)
-    store.finish_run(run_id, "running")
-    run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(run["fingerprint"]))
+                  f"cases left, {_describe(spec)}", highlight=False)
+    attempt = store.start_resume(run_id)
+    run_cases(store, run_id, cases, _work_dir(run_id), console, store.latest_ceilings(run["fingerprint"]),
+              executor, attempt=attempt)
     return run_id

@@ -3,13 +3,19 @@
 runs: one row per `bakeoff run`. records: one row per case, written in one transaction when the case
 ends. ceilings: measured device ceilings per environment fingerprint (`bakeoff calibrate`).
 Record fields that are not columns are kept in `details` (JSON), so nothing measured is lost.
+
+Versions (upgrades in results/migrations.py):
+  1: runs, records, ceilings, schema_info.
+  2: records.worker (where the case ran) and records.attempt (1 = the run's first session, k = its
+     (k-1)-th resume); runs.resumes; records.case_id/shape/backend become unbounded text (PostgreSQL
+     enforces VARCHAR lengths, and a long backend label must not fail a run).
 """
 from __future__ import annotations
 
 from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table,
                         Text, UniqueConstraint)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -34,12 +40,13 @@ runs = Table(
     Column("harness_rev", String(64)),
     Column("schema_version", Integer, nullable=False),
     Column("n_cases", Integer),
+    Column("resumes", Integer, nullable=False, server_default="0"),  # v2
 )
 
 # (name, type) of record columns besides the keys; order is the export order.
 RECORD_FIELDS: list[tuple[str, type]] = [
-    ("case_id", String(512)), ("workload", String(128)), ("preset", String(32)), ("shape", String(256)),
-    ("dtype", String(16)), ("backend", String(64)), ("device", String(32)), ("status", String(16)),
+    ("case_id", Text), ("workload", String(128)), ("preset", String(32)), ("shape", Text),
+    ("dtype", String(16)), ("backend", Text), ("device", String(32)), ("status", String(16)),
     ("reason", Text),
     ("compile_s", Float), ("compile_warm_s", Float), ("cache_hit_warm", Boolean),
     ("latency_ms_median", Float), ("latency_ms_p20", Float), ("latency_ms_p80", Float),
@@ -53,6 +60,7 @@ RECORD_FIELDS: list[tuple[str, type]] = [
     ("err_ratio_vs_eager", Float), ("eager_deterministic", Boolean),
     ("flops", Float), ("bytes_moved", Float), ("achieved_gbps", Float), ("achieved_tflops", Float),
     ("pct_of_ceiling", Float), ("break_even_calls", Float),
+    ("worker", String(128)), ("attempt", Integer),  # v2
     ("details", JSON),
 ]
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]

@@ -1,20 +1,26 @@
 """Read and write the results store. SQLite by default (results/bakeoff.db), any SQLAlchemy URL by --db.
 
-The orchestrator is the only writer. Each record is inserted in its own transaction, so a case is either
-entirely in the store or not at all. Names from configs reach SQL only as bound parameters (Core).
+The orchestrator is the only writer of its run. Each record is inserted in its own transaction, so a case
+is either entirely in the store or not at all, and (run, case) is unique: a second insert of the same case
+is refused, not duplicated. Several runs may write one database at once (SQLite in WAL mode with a busy
+timeout; PostgreSQL through `postgresql+psycopg://`). Opening a store creates or upgrades its schema under
+an exclusive lock. Names from configs reach SQL only as bound parameters (Core).
 """
 from __future__ import annotations
 
 import datetime as dt
 import math
 import secrets
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from sqlalchemy import create_engine, event, func, insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine, event, func, insert, make_url, select, text, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from . import schema
+from . import migrations, schema
 from .schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
 
 DEFAULT_DB = Path("results") / "bakeoff.db"
@@ -36,11 +42,18 @@ def _clean(value: Any) -> Any:
     """JSON-safe values: NaN and infinities become None (JSON has no spelling for them)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str) and "\x00" in value:  # PostgreSQL text cannot hold NUL
+        return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     return value
+
+
+# Key of the PostgreSQL advisory lock held while a store's schema is created or upgraded ("bake").
+_SCHEMA_LOCK_KEY = 0x62616B65
+_INIT_ATTEMPTS = 5
 
 
 class Store:
@@ -53,17 +66,47 @@ class Store:
         self.engine: Engine = create_engine(self.url, future=True)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "begin", _sqlite_begin)
+        self.upgraded_to: list[int] = []  # schema versions this open upgraded the store through
         self._init_schema()
 
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password masked, for messages."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[Connection]:
+        """A transaction that no other process's `_exclusive` overlaps (SQLite: BEGIN IMMEDIATE; PostgreSQL:
+        a transaction-scoped advisory lock)."""
+        with self.engine.connect() as conn:
+            conn.execution_options(bakeoff_immediate=True)
+            with conn.begin():
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+                yield conn
+
     def _init_schema(self) -> None:
-        schema.metadata.create_all(self.engine)
-        with self.engine.begin() as conn:
-            row = conn.execute(select(schema_info.c.value).where(schema_info.c.key == "schema_version")).first()
-            if row is None:
-                conn.execute(insert(schema_info).values(key="schema_version", value=str(SCHEMA_VERSION)))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StoreError(f"{self.url}: schema version {row[0]} is newer than this bakeoff's "
-                                 f"({SCHEMA_VERSION}); upgrade bakeoff")
+        """Create the tables of an empty database, or upgrade an older one, under an exclusive lock."""
+        for attempt in range(_INIT_ATTEMPTS):
+            try:
+                with self._exclusive() as conn:
+                    version = migrations.stored_version(conn)
+                    if version is None:
+                        schema.metadata.create_all(conn)
+                        conn.execute(insert(schema_info).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                    else:
+                        self.upgraded_to = migrations.upgrade(conn, version)
+                        schema.metadata.create_all(conn)  # tables a version added, when absent
+                return
+            except migrations.MigrationError as exc:
+                raise StoreError(f"{self.safe_url}: {exc}") from None
+            except DBAPIError:
+                # Another process created the tables between our check and our DDL (databases without
+                # transactional DDL locks): look again.
+                if attempt == _INIT_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     # runs
     def create_run(self, *, config_name: str, config_path: str | None, config_text: str, device: str,
@@ -75,8 +118,18 @@ class Store:
                 run_id=run_id, started_at=_now(), status="running", config_name=config_name,
                 config_path=config_path, config_text=config_text, device=device,
                 fingerprint=environment.get("fingerprint"), environment=_clean(environment),
-                harness_rev=environment.get("harness_rev"), schema_version=SCHEMA_VERSION, n_cases=n_cases))
+                harness_rev=environment.get("harness_rev"), schema_version=SCHEMA_VERSION, n_cases=n_cases,
+                resumes=0))
         return run_id
+
+    def start_resume(self, run_id: str) -> int:
+        """Mark `run_id` running again and count the resume; returns the attempt number its new records
+        carry (2 for the first resume)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.run_id == run_id)
+                         .values(status="running", ended_at=None, resumes=runs.c.resumes + 1))
+            resumes = conn.execute(select(runs.c.resumes).where(runs.c.run_id == run_id)).scalar_one()
+        return resumes + 1
 
     def finish_run(self, run_id: str, status: str) -> None:
         with self.engine.begin() as conn:
@@ -104,12 +157,26 @@ class Store:
         return rows[0]["run_id"]
 
     # records
-    def add_record(self, run_id: str, record: dict[str, Any]) -> None:
-        """Insert one case's record in one transaction. Unknown fields go to `details`."""
+    def add_record(self, run_id: str, record: dict[str, Any]) -> bool:
+        """Insert one case's record in one transaction. Unknown fields go to `details`.
+
+        Returns False, writing nothing, when the run already has a record for this case_id.
+        """
         row = {k: _clean(record.get(k)) for k in RECORD_COLUMNS if k != "details"}
         row["details"] = _clean({k: v for k, v in record.items() if k not in RECORD_COLUMNS})
-        with self.engine.begin() as conn:
-            conn.execute(insert(records).values(run_id=run_id, created_at=_now(), **row))
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(records).values(run_id=run_id, created_at=_now(), **row))
+        except IntegrityError:
+            if self.has_record(run_id, row["case_id"]):
+                return False  # the unique (run_id, case_id) constraint: a duplicate, not a failure
+            raise
+        return True
+
+    def has_record(self, run_id: str, case_id: str) -> bool:
+        with self.engine.connect() as conn:
+            return conn.execute(select(records.c.id).where(records.c.run_id == run_id,
+                                                           records.c.case_id == case_id)).first() is not None
 
     def records(self, run_id: str) -> list[dict[str, Any]]:
         """A run's records in insertion order, with `details` kept as a nested dict."""
@@ -144,8 +211,17 @@ class Store:
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # SQLAlchemy, not the sqlite3 module, decides where transactions begin (see _sqlite_begin).
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")  # readers (show, report) never block the writer
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA busy_timeout=60000")  # first: the WAL switch below may itself wait for a lock
+    cur.execute("PRAGMA journal_mode=WAL")  # readers (show, report) never block a writer
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    """BEGIN IMMEDIATE (take the write lock now) for schema work, so two processes never both read an old
+    schema and then race to change it; a plain deferred BEGIN otherwise."""
+    immediate = conn.get_execution_options().get("bakeoff_immediate")
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

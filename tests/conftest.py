@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from pgserver import postgres_server, postgres_url  # noqa: F401  (fixtures: a throwaway PostgreSQL)
+from store_urls import store_url  # noqa: F401  (fixture: an empty SQLite or PostgreSQL store)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

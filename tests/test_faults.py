@@ -1,5 +1,10 @@
-"""A worker that crashes, hangs or fails yields the right record while the other cases complete."""
+"""A worker that crashes, hangs or fails yields the right record while the other cases complete,
+one worker at a time and with two in parallel (`--jobs 2`), on the CPU; CUDA out-of-memory on a GPU."""
+import itertools
 import json
+
+import pytest
+import torch
 
 from conftest import bakeoff
 
@@ -33,12 +38,16 @@ EXPECTED = {"eager": "ok", "abort": "crash", "segfault": "crash", "hang": "timeo
             "wrong_shape": "mismatch", "unwritten": "mismatch", "perturb": "mismatch", "host_oom": "oom"}
 
 
-def test_fault_injection_statuses(tmp_path):
-    (tmp_path / "faults.yaml").write_text(CONFIG)
+def run_faults(tmp_path, config: str, *args: str) -> dict[str, dict]:
+    """Run `config` through the CLI with `args`; the records by backend label."""
+    (tmp_path / "faults.yaml").write_text(config)
     db = f"sqlite:///{tmp_path / 'f.db'}"
-    bakeoff("run", "faults.yaml", "--db", db, cwd=tmp_path, check=True)
+    bakeoff("run", "faults.yaml", "--db", db, *args, cwd=tmp_path, check=True)
     records = json.loads(bakeoff("export", "latest", "--db", db, cwd=tmp_path, check=True).stdout)
-    got = {r["backend"]: r for r in records}
+    return {r["backend"]: r for r in records}
+
+
+def assert_fault_records(got: dict[str, dict]) -> None:
     assert {k: got[k]["status"] for k in EXPECTED} == EXPECTED
     assert "SIGABRT" in got["abort"]["reason"]
     assert "SIGSEGV" in got["segfault"]["reason"]
@@ -47,3 +56,32 @@ def test_fault_injection_statuses(tmp_path):
     assert "shape" in got["wrong_shape"]["reason"]
     assert got["perturb"]["err_ratio_vs_eager"] > 2  # numbers are kept beside the verdict
     assert got["eager"]["latency_ms_median"] > 0
+
+
+def test_fault_injection_statuses(tmp_path):
+    assert_fault_records(run_faults(tmp_path, CONFIG))
+
+
+def test_fault_injection_statuses_with_two_jobs(tmp_path):
+    # A shorter timeout keeps the hang case short; waiting for the timing gate does not count against it.
+    got = run_faults(tmp_path, CONFIG.replace("timeout_s: 60", "timeout_s: 40"), "--jobs", "2")
+    assert_fault_records(got)
+    assert {r["worker"] for r in got.values()} == {"cpu#0", "cpu#1"}  # both slots took cases
+    windows = sorted(tuple(w) for r in got.values() for w in r.get("timing_windows") or [])
+    assert len(windows) >= 4  # eager, nan, unwritten, perturb reach the timing step
+    for (_, end), (start, _) in itertools.pairwise(windows):
+        assert end <= start  # no two timing phases overlapped
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA device: the case asks the GPU for twice its memory")
+def test_cuda_out_of_memory_is_an_oom_record(tmp_path):
+    config = CONFIG.replace("device: cpu", "device: cuda").replace("memory_limit_gb: 3\n", "")
+    backends = "backends:\n  eager: {}\n  cuda_oom: {backend: faulty, mode: cuda_oom}\n  run_error: {backend: faulty, mode: run_error}\n"
+    config = config[:config.index("backends:")] + backends + config[config.index("seeds:"):]
+    for jobs in ("1", "2"):
+        got = run_faults(tmp_path / jobs, config, "--jobs", jobs)
+        assert {k: r["status"] for k, r in got.items()} == {"eager": "ok", "cuda_oom": "oom",
+                                                              "run_error": "runtime_error"}, got
+        assert "out of memory" in got["cuda_oom"]["reason"].lower()

@@ -7,6 +7,7 @@ evaluated: no attribute access, subscripts, lambdas, comprehensions or builtins.
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any, Mapping
 
 from . import ops
@@ -15,6 +16,9 @@ from .ir import Graph, IRError
 
 MAX_EXPR_CHARS = 4000
 MAX_NODES = 500
+# Nesting of operators and calls. The walk below recurses per level, so a deeper expression (`x+x+...+x`
+# two thousand times) would exhaust Python's recursion limit instead of failing with a clear message.
+MAX_DEPTH = 100
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.MatMult: "matmul"}
 # Convenience spellings accepted in expressions.
@@ -29,10 +33,24 @@ class ExprError(ValueError):
         super().__init__(f"{message}" + (f" (at {token!r})" if token else ""))
 
 
+def _number(value: Any, text: str, node: ast.AST) -> float:
+    """A numeric literal as a finite float (1e400 and 10**400-digit integers are refused)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ExprError("numeric constants must be finite", _seg(text, node), getattr(node, "col_offset", None))
+    return number
+
+
 def _const_value(node: ast.AST, text: str) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | bool):
+        if isinstance(node.value, float):
+            _number(node.value, text, node)
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+            and isinstance(node.operand.value, int | float) and not isinstance(node.operand.value, bool)):
         return -node.operand.value
     if isinstance(node, ast.Tuple | ast.List):
         return tuple(_const_value(e, text) for e in node.elts)
@@ -77,7 +95,7 @@ class _Parser:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, int | float):
                 raise self.fail("only numeric constants are allowed", node)
-            return self.b.const(float(node.value))
+            return self.b.const(_number(node.value, self.text, node))
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
                 return self.b.neg(self.visit(node.operand))
@@ -89,7 +107,7 @@ class _Parser:
                 exponent = node.right
                 if not isinstance(exponent, ast.Constant) or not isinstance(exponent.value, int | float):
                     raise self.fail("the exponent of ** must be a number", exponent)
-                return self.b.pow(self.visit(node.left), exponent=float(exponent.value))
+                return self.b.pow(self.visit(node.left), exponent=_number(exponent.value, self.text, exponent))
             op = _BINOPS.get(type(node.op))
             if op is None:
                 raise self.fail("unsupported operator", node)
@@ -114,6 +132,17 @@ class _Parser:
         return self.b.emit(op, args, **attrs)
 
 
+def _check_depth(tree: ast.AST) -> None:
+    """Refuse trees nested deeper than MAX_DEPTH, walking them without recursion."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node)
+                     if not isinstance(child, ast.operator | ast.unaryop | ast.expr_context))
+
+
 def parse_expr(text: str, inputs: Mapping[str, list], name: str = "expr") -> Graph:
     """Build a Graph from `text` over `inputs` (name -> symbolic shape). Raises ExprError with the token."""
     if len(text) > MAX_EXPR_CHARS:
@@ -122,6 +151,9 @@ def parse_expr(text: str, inputs: Mapping[str, list], name: str = "expr") -> Gra
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"syntax error: {exc.msg}", (exc.text or "").strip(), exc.offset) from None
+    except (RecursionError, MemoryError):  # Python's own parser gives up on very deep nesting
+        raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels") from None
+    _check_depth(tree.body)
     parser = _Parser(text.strip(), inputs, name)
     out = parser.visit(tree.body)
     return parser.b.finish([out])

@@ -1,0 +1,144 @@
+"""The Ray executor: each case is a Ray task asking for one GPU (or one CPU on a CPU cluster).
+
+A task runs `execute_case` on whichever node Ray picks: the worker subprocess, its timeout and its crash
+handling are the same as locally, pinned to the GPU Ray assigned (Ray sets CUDA_VISIBLE_DEVICES; the
+worker gets "cuda:0") and sharing that node's timing gate for the device. The task returns the record
+and the case's artifacts (as bytes); the driver receives results as they finish (`ray.wait`), stages the
+artifacts locally, and alone writes the store. bakeoff must be installed at the same path on every node.
+Ray is imported only here, and only when `--executor ray` is asked for.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..execute import execute_case
+from . import ExecutorError
+from ..plan import Case
+from ..slots import Slot, gate_prefix
+from ..staging import discard, final_dir, pack, staging_dir, unpack
+
+WAIT_POLL_S = 0.2  # how long one ray.wait blocks (seconds), so Ctrl-C is handled at once
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # records and artifacts are small; spare the host's memory
+TASK_RETRIES = 2  # Ray retries a task only when its node or Ray worker died, never for a failed case
+
+
+def _node_slot(device: str) -> Slot:
+    """This Ray worker's slot: the GPU Ray assigned it, or the node's CPU; labelled with the node's address."""
+    import ray
+
+    node = ray.util.get_node_ip_address()
+    if device.startswith("cuda"):
+        gpu = str(ray.get_gpu_ids()[0])
+        return Slot(f"ray:{node}/gpu{gpu}", "cuda:0", (), gate_prefix(f"gpu-{gpu}"))
+    return Slot(f"ray:{node}/cpu", None, (), gate_prefix("cpu"))
+
+
+def run_case_task(case_json: str) -> dict[str, Any]:
+    """Runs inside a Ray worker: the case in a node-local work folder; returns {"record", "artifacts"}."""
+    case = Case.from_json(case_json)
+    with tempfile.TemporaryDirectory(prefix="bakeoff-ray-") as tmp:
+        record = execute_case(case, Path(tmp), slot=_node_slot(case.device))
+        try:
+            files = pack(staging_dir(Path(tmp), case))
+        except ValueError as exc:
+            files, record["artifacts_error"] = {}, str(exc)
+    return {"record": record, "artifacts": files}
+
+
+class RayExecutor:
+    """Cases as Ray tasks. `jobs` caps the tasks in flight (None: the cluster's resources decide);
+    `address` joins an existing cluster (None starts a local instance with `jobs` CPUs)."""
+
+    def __init__(self, device: str, jobs: int | None, address: str | None) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ExecutorError("--executor ray needs Ray: pip install 'bakeoff[scale]'") from None
+        self.device, self.jobs, self.address = device, jobs, address
+        self._inflight: dict[Any, Case] = {}
+        self._drained: list[tuple[Case, dict[str, Any]]] = []
+        self._work_dir: Path | None = None
+        self._owns_ray = False
+        try:
+            self._connect()
+        except Exception as exc:  # a wrong address, a cluster that is down: before anything is written
+            raise ExecutorError(f"cannot start or reach Ray ({address or 'local instance'}): "
+                                f"{type(exc).__name__}: {exc}") from None
+
+    def _connect(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            return
+        if self.address:
+            ray.init(address=self.address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=self.jobs or os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                     object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+        self._owns_ray = True
+
+    def run(self, cases: list[Case], work_dir: Path) -> Iterator[tuple[Case, dict[str, Any]]]:
+        import ray
+
+        self._work_dir = work_dir
+        gpu = self.device.startswith("cuda")
+        task = ray.remote(run_case_task).options(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=TASK_RETRIES)
+        waiting = list(reversed(cases))
+        cap = self.jobs or len(cases)
+        while waiting or self._inflight:
+            while waiting and len(self._inflight) < cap:
+                case = waiting.pop()
+                self._inflight[task.remote(case.to_json())] = case
+            done, _ = ray.wait(list(self._inflight), num_returns=1, timeout=WAIT_POLL_S)
+            for ref in done:
+                case = self._inflight.pop(ref)
+                yield case, self._result(ref, case, work_dir)
+
+    def _result(self, ref: Any, case: Case, work_dir: Path) -> dict[str, Any]:
+        """The record of a finished task, its artifacts staged under `work_dir`; a crash record if the task
+        itself failed (its node died after every retry)."""
+        import ray
+        from ray.exceptions import RayError
+
+        try:
+            out = ray.get(ref)
+        except RayError as exc:
+            return {"status": "crash", "reason": f"ray task failed: {type(exc).__name__}: {exc}"[:2000]}
+        record = out["record"]
+        discard(work_dir, case)
+        record.pop("artifacts_dir", None)  # it named a folder on the node
+        if out["artifacts"]:
+            unpack(out["artifacts"], staging_dir(work_dir, case))
+            record["artifacts_dir"] = str(final_dir(work_dir, case))
+        return record
+
+    def stop(self) -> None:
+        """Keep the results of tasks that already ended; cancel the rest (killing their Ray workers, and
+        with them the bakeoff workers they started)."""
+        import ray
+
+        if not self._inflight:
+            return
+        refs = list(self._inflight)
+        ended, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in refs:
+            if ref not in ended:
+                ray.cancel(ref, force=True)
+        for ref in ended:
+            case = self._inflight.pop(ref)
+            if self._work_dir is not None:
+                self._drained.append((case, self._result(ref, case, self._work_dir)))
+        self._inflight.clear()
+
+    def drain(self) -> list[tuple[Case, dict[str, Any]]]:
+        out, self._drained = self._drained, []
+        return [(case, record) for case, record in out if not record.get("reason", "").startswith("ray task failed")]
+
+    def close(self) -> None:
+        import ray
+
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()

@@ -1,0 +1,126 @@
+"""The timing gate of one device: a cross-process reader-writer lock on files, with writers first.
+
+Every worker process on a device holds the gate *shared* for its whole life (compiling, checking), and
+*exclusively* only while it times (`_timing` in case_run.py). So a timing phase runs only when no other
+worker process on that device is doing anything, and compiles overlap freely. Writers go first: a worker
+waiting to time takes the turnstile, which stops new workers from entering, so timing is never starved by
+a stream of compiles.
+
+Two lock files per device, `PREFIX.gate` and `PREFIX.turnstile`, locked with fcntl (POSIX record locks):
+the kernel drops them when the process dies, however it dies, and forked children never inherit them.
+A worker never holds one lock while waiting for another except the turnstile, which is always taken
+first, so there is no deadlock. The time a worker spends waiting is written to `wait_file`, so the
+orchestrator can leave it out of the worker's timeout.
+
+The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix) and
+BAKEOFF_GATE_WAIT (the wait file). Without them the gate is a no-op.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+ENV_PREFIX = "BAKEOFF_GATE"
+ENV_WAIT_FILE = "BAKEOFF_GATE_WAIT"
+
+
+@dataclass
+class Gate:
+    """One process's handle on a device gate. Times are seconds; `windows` are (start, end) epoch seconds
+    during which this process held the gate exclusively."""
+
+    prefix: str
+    wait_file: str | None = None
+    waited_s: float = 0.0
+    windows: list[tuple[float, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        Path(self.prefix).parent.mkdir(parents=True, exist_ok=True)
+        self._gate = os.open(self.prefix + ".gate", os.O_RDWR | os.O_CREAT, 0o666)
+        self._turnstile = os.open(self.prefix + ".turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+
+    def _lock(self, fd: int, mode: int) -> None:
+        """Take `mode` on `fd`, counting the time it takes as waiting."""
+        try:
+            fcntl.lockf(fd, mode | fcntl.LOCK_NB)
+            return
+        except OSError:
+            pass
+        t0 = time.time()
+        self._report(waiting_since=t0)
+        fcntl.lockf(fd, mode)
+        self.waited_s += time.time() - t0
+        self._report(waiting_since=None)
+
+    def _report(self, waiting_since: float | None) -> None:
+        """Write 'WAITED_S WAITING_SINCE' (0 when not waiting) for the orchestrator, atomically."""
+        if self.wait_file:
+            tmp = self.wait_file + ".part"
+            Path(tmp).write_text(f"{self.waited_s:.6f} {waiting_since or 0:.6f}\n")
+            os.replace(tmp, self.wait_file)
+
+    def enter_shared(self) -> None:
+        """Join the device as a busy worker (waits while someone times or waits to time)."""
+        self._lock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            self._lock(self._gate, fcntl.LOCK_SH)
+        finally:
+            fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
+
+    @contextmanager
+    def exclusive(self) -> Iterator["Gate"]:
+        """Hold the device alone: leave the shared hold, wait until every other worker has left theirs,
+        run the body, then rejoin as shared."""
+        fcntl.lockf(self._gate, fcntl.LOCK_UN)
+        self._lock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            self._lock(self._gate, fcntl.LOCK_EX)
+            start = time.time()
+            try:
+                yield self
+            finally:
+                self.windows.append((start, time.time()))
+                fcntl.lockf(self._gate, fcntl.LOCK_UN)
+        finally:
+            fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
+        self.enter_shared()
+
+    def summary(self) -> dict[str, object]:
+        """For the record: seconds waited for the gate so far and the exclusive windows (epoch seconds)."""
+        return {"gate": self.prefix, "gate_wait_s": self.waited_s, "timing_windows": [list(w) for w in self.windows]}
+
+
+_current: Gate | None = None
+
+
+def current_gate() -> Gate | None:
+    """This worker process's gate, opened from the environment on first use; None when not gated."""
+    global _current  # one gate per process: the device it was started on
+    if _current is None and os.environ.get(ENV_PREFIX):
+        _current = Gate(os.environ[ENV_PREFIX], os.environ.get(ENV_WAIT_FILE))
+    return _current
+
+
+@contextmanager
+def timing_exclusive() -> Iterator[Gate | None]:
+    """Hold this worker's device alone for the body (a no-op when the worker is not gated)."""
+    gate = current_gate()
+    if gate is None:
+        yield None
+        return
+    with gate.exclusive():
+        yield gate
+
+
+def waited_s(wait_file: Path, now: float | None = None) -> float:
+    """Seconds a worker has spent waiting for its gate, including a wait in progress; 0 if it never waited."""
+    try:
+        waited, since = (float(x) for x in wait_file.read_text().split())
+    except (OSError, ValueError):
+        return 0.0
+    return waited + ((now or time.time()) - since if since > 0 else 0.0)

@@ -1,0 +1,58 @@
+"""`--executor ray` through the real CLI on a local Ray instance (`ray.init(num_cpus=2)` in the driver):
+Ctrl-C kills the in-flight tasks and keeps the finished records; resuming on Ray completes the run."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+from collections import Counter
+
+import pytest
+
+from cli_process import count_records, start_bakeoff, wait_for_records, workers_left
+from conftest import bakeoff
+
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'bakeoff[scale]')")
+
+WORKLOADS = ["ew_sigmoid_relu", "layernorm_gelu", "rmsnorm", "softmax", "gemm_bias_gelu"]
+CONFIG = f"""
+name: ray
+device: cpu
+preset: smoke
+dtypes: [float32]
+workloads: [{", ".join(WORKLOADS)}]
+backends: [eager]
+seeds: [0]
+timing: {{warmup_s: 0.01, budget_s: 0.05, min_reps: 3}}
+compile: {{warm: false}}
+timeout_s: 300
+"""
+
+
+def test_ray_interrupt_then_resume_on_ray(tmp_path):
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    db_file = tmp_path / "r.db"
+    db = f"sqlite:///{db_file}"
+    proc = start_bakeoff("run", "c.yaml", "--executor", "ray", "--jobs", "2", "--db", db, cwd=tmp_path)
+    wait_for_records(db_file, 1, proc)  # a result came back from a Ray task and the driver wrote it
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out
+    assert "Resume with: bakeoff run --resume" in out, out
+    run_id = out.split("Resume with: bakeoff run --resume ")[1].split()[0]
+    assert not workers_left(tmp_path, grace_s=30)  # cancelled tasks took their workers with them
+    kept = count_records(db_file)
+    assert 1 <= kept < len(WORKLOADS)
+
+    done = bakeoff("run", "--resume", run_id, "--executor", "ray", "--jobs", "2", "--db", db, cwd=tmp_path,
+                   check=True)
+    assert f"{len(WORKLOADS) - kept} of {len(WORKLOADS)} cases left" in done.stdout
+    records = json.loads(bakeoff("export", run_id, "--db", db, cwd=tmp_path, check=True).stdout)
+    assert Counter(r["case_id"] for r in records).most_common(1)[0][1] == 1 and len(records) == len(WORKLOADS)
+    assert all(r["status"] == "ok" and r["latency_ms_median"] > 0 for r in records), done.stdout
+    assert all(r["worker"].startswith("ray:") and r["worker"].endswith("/cpu") for r in records)
+    windows = sorted(tuple(w) for r in records for w in r["timing_windows"])
+    for (_, end), (start, _) in itertools.pairwise(windows):
+        assert end <= start  # tasks on one node share its CPU timing gate
+    assert "(complete)" in bakeoff("show", run_id, "--db", db, cwd=tmp_path, check=True).stdout
