@@ -9,12 +9,13 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 .gpu/install_iree.py /tmp/site >/dev/null
 python3 -c "import zipfile; zipfile.ZipFile('.gpudeps/pydeps.zip').extractall('/tmp/site')"
 export PYTHONPATH=/tmp/site:$R PYTHONUNBUFFERED=1
+[ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
 W=/tmp/bakeoff-work; mkdir -p "$W"; cd "$W"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
 python3 -m harness calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
 if [ -n "${VALIDATE:-}" ]; then
-  timeout 240 python3 "$R/benchmarks/validate_timing.py" --repeats 5 2>&1 | tail -22
-  timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -5
+  timeout 300 python3 "$R/benchmarks/validate_timing.py" --repeats "${REPEATS:-5}" 2>&1 | tail -22
+  [ -n "${IREE_CHECK:-1}" ] && timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -5
 fi
 CONFIG="$R/configs/h200.yaml"
 if [ -n "${NO_WARM:-}" ]; then  # a shorter lease: cold compile only

@@ -85,7 +85,7 @@ def main() -> None:
     args = ap.parse_args()
     ceilings = measure_ceilings("cuda", [args.dtype])
     rows = agreement(args.dtype)
-    repro = [reproducibility(args.dtype, args.repeats, "layernorm_gelu", "eager")]
+    repro = [reproducibility(args.dtype, args.repeats, "layernorm_gelu", "eager")] if args.repeats else []
     print("\nceilings (same run):")
     for name, value, unit, method in ceilings:
         print(f"  {name:28s} {value:10.1f} {unit}   {method}")

@@ -32,15 +32,18 @@ def _version(dist: str) -> str | None:
 
 
 def harness_revision() -> str:
-    """git revision of the harness checkout, with '+dirty' when it has uncommitted changes; 'unknown' outside git."""
+    """git revision of the harness checkout, with '+dirty' when it has uncommitted changes; outside git, the
+    BAKEOFF_HARNESS_REV environment variable (set when a checkout is copied without .git), else 'unknown'."""
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=5).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=5).stdout.strip()
-        return (rev + ("+dirty" if dirty else "")) if rev else "unknown"
+        if rev:
+            return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        pass
+    return os.environ.get("BAKEOFF_HARNESS_REV") or "unknown"
 
 
 def _cpu_model() -> str:

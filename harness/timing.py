@@ -1,9 +1,10 @@
 """One timer for every backend: adaptive, interleaved, with the cache flushed outside the timed region.
 
-Each sample is one call followed by the backend's `sync()`. On a GPU, backends that launch on torch's
-current stream are timed with a pair of CUDA events around the call (the flush is enqueued before the
-start event, so it is not timed); the others with the host clock after a device synchronize. On the CPU,
-the host clock. Targets are sampled in turn (A, B, A, B, ...) so that drift in clocks or load hits all.
+On a GPU, backends that launch on torch's current stream are timed with a pair of CUDA events around each
+call (the flush is enqueued before the start event, so it is not timed), EVENT_BATCH calls enqueued back to
+back and then synchronized, as triton.testing.do_bench does; the others with the host clock around the
+call and the backend's `sync()`, after a device synchronize (their dispatch is included). On the CPU, the
+host clock. Targets are sampled in turn (A, B, A, B, ...) so that drift in clocks or load hits all.
 """
 from __future__ import annotations
 
@@ -69,16 +70,28 @@ class CacheFlusher:
             self.buf.zero_()
 
 
-def _sample(t: Target, flush: CacheFlusher, cuda: bool) -> float:
-    flush()
-    if cuda and t.events:
+# Event-timed samples are enqueued this many at a time, then synchronized once (as do_bench does): the
+# host runs ahead of the device, so the flush of one sample overlaps the host's dispatch of the next call
+# and per-call host overhead is not counted unless the device actually waits for it.
+EVENT_BATCH = 5
+
+
+def _event_samples(t: Target, flush: CacheFlusher, count: int) -> list[float]:
+    pairs = []
+    for _ in range(count):
+        flush()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         t.call()
         end.record()
-        t.sync()
-        end.synchronize()
-        return start.elapsed_time(end)
+        pairs.append((start, end))
+    t.sync()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in pairs]
+
+
+def _host_sample(t: Target, flush: CacheFlusher, cuda: bool) -> float:
+    flush()
     if cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -87,8 +100,15 @@ def _sample(t: Target, flush: CacheFlusher, cuda: bool) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def _samples(t: Target, flush: CacheFlusher, cuda: bool) -> list[float]:
+    """One round of samples of `t`: a batch of event-timed calls, or one host-timed call."""
+    if cuda and t.events:
+        return _event_samples(t, flush, EVENT_BATCH)
+    return [_host_sample(t, flush, cuda)]
+
+
 def method_name(t: Target, cuda: bool, flush: bool) -> str:
-    base = "cuda-events" if (cuda and t.events) else "host-clock+sync"
+    base = f"cuda-events(batch {EVENT_BATCH})" if (cuda and t.events) else "host-clock+sync"
     return base + ("+flush" if flush else "")
 
 
@@ -112,7 +132,7 @@ def measure(targets: list[Target], device: str, *, warmup_s: float, budget_s: fl
     t_end = time.perf_counter() + budget_s
     while True:
         for t in targets:
-            t.samples_ms.append(_sample(t, flush, cuda))
+            t.samples_ms.extend(_samples(t, flush, cuda))
         n = min(len(t.samples_ms) for t in targets)
         if n >= max_reps:
             break
