@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 ENV_PREFIX = "BAKEOFF_GATE"
 ENV_WAIT_FILE = "BAKEOFF_GATE_WAIT"
@@ -40,9 +40,12 @@ class Gate:
     windows: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        Path(self.prefix).parent.mkdir(parents=True, exist_ok=True)
-        self._gate = os.open(self.prefix + ".gate", os.O_RDWR | os.O_CREAT, 0o666)
-        self._turnstile = os.open(self.prefix + ".turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+        folder = Path(self.prefix).parent
+        if not folder.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            _share(lambda: folder.chmod(0o1777))  # like /tmp: every user's workers meet here
+        self._gate = _open_shared(self.prefix + ".gate")
+        self._turnstile = _open_shared(self.prefix + ".turnstile")
 
     def _lock(self, fd: int, mode: int) -> None:
         """Take `mode` on `fd`, counting the time it takes as waiting."""
@@ -93,6 +96,20 @@ class Gate:
     def summary(self) -> dict[str, object]:
         """For the record: seconds waited for the gate so far and the exclusive windows (epoch seconds)."""
         return {"gate": self.prefix, "gate_wait_s": self.waited_s, "timing_windows": [list(w) for w in self.windows]}
+
+
+def _share(change: Callable[[], None]) -> None:
+    """Make a gate file or folder usable by other users when we own it; others' files are left alone."""
+    try:
+        change()
+    except PermissionError:
+        pass
+
+
+def _open_shared(path: str) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    _share(lambda: os.fchmod(fd, 0o666))  # the umask would otherwise keep other users' workers out
+    return fd
 
 
 _current: Gate | None = None

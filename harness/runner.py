@@ -118,10 +118,15 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 executor.stop()
                 for case, result in executor.drain():  # ended before the interrupt: keep them
                     write(case, result)
+                recover(work_dir, cases, store.done_case_ids(run_id))  # drop what killed workers staged
                 store.finish_run(run_id, "interrupted")
                 executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
                           f"Resume with: bakeoff run --resume {run_id}" + _db_hint(store))
+            raise
+        except Exception:  # the store went away, a harness bug: stop the workers; the run stays resumable
+            executor.stop()
+            executor.close()
             raise
     executor.close()
     store.finish_run(run_id, "complete")

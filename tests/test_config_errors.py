@@ -40,6 +40,39 @@ CASES = [
 ]
 
 
+def inline(expr: str, inputs: str = "{x: [N]}") -> str:
+    """A config whose only workload is the inline expression `expr` (a YAML scalar) on line 6."""
+    return GOOD_HEAD + f"workloads:\n  - name: e\n    expr: {expr}\n    inputs: {inputs}\n    shapes: [{{N: 4}}]\n"
+
+
+# Expressions that try to reach Python, or to exhaust the parser; each is refused before anything runs.
+CASES += [
+    ("lambda", inline("'lambda: x'"), 6, "Lambda is not allowed"),
+    ("called lambda", inline("'(lambda: x)()'"), 6, "only plain op names can be called"),
+    ("comprehension", inline("'[x for x in x]'"), 6, "ListComp is not allowed"),
+    ("subscript", inline("'x[0]'"), 6, "Subscript is not allowed"),
+    ("dunder name", inline("'__builtins__'"), 6, "unknown name '__builtins__'"),
+    ("getattr builtin", inline("'getattr(x, \"__class__\")'"), 6, "unknown function 'getattr'"),
+    ("eval builtin", inline("'eval(\"1\")'"), 6, "unknown function 'eval'"),
+    ("method call", inline("'x.relu()'"), 6, "only plain op names can be called"),
+    ("attribute as op keyword", inline("'gelu(x, approximate=x.__class__)'"), 6, "attribute values must be constants"),
+    ("double-star kwargs", inline("'relu(**{\"a\": 1})'"), 6, "**kwargs are not allowed"),
+    ("walrus", inline("'(y := x)'"), 6, "NamedExpr is not allowed"),
+    ("f-string", inline("'f\"{x}\"'"), 6, "JoinedStr is not allowed"),
+    ("string constant", inline("'x * \"rm -rf /\"'"), 6, "only numeric constants"),
+    ("infinite constant", inline("'1e400 * x'"), 6, "must be finite"),
+    ("very long expression", inline("'" + "x+" * 2100 + "x'"), 6, "at most 4000 characters"),
+    ("deeply nested unary", inline("'" + "-" * 3000 + "x'"), 6, "nested deeper than 100 levels"),
+    ("long operator chain", inline("'" + "x+" * 1500 + "x'"), 6, "nested deeper than 100 levels"),
+    ("input shadows an op", inline("'relu'", "{relu: [N]}"), 6, "shadows an op"),
+    ("negative input dim", inline("'x'", "{x: [-3]}"), 6, "negative dim"),
+    ("workload name is SQL", GOOD_HEAD + "workloads:\n  - name: \"x'; DROP TABLE runs; --\"\n    expr: 'x'\n"
+     "    inputs: {x: [N]}\n    shapes: [{N: 4}]\n", 5, "should match pattern"),
+    ("python object tag", GOOD_HEAD + "workloads: [softmax]\nbackends: !!python/object/apply:os.system ['true']\n",
+     5, "could not determine a constructor"),
+]
+
+
 @pytest.mark.parametrize("what,text,line,needle", CASES, ids=[c[0] for c in CASES])
 def test_bad_config_exits_2_with_file_line_field(tmp_path, what, text, line, needle):
     (tmp_path / "bad.yaml").write_text(text)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 from collections import Counter
+from pathlib import Path
 
 from cli_process import count_records, start_bakeoff, wait_for_records, workers_left
 from conftest import bakeoff
@@ -23,6 +24,15 @@ timing: {{warmup_s: 0.01, budget_s: 0.05, min_reps: 3}}
 compile: {{warm: false}}
 timeout_s: 300
 """
+
+
+def assert_artifacts_match(records: list[dict], work: Path) -> None:
+    """Exactly the recorded cases have an artifacts folder, each complete; nothing is left in staging."""
+    folders = {str(p) for p in (work / "artifacts").iterdir()} if (work / "artifacts").exists() else set()
+    assert folders == {r["artifacts_dir"] for r in records}
+    for folder in folders:
+        assert {p.name for p in Path(folder).iterdir()} == {"graph", "torch_code"}  # eager's two artifacts
+    assert not list((work / "staging").glob("*"))
 
 
 def test_sigint_then_sigkill_then_resume_completes(tmp_path):
@@ -44,6 +54,8 @@ def test_sigint_then_sigkill_then_resume_completes(tmp_path):
     assert 1 <= kept < len(WORKLOADS)
     runs = json.loads(bakeoff("export", run_id, "--db", db, cwd=tmp_path, check=True).stdout)
     assert all(r["status"] == "ok" for r in runs)  # killed workers left no records
+    work = tmp_path / "results" / "artifacts" / run_id
+    assert_artifacts_match(runs, work)  # and no artifacts
 
     # 2. Resume, then SIGKILL the orchestrator once it has written one more record.
     proc = start_bakeoff("run", "--resume", run_id, "--jobs", "2", "--db", db, cwd=tmp_path)
@@ -66,3 +78,4 @@ def test_sigint_then_sigkill_then_resume_completes(tmp_path):
     assert attempts[1] == kept and attempts[2] >= 1 and attempts[3] >= 1, attempts
     shown = bakeoff("show", run_id, "--db", db, cwd=tmp_path, check=True).stdout
     assert "(complete)" in shown
+    assert_artifacts_match(records, work)

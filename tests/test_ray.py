@@ -7,6 +7,7 @@ import json
 import os
 import signal
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,8 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     assert Counter(r["case_id"] for r in records).most_common(1)[0][1] == 1 and len(records) == len(WORKLOADS)
     assert all(r["status"] == "ok" and r["latency_ms_median"] > 0 for r in records), done.stdout
     assert all(r["worker"].startswith("ray:") and r["worker"].endswith("/cpu") for r in records)
+    for r in records:  # artifacts came back from the task and were moved into place after the commit
+        assert {p.name for p in Path(r["artifacts_dir"]).iterdir()} == {"graph", "torch_code"}
     windows = sorted(tuple(w) for r in records for w in r["timing_windows"])
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start  # tasks on one node share its CPU timing gate
