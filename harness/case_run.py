@@ -14,7 +14,7 @@ from .envinfo import gpu_state
 from .gate import timing_exclusive
 from .inputs import make_inputs
 from .plan import Case
-from .timing import Target, cuda_graph_latency_ms, measure, profile_kernels
+from .timing import Target, cuda_graph_latency_ms, host_latency, measure, profile_kernels
 from .steps import compile_and_first_run, count_cache_files, error_record
 
 
@@ -77,6 +77,12 @@ def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any
         "speedup_vs_eager": eager_stats.median_ms / mine.median_ms if mine.median_ms > 0 else None,
     }
     if case.device.startswith("cuda"):
+        # One synchronized call at a time: the latency of a lone call, dispatch included (for host-timed
+        # backends this is what latency_ms already is).
+        lone_ms = mine.median_ms
+        if backend.timed_with_events:
+            lone_ms = host_latency(lambda: compiled.run(prepared), compiled.sync, case.device).median_ms
+            out["host_latency_ms"] = lone_ms
         if t["cuda_graph"] and backend.graph_capturable:
             try:
                 out["graph_latency_ms"] = cuda_graph_latency_ms(lambda: compiled.run(prepared)).median_ms
@@ -85,7 +91,7 @@ def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any
         if t["profile"]:
             count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
             out["kernel_count"], out["device_ms"] = count, device_ms
-            out["launch_overhead_share"] = 1.0 - device_ms / mine.median_ms if mine.median_ms > 0 else None
+            out["launch_overhead_share"] = 1.0 - device_ms / lone_ms if lone_ms > 0 else None
     return out
 
 

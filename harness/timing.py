@@ -70,14 +70,21 @@ class CacheFlusher:
             self.buf.zero_()
 
 
-# Event-timed samples are enqueued this many at a time, then synchronized once (as do_bench does): the
-# host runs ahead of the device, so the flush of one sample overlaps the host's dispatch of the next call
-# and per-call host overhead is not counted unless the device actually waits for it.
+# Event-timed samples are enqueued this many at a time behind a spin kernel, then synchronized once (as
+# do_bench does): the host runs ahead of the device, so per-call host overhead is not counted unless the
+# device actually waits for it. `host_latency` measures the other view: one synchronized call at a time.
 EVENT_BATCH = 5
+
+
+# A spin kernel of this many clock cycles (about 1 ms at the H200's 1.98 GHz) starts each batch: the device
+# is busy while the host enqueues the batch, as it is after the first calls of do_bench's long loop, so no
+# sample waits on the host's dispatch of its own call unless the host is slower than the device throughout.
+BLOCK_CYCLES = 2_000_000
 
 
 def _event_samples(t: Target, flush: CacheFlusher, count: int) -> list[float]:
     pairs = []
+    torch.cuda._sleep(BLOCK_CYCLES)
     for _ in range(count):
         flush()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -107,8 +114,25 @@ def _samples(t: Target, flush: CacheFlusher, cuda: bool) -> list[float]:
     return [_host_sample(t, flush, cuda)]
 
 
+def host_latency(call: Callable[[], object], sync: Callable[[], None], device: str, reps: int = 20) -> Stats:
+    """Per-call latency with the host clock, synchronizing before and after each call: what one call costs
+    when nothing is queued, dispatch overhead included."""
+    cuda = device.startswith("cuda")
+    samples = []
+    for _ in range(reps):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call()
+        sync()
+        if cuda:
+            torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return stats(samples, "host-clock, synchronized per call")
+
+
 def method_name(t: Target, cuda: bool, flush: bool) -> str:
-    base = f"cuda-events(batch {EVENT_BATCH})" if (cuda and t.events) else "host-clock+sync"
+    base = f"cuda-events(batch {EVENT_BATCH} behind a spin kernel)" if (cuda and t.events) else "host-clock+sync"
     return base + ("+flush" if flush else "")
 
 

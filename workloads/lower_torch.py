@@ -73,12 +73,12 @@ def _eval(n: Node, a: list, graph: Graph) -> torch.Tensor:
     if op == "sdpa":
         q, k = graph.node(n.inputs[0]), graph.node(n.inputs[1])
         return _sdpa(a[0], a[1], a[2], bool(n.attr("causal")), sdpa_scale(n, q.shape[-1]),
-                     _sdpa_chunks(q, k))
+                     _sdpa_chunks(q, k), int(q.shape[0]) if q.shape else 1)
     raise NotImplementedError(f"no PyTorch lowering for op {op!r}")
 
 
 # float64 attention has no fused kernel: its score matrix is materialized, so split large ones by batch.
-_MAX_SCORE_BYTES = 2**32
+_MAX_SCORE_BYTES = 2**32  # module attribute so tests can lower it
 
 
 def _sdpa_chunks(q: Node, k: Node) -> int:
@@ -89,10 +89,13 @@ def _sdpa_chunks(q: Node, k: Node) -> int:
     return max(1, min(int(q.shape[0]), -(-score_bytes // _MAX_SCORE_BYTES)))
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, chunks: int) -> torch.Tensor:
-    if chunks > 1:
-        return torch.cat([F.scaled_dot_product_attention(qc, kc, vc, is_causal=causal, scale=scale)
-                          for qc, kc, vc in zip(q.chunk(chunks), k.chunk(chunks), v.chunk(chunks))])
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, chunks: int,
+          batch: int) -> torch.Tensor:
+    if chunks > 1:  # slices with sizes from the IR: the values may be fx proxies, which cannot be iterated
+        step = -(-batch // chunks)
+        parts = [slice(i, min(i + step, batch)) for i in range(0, batch, step)]
+        return torch.cat([F.scaled_dot_product_attention(q[p], k[p], v[p], is_causal=causal, scale=scale)
+                          for p in parts])
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
 
