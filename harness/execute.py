@@ -28,8 +28,6 @@ from .staging import discard, final_dir, staging_dir
 
 STDERR_TAIL_CHARS = 3000
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
 POLL_S = 0.25  # longest pause between two looks at a running worker, in seconds
 
 
