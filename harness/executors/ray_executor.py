@@ -54,7 +54,7 @@ class RayExecutor:
 
     def __init__(self, device: str, jobs: int | None, address: str | None) -> None:
         try:
-            import ray  # noqa: F401
+            import ray
         except ImportError:
             raise ExecutorError("--executor ray needs Ray: pip install 'bakeoff[scale]'") from None
         self.device, self.jobs, self.address = device, jobs, address
@@ -67,6 +67,9 @@ class RayExecutor:
         except Exception as exc:  # a wrong address, a cluster that is down: before anything is written
             raise ExecutorError(f"cannot start or reach Ray ({address or 'local instance'}): "
                                 f"{type(exc).__name__}: {exc}") from None
+        if device.startswith("cuda") and not ray.cluster_resources().get("GPU"):
+            self.close()  # tasks asking for a GPU would wait forever
+            raise ExecutorError(f"device {device} asked for, but the Ray cluster has no GPU")
 
     def _connect(self) -> None:
         import ray
