@@ -94,6 +94,11 @@ class Backend(ABC):
         return None
 
     @classmethod
+    def worker_env(cls, device: str) -> dict[str, str]:
+        """Environment variables the harness sets in the worker process before anything is imported there."""
+        return {}
+
+    @classmethod
     def version(cls) -> str | None:
         """Version string of the underlying compiler, or None if not installed."""
         return None
@@ -110,6 +115,16 @@ class Backend(ABC):
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: dict[str, Any]) -> Compiled:
         """Compile `graph` (bound) for inputs `specs` on `device`. Raise on failure; the harness records it."""
+
+
+def dist_version(dist: str) -> str | None:
+    """Installed version of the distribution `dist`, read from its metadata (nothing is imported)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 class TorchCompiled(Compiled):

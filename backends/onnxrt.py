@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from workloads.ir import Graph
 
-from .base import Backend, Compiled, CompileInfo, TensorSpec
+from .base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 
 _LEVELS = ("disable", "basic", "extended", "all")
 _OPTIONS = {"graph_optimization_level", "intra_op_num_threads", "opset", "artifacts_dir"}
@@ -176,11 +176,7 @@ class OnnxRuntimeBackend(Backend):
 
     @classmethod
     def version(cls) -> str | None:
-        try:
-            import onnxruntime
-        except ImportError:
-            return None
-        return onnxruntime.__version__
+        return dist_version("onnxruntime")
 
     def supports(self, graph: Graph, device: str, dtype: str) -> str | None:
         """Device and dtype checks, then a real try: create a session and report a missing kernel.

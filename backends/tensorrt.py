@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from workloads.ir import Graph
 
-from .base import Backend, Compiled, CompileInfo, TensorSpec
+from .base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 
 _OPTIONS = {"opset", "builder_optimization_level", "typing", "tf32", "workspace_mb", "artifacts_dir"}
 CACHE_ENV = "BAKEOFF_TRT_CACHE_DIR"
@@ -213,11 +213,7 @@ class TensorRTBackend(Backend):
 
     @classmethod
     def version(cls) -> str | None:
-        try:
-            import tensorrt
-        except ImportError:
-            return None
-        return tensorrt.__version__
+        return dist_version("tensorrt")
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: dict[str, Any]) -> Compiled:

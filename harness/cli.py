@@ -128,7 +128,7 @@ def list_backends() -> None:
     for name in REGISTRY:
         try:
             cls = backend_class(name)
-            reason, version = cls.available(), cls.version() if cls.available() is None else None
+            reason, version = cls.available(), cls.version()
         except Exception as exc:  # an adapter that fails to load is reported, not fatal
             reason, version = f"adapter failed to load: {exc}", None
         t.add_row(name, version or "-", "[green]available[/]" if reason is None else f"[yellow]{reason}[/]")

@@ -10,22 +10,17 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from backends.base import Backend, Compiled, TensorSpec
+from backends.base import Backend, Compiled, TensorSpec, dist_version
 from workloads.ir import Graph
 
 _NO_TRITON = "triton not installed (pip install 'bakeoff[triton]')"
-_NO_INTERP = "on the CPU tritongen needs TRITON_INTERPRET=1 (Triton's interpreter)"
+_NO_INTERP = ("on the CPU tritongen needs TRITON_INTERPRET=1 (Triton's interpreter) set before triton is "
+              "imported; the harness sets it in its workers")
 _OPTIONS = {"autotune", "max_row_block", "matmul_tma"}
 
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-def _has_cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 class TritonGenBackend(Backend):
@@ -35,11 +30,7 @@ class TritonGenBackend(Backend):
 
     @classmethod
     def version(cls) -> str | None:
-        try:
-            import triton
-        except ImportError:
-            return None
-        return triton.__version__
+        return dist_version("triton")
 
     @classmethod
     def available(cls) -> str | None:
@@ -47,16 +38,17 @@ class TritonGenBackend(Backend):
             import triton  # noqa: F401
         except ImportError:
             return _NO_TRITON
-        if not _has_cuda() and not _interpreting():
-            return _NO_INTERP
         return None
+
+    @classmethod
+    def worker_env(cls, device: str) -> dict[str, str]:
+        # Triton kernels run on the CPU only through its interpreter, which is chosen when triton is imported.
+        return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
 
     def supports(self, graph: Graph, device: str, dtype: str) -> str | None:
         reason = super().supports(graph, device, dtype)
         if reason:
             return reason
-        if device == "cpu" and not _interpreting():
-            return _NO_INTERP
         if any(n.dtype == "float64" for n in graph.nodes):
             return "tritongen does not generate float64 kernels"
         from .fusion import fuse
