@@ -60,15 +60,15 @@ def _worker_env(case: Case, cache_root: Path, extra_env: dict[str, str] | None) 
     """The worker's environment: this one, plus the backend's cache folders under `cache_root`."""
     from backends import backend_class
 
+    backend = backend_class(case.adapter)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     env.setdefault("PYTHONUNBUFFERED", "1")
-    for name in backend_class(case.adapter).cache_env:
+    for name in backend.cache_env:
         folder = cache_root / name.lower()
         folder.mkdir(parents=True, exist_ok=True)
         env[name] = str(folder)
-    if case.adapter == "tritongen" and case.device == "cpu":
-        env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU only through its interpreter
+    env.update(backend.worker_env(case.device))  # e.g. TRITON_INTERPRET=1 for tritongen on the CPU
     env.update(extra_env or {})
     return env
 
