@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV_GATE_DIR = "BAKEOFF_GATE_DIR"
+# "device" (default): one gate per GPU and one for the CPU. "host": one gate for the whole host, so that
+# no compile anywhere on it overlaps any timing (stricter for launch-bound GPU cases; GPUs then time in turn).
+ENV_GATE_SCOPE = "BAKEOFF_GATE_SCOPE"
 
 
 @dataclass(frozen=True)
@@ -33,9 +36,13 @@ class Slot:
 
 
 def gate_prefix(device_key: str) -> str:
-    """The gate files' prefix for a device of this host ("cpu", "gpu-3", "gpu-GPU-8f2e...")."""
+    """The gate files' prefix for a device of this host ("cpu", "gpu-3", "gpu-GPU-8f2e..."), or for the
+    whole host when BAKEOFF_GATE_SCOPE=host."""
+    scope = os.environ.get(ENV_GATE_SCOPE, "device")
+    if scope not in ("device", "host"):
+        raise ValueError(f"{ENV_GATE_SCOPE} must be device or host, not {scope!r}")
     folder = Path(os.environ.get(ENV_GATE_DIR) or Path(tempfile.gettempdir()) / "bakeoff-gates")
-    return str(folder / re.sub(r"[^A-Za-z0-9_.-]", "_", device_key))
+    return str(folder / ("host" if scope == "host" else re.sub(r"[^A-Za-z0-9_.-]", "_", device_key)))
 
 
 def visible_gpus() -> list[str]:

@@ -25,6 +25,12 @@ def test_gpu_slots_are_pinned_and_dealt_in_turn(monkeypatch):
         local_slots("cuda:3", 1)
 
 
+def test_host_scope_puts_every_gpu_behind_one_gate(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("BAKEOFF_GATE_SCOPE", "host")
+    assert len({s.gate for s in local_slots("cuda", 2) + local_slots("cpu", 1)}) == 1
+
+
 def test_cpu_slots_share_one_gate():
     slots = local_slots("cpu", 3)
     assert [s.label for s in slots] == ["cpu#0", "cpu#1", "cpu#2"]
