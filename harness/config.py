@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from backends import REGISTRY, known as backend_known
 from workloads.expr import ExprError, parse_expr
@@ -61,8 +61,9 @@ class WorkloadConfig(_Strict):
     expr: str | None = Field(None, max_length=4000)
     inputs: dict[str, list[int | str]] | None = None
     preset: str | None = None
-    shapes: list[dict[str, int]] | None = None
-    presets: dict[str, dict[str, int]] | None = None
+    # Strict: a dim written `true` or '4' is a mistake to report, not a value to coerce.
+    shapes: list[dict[str, StrictInt]] | None = None
+    presets: dict[str, dict[str, StrictInt]] | None = None
 
     @model_validator(mode="after")
     def _inline(self) -> "WorkloadConfig":

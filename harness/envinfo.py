@@ -71,12 +71,24 @@ def _gpu_info(device_index: int) -> dict[str, Any]:
     if nv is not None:
         try:
             info["driver"] = nv.nvmlSystemGetDriverVersion()
-            h = nv.nvmlDeviceGetHandleByIndex(_physical_index(device_index))
+            h = _nvml_handle(nv, device_index)
             info["power_limit_w"] = nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000
             info["max_sm_clock_mhz"] = nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)
         except Exception as exc:  # NVML errors are facts to record, not failures
             info["nvml_error"] = str(exc)
     return info
+
+
+def _nvml_handle(nv: Any, device_index: int) -> Any:
+    """NVML's handle for torch's device `device_index`, matched by UUID (NVML and CUDA may number GPUs
+    differently, and CUDA_VISIBLE_DEVICES renumbers them); by index where the UUID is unavailable."""
+    try:
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(device_index).uuid)
+        return nv.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:
+        return nv.nvmlDeviceGetHandleByIndex(_physical_index(device_index))
 
 
 def _physical_index(device_index: int) -> int:
@@ -136,7 +148,7 @@ def gpu_state(device: str) -> dict[str, Any] | None:
         return {"error": "NVML unavailable"}
     index = int(device.split(":")[1]) if ":" in device else 0
     try:
-        h = nv.nvmlDeviceGetHandleByIndex(_physical_index(index))
+        h = _nvml_handle(nv, index)
         reasons = nv.nvmlDeviceGetCurrentClocksEventReasons(h) if hasattr(
             nv, "nvmlDeviceGetCurrentClocksEventReasons") else nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
         return {

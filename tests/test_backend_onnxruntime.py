@@ -134,4 +134,8 @@ def test_options():
 def test_reason_when_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)   # makes `import onnxruntime` raise ImportError
     assert OnnxRuntimeBackend.available() == "onnxruntime not installed (pip install 'bakeoff[onnx]')"
-    assert OnnxRuntimeBackend.version() is None
+    # The version is read from package metadata, without importing: it names what is installed even when
+    # the import is broken (and `available()` says why it cannot run).
+    import importlib.metadata
+
+    assert OnnxRuntimeBackend.version() == importlib.metadata.version("onnxruntime")

@@ -25,6 +25,8 @@ CASES = [
     ("shape mismatch in expression", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x @ w'\n    inputs: {x: [M, K], w: [N, K]}\n    shapes: [{M: 4, K: 8, N: 3}]\n",
      6, "matmul inner dims differ"),
     ("negative dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: -4, N: 8}]\n", 6, "positive integer"),
+    ("boolean dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes:\n      - {M: true, N: 8}\n", 7, "valid integer"),
+    ("string dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes:\n      - {M: '4', N: 8}\n", 7, "valid integer"),
     ("zero dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes:\n      - {M: 0, N: 8}\n", 7, "positive integer"),
     ("huge shape", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: 1000000, N: 1000000}]\n", 6, "too large"),
     ("missing dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: 4}]\n", 6, "not given"),
