@@ -17,6 +17,12 @@ REL_L2_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 WORKLOADS = list(builtin_workloads())
 
 
+def smoke_graph(workload: str, dtype: str = "float32"):
+    """A built-in workload bound at its smoke preset."""
+    w = builtin_workloads()[workload]
+    return bind(w.graph, w.presets["smoke"], dtype)
+
+
 def rel_l2_vs_reference(backend: str, workload: str, dtype: str = "float32", preset: str = "smoke",
                         device: str = "cpu", options: dict | None = None, seed: int = 0) -> float:
     """Worst relative L2 error over the outputs of `backend` on `workload` against the fp64 reference."""

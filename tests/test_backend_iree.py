@@ -6,10 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
+from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference, smoke_graph
 from backends import get_backend
-from workloads.ir import bind
-from workloads.suite import builtin_workloads
 
 REPO = Path(__file__).resolve().parents[1]
 REASON = get_backend("iree").available()
@@ -17,9 +15,7 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 HALF = ["layernorm_gelu", "softmax_large", "gemm_bias_gelu", "attention"]
 
 
-def _graph(workload: str, dtype: str = "float32"):
-    w = builtin_workloads()[workload]
-    return bind(w.graph, w.presets["smoke"], dtype)
+_graph = smoke_graph
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
+from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference, smoke_graph
 from backends import get_backend
-from workloads.ir import bind
 from workloads.suite import builtin_workloads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,8 +19,7 @@ HALF = ["layernorm_gelu", "softmax_large", "gemm_bias_gelu", "attention", "mlp_b
 
 
 def _compile(workload: str, dtype: str = "float32", options: dict | None = None, device: str = "cpu"):
-    w = builtin_workloads()[workload]
-    return get_backend("xla").compile(bind(w.graph, w.presets["smoke"], dtype), [], device, options or {})
+    return get_backend("xla").compile(smoke_graph(workload, dtype), [], device, options or {})
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
