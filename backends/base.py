@@ -70,9 +70,9 @@ class Compiled(ABC):
         return None
 
     def __call__(self, *inputs: Any) -> list[Any]:
-        out = self.to_torch(self.run(self.prepare(inputs)))
+        raw = self.run(self.prepare(inputs))
         self.sync()
-        return out
+        return self.to_torch(raw)
 
 
 class Backend(ABC):
