@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call on the lent H200 (see ../shared/GPU.md): install what the image lacks, measure the
 # ceilings, validate the timer, cross-check IREE's timing, and run configs/h200.yaml. Records and logs go
-# to $OUT. Usage (from the repo root on the GPU machine; carry .gpu and .gpudeps):
+# to $OUT. Prepare .gpu and .gpudeps here with benchmarks/pack_gpu_deps.sh. Usage (from the repo root on
+# the GPU machine; carry .gpu and .gpudeps):
 #   bash benchmarks/h200_session.sh [bakeoff run filters, e.g. -b inductor -b xla]
 set -uo pipefail
 R=$PWD
