@@ -2,7 +2,6 @@
 import json
 
 import pandas as pd
-import pytest
 from sqlalchemy import create_engine, text
 
 from conftest import bakeoff

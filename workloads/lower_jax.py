@@ -7,7 +7,7 @@ by its row max). JAX is imported inside the functions only, so this module impor
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from .decompose import sdpa_scale
 from .ir import Graph, Node

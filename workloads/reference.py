@@ -28,29 +28,31 @@ def _causal_mask(x: np.ndarray) -> np.ndarray:
     return np.where(masked, -np.inf, x)
 
 
+# One rule per primitive op: (node, inputs) -> output, all in float64.
+_RULES = {
+    "neg": lambda n, a: -a[0], "exp": lambda n, a: np.exp(a[0]), "log": lambda n, a: np.log(a[0]),
+    "sqrt": lambda n, a: np.sqrt(a[0]), "rsqrt": lambda n, a: 1.0 / np.sqrt(a[0]),
+    "tanh": lambda n, a: np.tanh(a[0]), "erf": lambda n, a: special.erf(a[0]),
+    "sigmoid": lambda n, a: special.expit(a[0]), "relu": lambda n, a: np.maximum(a[0], 0.0),
+    "silu": lambda n, a: a[0] * special.expit(a[0]), "gelu": lambda n, a: _gelu(a[0], n.attr("approximate")),
+    "pow": lambda n, a: np.power(a[0], n.attr("exponent")), "causal_mask": lambda n, a: _causal_mask(a[0]),
+    "add": lambda n, a: a[0] + a[1], "sub": lambda n, a: a[0] - a[1], "mul": lambda n, a: a[0] * a[1],
+    "div": lambda n, a: a[0] / a[1], "maximum": lambda n, a: np.maximum(a[0], a[1]),
+    "matmul": lambda n, a: np.matmul(a[0], a[1]),
+    "sum": lambda n, a: a[0].sum(-1, keepdims=True), "mean": lambda n, a: a[0].mean(-1, keepdims=True),
+    "max": lambda n, a: a[0].max(-1, keepdims=True),
+    "var": lambda n, a: a[0].var(-1, keepdims=True, ddof=n.attr("correction")),
+    "reshape": lambda n, a: a[0].reshape(n.attr("shape")),
+    "transpose": lambda n, a: a[0].transpose(n.attr("perm")),
+    "broadcast": lambda n, a: np.broadcast_to(a[0], n.attr("shape")),
+}
+
+
 def _eval(n: Node, a: list[np.ndarray]) -> np.ndarray:
-    op = n.op
+    if n.op not in _RULES:
+        raise NotImplementedError(f"no reference rule for op {n.op!r}")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        table = {
-            "neg": lambda: -a[0], "exp": lambda: np.exp(a[0]), "log": lambda: np.log(a[0]),
-            "sqrt": lambda: np.sqrt(a[0]), "rsqrt": lambda: 1.0 / np.sqrt(a[0]), "tanh": lambda: np.tanh(a[0]),
-            "erf": lambda: special.erf(a[0]), "sigmoid": lambda: special.expit(a[0]),
-            "relu": lambda: np.maximum(a[0], 0.0), "silu": lambda: a[0] * special.expit(a[0]),
-            "gelu": lambda: _gelu(a[0], n.attr("approximate")), "pow": lambda: np.power(a[0], n.attr("exponent")),
-            "causal_mask": lambda: _causal_mask(a[0]),
-            "add": lambda: a[0] + a[1], "sub": lambda: a[0] - a[1], "mul": lambda: a[0] * a[1],
-            "div": lambda: a[0] / a[1], "maximum": lambda: np.maximum(a[0], a[1]),
-            "matmul": lambda: np.matmul(a[0], a[1]),
-            "sum": lambda: a[0].sum(-1, keepdims=True), "mean": lambda: a[0].mean(-1, keepdims=True),
-            "max": lambda: a[0].max(-1, keepdims=True),
-            "var": lambda: a[0].var(-1, keepdims=True, ddof=n.attr("correction")),
-            "reshape": lambda: a[0].reshape(n.attr("shape")),
-            "transpose": lambda: a[0].transpose(n.attr("perm")),
-            "broadcast": lambda: np.broadcast_to(a[0], n.attr("shape")),
-        }
-        if op not in table:
-            raise NotImplementedError(f"no reference rule for op {op!r}")
-        return table[op]()
+        return _RULES[n.op](n, a)
 
 
 def evaluate_reference(graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
