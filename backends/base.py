@@ -28,6 +28,11 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: str
 
+    @classmethod
+    def of_inputs(cls, graph: Graph) -> list["TensorSpec"]:
+        """The specs of a bound graph's inputs, in graph order."""
+        return [cls(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+
 
 @dataclass
 class CompileInfo:

@@ -124,7 +124,7 @@ def run_workload(name: str, ceil: dict, rep_ms: int, options: dict) -> dict:
     w = builtin_workloads()[name]
     graph = bind(w.graph, w.presets["gpu"], "bfloat16")
     rec: dict = {"workload": name, "category": w.category}
-    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    specs = TensorSpec.of_inputs(graph)
     eager = lower_torch(graph)
     t0 = time.perf_counter()
     tg = get_backend("tritongen").compile(graph, specs, "cuda", options)
@@ -180,7 +180,7 @@ def smoke_check(budget_s: float) -> list[dict]:
                 out.append({"workload": name, "dtype": dtype, "skipped": "time budget"})
                 continue
             graph = bind(w.graph, w.presets["smoke"], dtype)
-            specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+            specs = TensorSpec.of_inputs(graph)
             try:
                 c = get_backend("tritongen").compile(graph, specs, "cuda", {"autotune": False})
                 xs = make_inputs(graph, 2, "cuda")

@@ -121,7 +121,7 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
     """The whole case in this (fresh) process. Returns the record's measured fields."""
     graph = case.bound_graph()
     backend = get_backend(case.adapter)
-    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    specs = TensorSpec.of_inputs(graph)
     rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
     torch.manual_seed(case.seeds[0])
     inputs = make_inputs(graph, case.seeds[0], case.device)

@@ -29,7 +29,7 @@ def run_warm(case: Case) -> dict[str, Any]:
 
     graph = case.bound_graph()
     backend = get_backend(case.adapter)
-    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    specs = TensorSpec.of_inputs(graph)
     inputs = make_inputs(graph, case.seeds[0], case.device)
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])

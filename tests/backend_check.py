@@ -36,7 +36,7 @@ def rel_l2_vs_reference(backend: str, workload: str, dtype: str = "float32", pre
     if reason:
         pytest.skip(reason)
     inputs = make_inputs(graph, seed, device)
-    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    specs = TensorSpec.of_inputs(graph)
     compiled = b.compile(graph, specs, device, options or {})
     outputs = compiled(*inputs)
     refs = evaluate_reference(graph, [x.double().cpu().numpy() for x in inputs])

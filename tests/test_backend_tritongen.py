@@ -101,7 +101,7 @@ def test_mlp_block_fuses_layernorm_and_epilogues():
 
 def _compile(graph, dtype="float32", options=None):
     b = get_backend("tritongen")
-    specs = [TensorSpec(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+    specs = TensorSpec.of_inputs(graph)
     return b.compile(graph, specs, "cpu", options or {})
 
 
