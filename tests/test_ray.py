@@ -59,3 +59,35 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start  # tasks on one node share its CPU timing gate
     assert "(complete)" in bakeoff("show", run_id, "--db", db, cwd=tmp_path, check=True).stdout
+
+
+def _failing_task() -> None:
+    raise RuntimeError("the task's node died")
+
+
+def test_stop_keeps_ended_results_and_drops_failed_tasks(tmp_path):
+    """On Ctrl-C the executor keeps every task that already ended with a record (an ok record has no
+    reason: reason is None), leaves a task that failed for --resume, and cancels what still runs."""
+    import ray
+
+    from harness.executors.ray_executor import RayExecutor
+    from test_staging import case
+
+    executor = RayExecutor("cpu", jobs=1, address=None)
+    try:
+        ok, failed, running = case("w/N=4/float32/ok"), case("w/N=4/float32/failed"), case("w/N=4/float32/slow")
+        ok_ref = ray.put({"record": {"status": "ok", "reason": None}, "artifacts": {"kernel.txt": b"k"}})
+        failed_ref = ray.remote(_failing_task).options(max_retries=0).remote()
+        slow_ref = ray.remote(lambda: __import__("time").sleep(600)).remote()
+        ray.wait([failed_ref], timeout=60)
+        executor._work_dir = tmp_path
+        executor._inflight = {ok_ref: ok, failed_ref: failed, slow_ref: running}
+        executor.stop()
+        kept = executor.drain()
+        assert [(c.case_id, r["status"]) for c, r in kept] == [(ok.case_id, "ok")]
+        assert kept[0][1]["artifacts_dir"]  # its artifacts were staged for the commit
+        assert not executor._inflight
+        with pytest.raises(ray.exceptions.RayError):  # cancelled
+            ray.get(slow_ref, timeout=60)
+    finally:
+        executor.close()

@@ -85,6 +85,7 @@ class RayExecutor:
 
     def run(self, cases: list[Case], work_dir: Path) -> Iterator[tuple[Case, dict[str, Any]]]:
         import ray
+        from ray.exceptions import RayError
 
         self._work_dir = work_dir
         gpu = self.device.startswith("cuda")
@@ -98,18 +99,18 @@ class RayExecutor:
             done, _ = ray.wait(list(self._inflight), num_returns=1, timeout=WAIT_POLL_S)
             for ref in done:
                 case = self._inflight.pop(ref)
-                yield case, self._result(ref, case, work_dir)
+                try:
+                    record = self._result(ref, case, work_dir)
+                except RayError as exc:  # its node or Ray worker died after every retry
+                    record = {"status": "crash", "reason": f"ray task failed: {type(exc).__name__}: {exc}"[:2000]}
+                yield case, record
 
     def _result(self, ref: Any, case: Case, work_dir: Path) -> dict[str, Any]:
-        """The record of a finished task, its artifacts staged under `work_dir`; a crash record if the task
-        itself failed (its node died after every retry)."""
+        """The record of a finished task, its artifacts staged under `work_dir`; raises RayError if the task
+        itself failed."""
         import ray
-        from ray.exceptions import RayError
 
-        try:
-            out = ray.get(ref)
-        except RayError as exc:
-            return {"status": "crash", "reason": f"ray task failed: {type(exc).__name__}: {exc}"[:2000]}
+        out = ray.get(ref)
         record = out["record"]
         discard(work_dir, case)
         record.pop("artifacts_dir", None)  # it named a folder on the node
@@ -122,6 +123,7 @@ class RayExecutor:
         """Keep the results of tasks that already ended; cancel the rest (killing their Ray workers, and
         with them the bakeoff workers they started)."""
         import ray
+        from ray.exceptions import RayError
 
         if not self._inflight:
             return
@@ -132,13 +134,17 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
         for ref in ended:
             case = self._inflight.pop(ref)
-            if self._work_dir is not None:
+            if self._work_dir is None:
+                continue
+            try:
                 self._drained.append((case, self._result(ref, case, self._work_dir)))
+            except RayError:
+                pass  # a task that failed (or was cancelled) is left for --resume, not recorded
         self._inflight.clear()
 
     def drain(self) -> list[tuple[Case, dict[str, Any]]]:
         out, self._drained = self._drained, []
-        return [(case, record) for case, record in out if not record.get("reason", "").startswith("ray task failed")]
+        return out
 
     def close(self) -> None:
         import ray
