@@ -12,27 +12,61 @@ import typer
 DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store (default sqlite:///results/bakeoff.db)")
 
 
-def _resolve(store, run_id: str) -> str:
-    """A run id, 'latest' (newest run) or 'previous' (the one before it)."""
+def previous_run(store, run_id: str) -> dict | None:
+    """The run to compare `run_id` with: the newest run that started before it, finished with status
+    'complete' (not interrupted, not still running), has the same config name and runs on the same hardware
+    (results.report.data.hardware_id: GPU/CPU model, not software versions, so that a driver or torch update
+    is compared across, and shows up as an environment change). None when there is none."""
+    from results.report.data import hardware_id
+
+    runs = store.runs()
+    ids = [r["run_id"] for r in runs]
+    if run_id not in ids:
+        store.run(run_id)  # raises StoreError: no such run
+    cand = runs[ids.index(run_id)]
+    hw = hardware_id(cand.get("environment") or {})
+    for r in runs[ids.index(run_id) + 1:]:  # newest first: the ones that started before the candidate
+        if (r.get("status") == "complete" and r.get("config_name") == cand.get("config_name")
+                and hardware_id(r.get("environment") or {}) == hw):
+            return r
+    return None
+
+
+def resolve_run(store, ref: str, relative_to: str | None = None) -> str:
+    """A run id from `ref`: a run id; 'latest', the newest run (whatever its status); or 'previous', the
+    previous_run() of `relative_to` (default: of the newest run). Raises StoreError."""
+    from results.store import StoreError
+
+    if ref == "latest":
+        return store.latest_run_id()
+    if ref == "previous":
+        anchor = relative_to or store.latest_run_id()
+        found = previous_run(store, anchor)
+        if found is None:
+            run = store.run(anchor)
+            raise StoreError(f"'previous': no complete run of config {run.get('config_name')!r} on the same "
+                             f"hardware started before run {anchor} in {store.url}")
+        return found["run_id"]
+    store.run(ref)
+    return ref
+
+
+def _resolve(store, run_id: str, relative_to: str | None = None) -> str:
+    """resolve_run(), exiting with code 2 and the reason when the reference names no run."""
     from results.store import StoreError
 
     from .cli import _fail
 
     try:
-        if run_id in ("latest", "previous"):
-            runs = store.runs(limit=2)
-            index = 0 if run_id == "latest" else 1
-            if len(runs) <= index:
-                raise StoreError(f"{run_id!r}: the store {store.url} has only {len(runs)} run(s)")
-            return runs[index]["run_id"]
-        store.run(run_id)
-        return run_id
+        return resolve_run(store, run_id, relative_to)
     except StoreError as exc:
         _fail(str(exc))
         raise  # unreachable: _fail exits
 
 
-def report(run_ids: Optional[list[str]] = typer.Argument(None, help="Run ids, or latest/previous (default latest)"),
+def report(run_ids: Optional[list[str]] = typer.Argument(None, help="Run ids, or latest/previous (default latest; "
+                                                                     "previous = the newest complete run before the "
+                                                                     "latest with its config and hardware)"),
            output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write"),
            cdn: bool = typer.Option(False, "--cdn", help="Load plotly.js from its CDN (small file, needs network)"),
            weights: Optional[str] = typer.Option(None, "--weights", help="e.g. latency=1,compile=0.2,error=0.5"),
@@ -61,17 +95,27 @@ def report(run_ids: Optional[list[str]] = typer.Argument(None, help="Run ids, or
     console.print(f"wrote {output} ({len(text) / 1e6:.1f} MB) for run(s) {', '.join(ids)}")
 
 
-def compare(base: str = typer.Argument(..., help="Base run id (or latest/previous)"),
-            candidate: str = typer.Argument(..., help="Candidate run id (or latest/previous)"),
+def compare(base: str = typer.Argument(..., help="Base run id, or previous: the newest complete run before the "
+                                                 "candidate with the candidate's config name and hardware"),
+            candidate: str = typer.Argument(..., help="Candidate run id, or latest (the newest run)"),
             format: str = typer.Option("text", "--format", "-f", help="text, markdown or json"),
             min_latency: float = typer.Option(0.05, "--min-latency-change", help="Relative, 0.05 = 5%"),
             min_warm: float = typer.Option(0.10, "--min-warm-compile-change", help="Relative"),
             min_cold: float = typer.Option(0.15, "--min-cold-compile-change", help="Relative"),
             alpha: float = typer.Option(0.01, "--alpha", help="Mann-Whitney U significance level for latency"),
             error_factor: float = typer.Option(2.0, "--error-factor", help="Error vs fp64 growth that counts"),
+            min_compile_s: float = typer.Option(0.5, "--min-compile-seconds",
+                                                help="A compile time change must also be this many seconds "
+                                                     "(eager's first call is milliseconds of noise)"),
+            error_floor: float = typer.Option(1.0, "--error-floor",
+                                              help="Errors vs fp64 below this many unit roundoffs of the dtype "
+                                                   "count as equal"),
+            allow_missing: bool = typer.Option(False, "--allow-missing",
+                                               help="Cases of BASE missing from CANDIDATE are not regressions"),
             output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the output here"),
             db: Optional[str] = DB_OPTION) -> None:
-    """Compare two runs case by case; exit code 1 when anything regressed."""
+    """Compare two runs case by case; exit code 1 when anything regressed (a case of BASE missing from
+    CANDIDATE counts, unless --allow-missing)."""
     from results.report.compare import Thresholds, compare_runs
     from results.report.compare_format import FORMATS
     from results.report.data import load_run
@@ -80,12 +124,15 @@ def compare(base: str = typer.Argument(..., help="Base run id (or latest/previou
 
     if format not in FORMATS:
         _fail(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
-    if min(min_latency, min_warm, min_cold) < 0 or not 0 < alpha < 1 or error_factor < 1:
-        _fail("minimum changes must be >= 0, --alpha in (0, 1), --error-factor >= 1")
+    if (min(min_latency, min_warm, min_cold, min_compile_s, error_floor) < 0 or not 0 < alpha < 1
+            or error_factor < 1):
+        _fail("minimum changes and floors must be >= 0, --alpha in (0, 1), --error-factor >= 1")
     store = _store(db)
-    b, c = _resolve(store, base), _resolve(store, candidate)
+    c = _resolve(store, candidate)
+    b = _resolve(store, base, relative_to=c)
     cmp = compare_runs(load_run(store, b), load_run(store, c),
-                       Thresholds(min_latency, min_warm, min_cold, alpha, error_factor))
+                       Thresholds(min_latency, min_warm, min_cold, alpha, error_factor, min_compile_s, error_floor),
+                       allow_missing)
     text = FORMATS[format](cmp)
     sys.stdout.write(text + "\n")
     if output is not None:

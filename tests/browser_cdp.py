@@ -147,20 +147,24 @@ def evaluate(browser: Chromium, expression: str) -> Any:
     return res["result"].get("value")
 
 
-def artifacts_dir(default: Path) -> Path:
-    """Where screenshots go: $BAKEOFF_TEST_ARTIFACTS, else `default`."""
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # git-ignored, kept for a CI job to upload
+
+
+def artifacts_dir(default: Path | None = None) -> Path:
+    """Where screenshots go, kept after the test session: $BAKEOFF_TEST_ARTIFACTS, else `default`, else
+    tests/artifacts/."""
     import os
 
-    path = Path(os.environ.get("BAKEOFF_TEST_ARTIFACTS") or default)
+    path = Path(os.environ.get("BAKEOFF_TEST_ARTIFACTS") or default or ARTIFACTS)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def open_browser() -> Chromium:
-    """A Chromium, or a pytest skip saying what is missing."""
-    import pytest
+    """A Chromium, or a pytest skip saying what is missing (a failure under BAKEOFF_CI=1: ci_required.py)."""
+    from ci_required import importorskip, skip_or_fail
 
     if chromium_path() is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium; .ci/setup.sh does it)")
-    pytest.importorskip("websocket", reason="websocket-client is needed to drive Chromium (pip install '.[test]')")
+        skip_or_fail("chromium is not installed (Debian: apt-get install chromium; .ci/setup.sh does it)")
+    importorskip("websocket", reason="websocket-client is needed to drive Chromium (pip install '.[test]')")
     return Chromium()

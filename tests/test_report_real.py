@@ -112,7 +112,7 @@ def test_report_opens_in_chromium_and_sorts(real):
     work, db, _ = real
     if not (work / "report.html").exists():
         bakeoff("report", "-o", "report.html", "--db", db, cwd=work, check=True)
-    shots = artifacts_dir(work / "artifacts")
+    shots = artifacts_dir()  # tests/artifacts/: kept after the session
     browser = open_browser()
     try:
         res = browser.load(work / "report.html", {".js-plotly-plot": N_CHARTS,

@@ -122,7 +122,7 @@ def test_dashboard_opens_in_chromium(history, tmp_path):
     work, h = history
     site = tmp_path / "site"
     bakeoff("dashboard", "-o", str(site), "--db", h.url, cwd=work, check=True)
-    shots = artifacts_dir(tmp_path / "artifacts")
+    shots = artifacts_dir()  # tests/artifacts/: kept after the session
     browser = open_browser()
     try:
         index = browser.load(site / "index.html", {"#flags tbody tr": 2}, shots / "dashboard-index.png")

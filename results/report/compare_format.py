@@ -39,13 +39,16 @@ def _status_text(c: CaseComparison) -> str:
     if c.status_verdict == "same":
         return c.candidate_status
     text = f"{c.base_status} → {c.candidate_status}"
+    if c.status_verdict == "missing":
+        return text + " (allowed)"
     return text + (" REGRESSED" if c.status_verdict == "regressed" else f" ({c.status_verdict})")
 
 
 def headline(cmp: Comparison) -> str:
     n = len(cmp.regressions)
     improved = sum(c.improved for c in cmp.cases)
-    return (f"{n} regression(s), {improved} improvement(s) in {len(cmp.cases)} matched case(s): "
+    missing = f", {len(cmp.only_base)} missing from the candidate" if cmp.only_base else ""
+    return (f"{n} regression(s), {improved} improvement(s) in {len(cmp.matched)} matched case(s){missing}: "
             f"{cmp.base_run['run_id']} (base) → {cmp.candidate_run['run_id']} (candidate)")
 
 
@@ -56,12 +59,15 @@ def _notes(cmp: Comparison) -> list[str]:
         out.append(f"Fingerprints differ ({cmp.base_run.get('fingerprint')} vs {cmp.candidate_run.get('fingerprint')}):"
                    " numbers were measured under different conditions.")
     if cmp.only_base:
-        out.append("Only in base: " + ", ".join("/".join(k) for k in cmp.only_base) + ".")
+        out.append(f"Missing from the candidate ({'allowed: --allow-missing' if cmp.allow_missing else 'each a regression'}"
+                   f"): " + ", ".join("/".join(k) for k in cmp.only_base) + ".")
     if cmp.only_candidate:
         out.append("Only in candidate: " + ", ".join("/".join(k) for k in cmp.only_candidate) + ".")
     out.append(f"Rule: latency regresses when the median grows ≥ {t.latency:.0%} and Mann-Whitney U p < {t.alpha:g} "
-               f"on the raw samples; compile ≥ {t.compile_cold:.0%} cold, ≥ {t.compile_warm:.0%} warm; error vs "
-               f"fp64 > {t.error_factor:g}×; any ok → failure status.")
+               f"on the raw samples; compile ≥ {t.compile_cold:.0%} cold, ≥ {t.compile_warm:.0%} warm and by ≥ "
+               f"{t.compile_abs_s:g} s; error vs fp64 > {t.error_factor:g}× (errors below {t.error_floor:g} unit "
+               f"roundoff of the dtype count as equal); any ok → failure status"
+               + ("." if cmp.allow_missing else "; any case missing from the candidate."))
     return out
 
 
@@ -98,7 +104,7 @@ def to_markdown(cmp: Comparison) -> str:
     improved = [c for c in cmp.cases if c.improved]
     if improved:
         out += ["#### Improvements", "", head, *[_md_row(c) for c in improved], ""]
-    out += ["<details><summary>All matched cases</summary>", "", head, *[_md_row(c) for c in cmp.cases], "",
+    out += ["<details><summary>All cases</summary>", "", head, *[_md_row(c) for c in cmp.cases], "",
             "</details>", ""]
     return "\n".join(out)
 

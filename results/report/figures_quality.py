@@ -14,19 +14,23 @@ RMSE_MULTIPLIER = {"float32": 2.0, "float16": 3.0, "bfloat16": 3.0, "float64": 2
 
 def error_chart(runs: list[RunData]) -> go.Figure | None:
     """Relative L2 error vs the fp64 reference per case and series (log axis), with eager's own error and the
-    tolerance (m × eager's error, the verdict's RMSE rule) drawn as reference ticks."""
+    tolerance (m × eager's error, the verdict's RMSE rule) drawn as reference ticks: one pair of reference
+    traces per run, named after the run when there are several, and each run's markers and ticks placed side
+    by side within a case (scattermode group, one offset group per run)."""
     colors = series_colors(runs)
     traces: dict[str, dict[str, list]] = {}
-    refs: dict[tuple[str, str], tuple[float, float]] = {}
+    run_of: dict[str, str] = {}  # series name -> its run's label (the offset group)
+    refs: dict[str, dict[str, tuple[float, float]]] = {}  # run label -> case label -> (eager, tolerance)
     for _, label, c in rows(runs):
         err = fnum(c.get("err_rel_l2_vs_fp64"))
         x = case_label(c)
         eager = fnum(c.get("eager_err_rel_l2_vs_fp64"))
         if eager and eager > 0:
-            refs[(x, label)] = (eager, eager * RMSE_MULTIPLIER.get(str(c.get("dtype")), 2.0))
+            refs.setdefault(label, {})[x] = (eager, eager * RMSE_MULTIPLIER.get(str(c.get("dtype")), 2.0))
         if err is None or err <= 0:
             continue
         name = series_name(c, label)
+        run_of[name] = label
         t = traces.setdefault(name, {"x": [], "y": [], "h": [], "sym": []})
         t["x"].append(x)
         t["y"].append(err)
@@ -37,18 +41,26 @@ def error_chart(runs: list[RunData]) -> go.Figure | None:
     if not traces:
         return None
     fig = go.Figure()
-    if refs:
-        xs = [k[0] for k in refs]
-        fig.add_trace(go.Scatter(x=xs, y=[v[0] for v in refs.values()], mode="markers", name="eager's error",
-                                 marker=dict(symbol="line-ew-open", size=34, line=dict(width=3, color="#555")),
-                                 hovertemplate="eager vs fp64 %{y:.3g}<extra></extra>"))
-        fig.add_trace(go.Scatter(x=xs, y=[v[1] for v in refs.values()], mode="markers",
-                                 name="tolerance (m × eager's error)",
-                                 marker=dict(symbol="line-ew-open", size=34, line=dict(width=2, color="#d62728")),
-                                 hovertemplate="tolerance %{y:.3g}<extra></extra>"))
+    several = len(refs) > 1 or len(set(run_of.values())) > 1
+    size = 34 if not several else max(12, 34 // max(len(refs), 1))
+    for label, by_case in refs.items():
+        suffix, group = (f" · {label}", label or "run") if several else ("", None)
+        xs = list(by_case)
+        fig.add_trace(go.Scatter(x=xs, y=[v[0] for v in by_case.values()], mode="markers", name=f"eager's error{suffix}",
+                                 offsetgroup=group, legendgroup=group,
+                                 marker=dict(symbol="line-ew-open", size=size, line=dict(width=3, color="#555")),
+                                 hovertemplate=f"eager vs fp64{suffix} %{{y:.3g}}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=xs, y=[v[1] for v in by_case.values()], mode="markers",
+                                 name=f"tolerance (m × eager's error){suffix}", offsetgroup=group, legendgroup=group,
+                                 marker=dict(symbol="line-ew-open", size=size, line=dict(width=2, color="#d62728")),
+                                 hovertemplate=f"tolerance{suffix} %{{y:.3g}}<extra></extra>"))
     for name, t in traces.items():
+        group = (run_of[name] or "run") if several else None
         fig.add_trace(go.Scatter(x=t["x"], y=t["y"], mode="markers", name=name, hovertext=t["h"], hoverinfo="text",
+                                 offsetgroup=group, legendgroup=group,
                                  marker=dict(size=11, color=colors.get(name), symbol=t["sym"])))
+    if several:
+        fig.update_layout(scattermode="group", scattergap=0.3)  # each run's markers and ticks side by side
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="log", title_text="relative L2 error vs fp64")
     return styled(fig, "Numeric error vs fp64 (× = failed the check; references: eager's error and the tolerance)")
@@ -75,13 +87,14 @@ def roofline(runs: list[RunData]) -> go.Figure | None:
     fig = go.Figure()
     xs = [x for t in traces.values() for x in t["x"]]
     lo, hi = min(xs) / 4, max(xs) * 4
-    roofs = 0
+    roofs = 0  # over all runs: the "no measured ceilings" note
     seen: set[str] = set()
     for r in runs:
         fp = r.run.get("fingerprint") or ""
         if fp in seen:
             continue
         seen.add(fp)
+        drawn = 0  # this fingerprint's roofs: a copy-only roof when it has no matmul roof
         bw = r.ceilings.get("copy_gbps")
         for name, peak in sorted(r.ceilings.items()):
             if not name.startswith("matmul_tflops") or bw is None:
@@ -91,11 +104,12 @@ def roofline(runs: list[RunData]) -> go.Figure | None:
             fig.add_trace(go.Scatter(x=grid, y=[min(peak, x * bw / 1e3) for x in grid], mode="lines",
                                      line=dict(dash="dash", width=1.5), name=f"roof {name} ({fp[:6]})",
                                      hovertemplate=f"{name} {peak:.4g} TFLOP/s, copy {bw:.4g} GB/s<extra></extra>"))
-            roofs += 1
-        if bw is not None and not roofs:
+            drawn += 1
+        if bw is not None and not drawn:
             fig.add_trace(go.Scatter(x=[lo, hi], y=[lo * bw / 1e3, hi * bw / 1e3], mode="lines",
                                      line=dict(dash="dash"), name=f"copy {bw:.4g} GB/s ({fp[:6]})"))
-            roofs += 1
+            drawn += 1
+        roofs += drawn
     for name, t in traces.items():
         fig.add_trace(go.Scatter(x=t["x"], y=t["y"], mode="markers", name=name, hovertext=t["h"], hoverinfo="text",
                                  marker=dict(size=10, color=colors.get(name))))

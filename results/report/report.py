@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any
 
 from .data import RunData, hardware_name, load_run, run_labels
@@ -9,7 +10,7 @@ from .figures_perf import compile_vs_latency, latency_bars, speedup_heatmap
 from .figures_quality import error_chart, roofline
 from .html import PlotlyJs, esc, figure_div, page
 from .report_tables import environment_table, fingerprint_warning, recommendation_table, summary_table
-from .weights import recommend
+from .weights import COMPILE_FLOOR_S, recommend
 
 # (div id, heading, chart function, note when the chart has no data)
 CHARTS = (
@@ -47,7 +48,11 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              "<h2>Recommendation</h2>",
              '<p class="note">Per workload, the passing backend with the lowest score = Σ weight × ln(value / best '
              "value among passing backends) over latency (median ms), cold compile (s) and error vs fp64 "
-             "(rel L2). Weights: " + esc(", ".join(f"{k}={v:g}" for k, v in weights.items()))
+             f"(rel L2). Compile times under {COMPILE_FLOOR_S:g} s count as {COMPILE_FLOOR_S:g} s, so eager's "
+             "millisecond first call does not make every compiler look thousands of times slower to start: with "
+             f"these weights a 10 s compile costs {weights.get('compile', 0):g} × ln 10 ≈ "
+             f"{weights.get('compile', 0) * math.log(10):.2f} against eager, a 2× speedup earns "
+             f"{weights.get('latency', 0):g} × ln 2 ≈ {weights.get('latency', 0) * math.log(2):.2f}. Weights: " + esc(", ".join(f"{k}={v:g}" for k, v in weights.items()))
              + " (change with --weights or --weights-file).</p>",
              recommendation_table(recs, len(runs) > 1),
              "<h2>Every case</h2><p class=\"note\">Click a header to sort. Latency is the median with p20–p80; "

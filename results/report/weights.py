@@ -4,6 +4,11 @@ Each candidate (a backend whose case passed) is scored by a weighted sum of log 
 of the same workload, shape and dtype: score = w_lat·ln(lat/lat_best) + w_compile·ln(compile/compile_best)
 + w_err·ln(err/err_best). Lower is better; 0 means best on every axis. Log ratios make the three axes
 unit-free, so a weight says how much one factor of e on that axis matters.
+
+Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
+milliseconds, and without the floor a 10 s compile would cost 0.2·ln(10 s / 5 ms) ≈ 1.5, more than a 4×
+speedup earns (ln 4 ≈ 1.4). With the floor, anything that compiles within a second ties with eager on that
+axis, and a 10 s compile costs 0.2·ln 10 ≈ 0.46 by default: less than a 2× speedup earns (ln 2 ≈ 0.69).
 """
 from __future__ import annotations
 
@@ -17,6 +22,10 @@ import yaml
 from .data import case_key, fnum
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
+# Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
+# telling apart, and eager's first-call milliseconds must not make every compiler look thousands of times
+# slower to start.
+COMPILE_FLOOR_S = 1.0
 # Errors below this fraction of the dtype's unit roundoff count as equal (log of 0 is undefined).
 _ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8, "float64": 2.0**-53}
 
@@ -82,7 +91,7 @@ def _axes(c: dict[str, Any]) -> tuple[float, float, float] | None:
     if c.get("status") != "ok" or lat is None or lat <= 0:
         return None
     floor = 0.01 * _ROUNDOFF.get(str(c.get("dtype")), 2.0**-24)
-    return lat, max(comp or 0.0, 1e-6), max(err or 0.0, floor)
+    return lat, max(comp or 0.0, COMPILE_FLOOR_S), max(err or 0.0, floor)
 
 
 def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label: str = "") -> list[Recommendation]:
@@ -115,6 +124,7 @@ def _reason(pick: dict[str, Any], axes: tuple[float, float, float], ranked: list
     sp = fnum(pick.get("speedup_vs_eager"))
     if sp is not None and pick.get("backend") != "eager":
         parts.append(f"{sp:.2f}× eager's speed")
+    comp = fnum(pick.get("compile_s")) or comp  # the measured time, not the score's floored one
     parts.append(f"compiles in {comp:.3g} s cold" + (f", {w:.3g} s warm" if (w := fnum(pick.get("compile_warm_s")))
                                                      is not None else ""))
     be = fnum(pick.get("break_even_calls"))
