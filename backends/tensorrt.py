@@ -96,14 +96,21 @@ class _TimingCache:
     def attach(self, config: Any) -> tuple[Any, bool]:
         """Create the cache from the file's bytes (empty = new cache) and attach it to the builder config.
 
-        Returns the attached cache and whether the file's cache was accepted.
+        Returns the attached cache and whether the file's cache was accepted. A file TensorRT cannot read
+        (truncated, corrupt: create_timing_cache raises or returns None) or rejects (written by another
+        TensorRT build or device) is replaced by an empty cache, so a bad file never fails the build.
         """
-        cache = config.create_timing_cache(self.loaded)
-        accepted = bool(config.set_timing_cache(cache, ignore_mismatch=False))
-        if not accepted:   # e.g. written by another TensorRT build or device: start an empty one instead
-            cache = config.create_timing_cache(b"")
-            config.set_timing_cache(cache, ignore_mismatch=False)
-        return cache, accepted
+        if self.loaded:
+            try:
+                cache = config.create_timing_cache(self.loaded)
+                if cache is not None and config.set_timing_cache(cache, ignore_mismatch=False):
+                    return cache, True
+            except Exception:   # TensorRT raises on a corrupt serialized cache
+                pass
+        cache = config.create_timing_cache(b"")
+        if cache is None or not config.set_timing_cache(cache, ignore_mismatch=False):
+            raise RuntimeError("tensorrt: could not create an empty timing cache")
+        return cache, not self.loaded   # no file: nothing was rejected
 
     def save(self, cache: Any) -> int:
         """Write the cache (with the entries this build added) back atomically; returns its size in bytes."""
@@ -143,9 +150,16 @@ class TrtCompiled(Compiled):
         from workloads.lower_torch import TORCH_DTYPES
 
         ins = []
+        want_index = torch.device(self.device).index
         for name, node, x in zip(self.inputs, self.graph.inputs, inputs):
-            if x.device.type != "cuda" or x.dtype != TORCH_DTYPES[node.dtype]:
-                raise ValueError(f"input {name!r}: expected cuda {node.dtype}, got {x.device} {x.dtype}")
+            if x.device.type != "cuda" or x.dtype != TORCH_DTYPES[node.dtype] or (
+                    want_index is not None and x.device.index != want_index):
+                raise ValueError(f"input {name!r}: expected {self.device} {node.dtype}, got {x.device} {x.dtype}")
+            if name in self.engine_inputs:
+                # Static shapes: the engine reads exactly this many elements from the bound address.
+                shape = tuple(self.engine.get_tensor_shape(name))
+                if tuple(x.shape) != shape:
+                    raise ValueError(f"input {name!r}: engine expects shape {list(shape)}, got {list(x.shape)}")
             ins.append(x.contiguous())
         outs = []
         for name, node in zip(self.outputs, self.graph.output_nodes):
@@ -154,7 +168,9 @@ class TrtCompiled(Compiled):
             if shape != tuple(node.shape) or dtype != TORCH_DTYPES[node.dtype]:
                 raise RuntimeError(f"tensorrt: output {name!r} is {dtype}{list(shape)}, "
                                    f"graph says {node.dtype}{list(node.shape)}")
-            outs.append(torch.empty(shape, dtype=dtype, device=self.device))
+            # NaN until the engine writes it (allocated here, outside the timed region; the harness prepares
+            # afresh before each checked run), so an output never written cannot pass the check.
+            outs.append(torch.full(shape, float("nan"), dtype=dtype, device=self.device))
         prepared = (ins, outs)
         self._bind(prepared)
         return prepared
@@ -287,9 +303,11 @@ class TensorRTBackend(Backend):
                  f"tf32={bool(options.get('tf32', False))}",
                  (f"timing cache {timing.path}: {loaded} B loaded{'' if accepted else ' (rejected)'}, "
                   f"{cache_bytes} B written" if timing.path else f"no timing cache file (${CACHE_ENV} unset)")]
+        # The builder's time (build_serialized_network) is TensorRT's compile time, the headline; export, parse,
+        # cache save and deserialize are recorded apart.
         info = CompileInfo(stages_s={"export": t1 - t0, "parse": t2 - t1, "build": t3 - t2,
                                      "cache_save": t4 - t3, "deserialize": t5 - t4},
-                           cache_hit=cache_hit, notes=notes)
+                           cache_hit=cache_hit, notes=notes, compiler_stages=("build",))
         artifacts = model_summary(model)
         artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
         artifacts.update({"engine_bytes": int(plan.nbytes), "num_layers": int(engine.num_layers),

@@ -4,6 +4,7 @@
 # to $OUT. Prepare .gpu and .gpudeps here with benchmarks/pack_gpu_deps.sh. Usage (from the repo root on
 # the GPU machine; carry .gpu and .gpudeps):
 #   bash benchmarks/h200_session.sh [bakeoff run filters, e.g. -b inductor -b xla]
+# H200_CONFIG names another config under the repo root (default configs/h200.yaml).
 set -uo pipefail
 R=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -16,9 +17,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,te
 python3 -m harness calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
 if [ -n "${VALIDATE:-}" ]; then
   timeout 300 python3 "$R/benchmarks/validate_timing.py" --repeats "${REPEATS:-5}" 2>&1 | tail -22
-  [ -n "${IREE_CHECK:-1}" ] && timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -5
+  [ -n "${IREE_CHECK:-1}" ] && timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -7
 fi
-CONFIG="$R/configs/h200.yaml"
+CONFIG="$R/${H200_CONFIG:-configs/h200.yaml}"   # e.g. H200_CONFIG=configs/h200_tritongen_dtypes.yaml
 if [ -n "${NO_WARM:-}" ]; then  # a shorter lease: cold compile only
   sed 's/warm: true/warm: false/' "$CONFIG" > /tmp/h200-cold.yaml; CONFIG=/tmp/h200-cold.yaml
 fi

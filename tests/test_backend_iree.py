@@ -108,3 +108,18 @@ def test_available_names_what_to_install_when_nothing_is_installed():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["iree not installed (pip install 'bakeoff[iree]')", "None"]
+
+
+def test_headline_compile_time_is_iree_compile():
+    from types import SimpleNamespace
+
+    from harness.inputs import make_inputs
+    from harness.steps import compile_and_first_run
+
+    g = _graph("softmax")
+    case = SimpleNamespace(device="cpu", options={})
+    compiled, _, _, seconds = compile_and_first_run(get_backend("iree"), g, [], case, make_inputs(g, 0, "cpu"))
+    stages = compiled.info.stages_s
+    assert seconds == stages["compile"]   # module load and the first run are recorded apart
+    assert {"stablehlo", "compile", "load", "first_run"} <= set(stages)
+    assert compiled.compile_total_s >= stages["compile"] + stages["load"] + stages["first_run"]

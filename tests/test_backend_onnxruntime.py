@@ -139,3 +139,58 @@ def test_reason_when_not_installed(monkeypatch):
     import importlib.metadata
 
     assert OnnxRuntimeBackend.version() == importlib.metadata.version("onnxruntime")
+
+
+def test_supports_never_raises_at_planning_time(monkeypatch):
+    import backends.onnxrt as onnxrt
+    import workloads.lower_onnx as lower
+
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    backend = OnnxRuntimeBackend()
+
+    def no_rule(graph, opset=23):
+        raise NotImplementedError("no ONNX lowering for op 'frobnicate'")
+
+    monkeypatch.setattr(onnxrt, "_PROBES", {})
+    monkeypatch.setattr(lower, "lower_onnx", no_rule)
+    assert backend.supports(g, "cpu", "float32") == "onnxruntime: no ONNX lowering for op 'frobnicate'"
+
+    def bug(graph, opset=23):
+        raise KeyError("a lowering bug")
+
+    monkeypatch.setattr(onnxrt, "_PROBES", {})
+    monkeypatch.setattr(lower, "lower_onnx", bug)
+    assert backend.supports(g, "cpu", "float32") is None   # compile() raises it again: a per-case compile_error
+    with pytest.raises(KeyError):
+        backend.compile(g, [], "cpu", {})
+
+
+def test_outputs_start_as_nan_and_inputs_must_be_on_the_session_device():
+    import torch
+
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    compiled = get_backend("onnxruntime").compile(g, [], "cpu", {})
+    xs = make_inputs(g, 0, "cpu")
+    binding, _, outs = prepared = compiled.prepare(xs)
+    assert all(torch.isnan(y).all() for y in outs)   # never written: cannot pass the check
+    out = compiled.to_torch(compiled.run(prepared))[0]
+    assert torch.isfinite(out).all()
+    with pytest.raises(ValueError, match="is on meta"):
+        compiled.prepare([x.to("meta") for x in xs])
+
+
+def test_headline_compile_time_is_session_creation():
+    from types import SimpleNamespace
+
+    from harness.steps import compile_and_first_run
+
+    w = builtin_workloads()["layernorm_gelu"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    case = SimpleNamespace(device="cpu", options={})
+    compiled, _, _, seconds = compile_and_first_run(get_backend("onnxruntime"), g, [], case, make_inputs(g, 0, "cpu"))
+    stages = compiled.info.stages_s
+    assert compiled.info.compiler_stages == ("session",) and seconds == stages["session"]
+    assert set(stages) == {"export", "session", "first_run"}
+    assert compiled.compile_total_s >= stages["export"] + stages["session"] + stages["first_run"]

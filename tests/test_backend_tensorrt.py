@@ -2,6 +2,7 @@
 
 The build-and-run test needs TensorRT and a CUDA device; without them it skips with the backend's own reason.
 """
+import math
 import sys
 
 import pytest
@@ -77,3 +78,299 @@ def test_matches_reference_on_gpu(workload, dtype):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     assert rel_l2_vs_reference("tensorrt", workload, dtype, device="cuda") < REL_L2_TOL[dtype]
+
+
+# --- compile/prepare/run against a stub `tensorrt` module (TensorRT 10 Python API), on the CPU --------------
+
+class _Calls(list):
+    def names(self) -> list[str]:
+        return [c[0] for c in self]
+
+
+def _stub_trt(calls: _Calls, version: str = "10.15.1"):
+    """A `tensorrt` module with the TensorRT 10 API surface the backend uses; every call is appended to `calls`."""
+    from types import ModuleType, SimpleNamespace
+
+    onnx = pytest.importorskip("onnx")
+    trt = ModuleType("tensorrt")
+    trt.__version__ = version
+
+    class Enum(SimpleNamespace):
+        pass
+
+    class _Member:
+        def __init__(self, name, value):
+            self.name, self.value = name, value
+
+        def __int__(self):
+            return self.value
+
+        def __repr__(self):
+            return self.name
+
+    class ILogger:
+        INTERNAL_ERROR, ERROR, WARNING, INFO, VERBOSE = (_Member(n, i) for i, n in enumerate(
+            ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")))
+
+        def __init__(self):
+            calls.append(("ILogger.__init__",))
+
+    trt.ILogger = ILogger
+    trt.NetworkDefinitionCreationFlag = Enum(EXPLICIT_BATCH=_Member("EXPLICIT_BATCH", 0),
+                                             STRONGLY_TYPED=_Member("STRONGLY_TYPED", 1))
+    trt.BuilderFlag = Enum(**{n: _Member(n, i) for i, n in enumerate(("FP16", "BF16", "TF32"))})
+    trt.MemoryPoolType = Enum(WORKSPACE=_Member("WORKSPACE", 0))
+    trt.DataType = Enum(FLOAT=_Member("FLOAT", 0), HALF=_Member("HALF", 1), BF16=_Member("BF16", 7))
+    trt.TensorIOMode = Enum(INPUT=_Member("INPUT", 1), OUTPUT=_Member("OUTPUT", 2))
+    elem = {onnx.TensorProto.FLOAT: trt.DataType.FLOAT, onnx.TensorProto.FLOAT16: trt.DataType.HALF,
+            onnx.TensorProto.BFLOAT16: trt.DataType.BF16}
+
+    class Network:
+        def __init__(self, flags):
+            self.flags, self.io = flags, []
+
+    class OnnxParser:
+        num_errors = 0
+
+        def __init__(self, network, logger):
+            self.network = network
+            calls.append(("OnnxParser", network.flags))
+
+        def parse(self, model_bytes):
+            model = onnx.load_from_string(model_bytes)   # a real ONNX model must arrive
+            def io(vi, mode):
+                t = vi.type.tensor_type
+                return (vi.name, mode, elem[t.elem_type], tuple(d.dim_value for d in t.shape.dim))
+            self.network.io = ([io(v, trt.TensorIOMode.INPUT) for v in model.graph.input]
+                               + [io(v, trt.TensorIOMode.OUTPUT) for v in model.graph.output])
+            calls.append(("parse", len(model_bytes)))
+            return True
+
+    class TimingCache:
+        def __init__(self, blob):
+            self.blob = blob
+
+        def serialize(self):
+            calls.append(("cache.serialize",))
+            return memoryview(b"CACHE:" + b"x" * 10)
+
+    class Config:
+        def __init__(self):
+            self.builder_optimization_level = 3
+            self.flags = {trt.BuilderFlag.TF32}   # TensorRT enables TF32 by default
+
+        def set_flag(self, f):
+            calls.append(("set_flag", f.name))
+            self.flags.add(f)
+
+        def clear_flag(self, f):
+            calls.append(("clear_flag", f.name))
+            self.flags.discard(f)
+
+        def set_memory_pool_limit(self, pool, size):
+            calls.append(("set_memory_pool_limit", pool.name, size))
+
+        def create_timing_cache(self, blob):
+            blob = bytes(blob)
+            calls.append(("create_timing_cache", blob))
+            if blob and not blob.startswith(b"CACHE:"):
+                raise RuntimeError("Error Code 1: Serialization (corrupt timing cache)")
+            return TimingCache(blob)
+
+        def set_timing_cache(self, cache, ignore_mismatch):
+            calls.append(("set_timing_cache", cache.blob, ignore_mismatch))
+            return True
+
+    class Plan(bytes):
+        @property
+        def nbytes(self):
+            return len(self)
+
+    class Builder:
+        def __init__(self, logger):
+            calls.append(("Builder",))
+
+        def create_network(self, flags):
+            calls.append(("create_network", flags))
+            return Network(flags)
+
+        def create_builder_config(self):
+            return Config()
+
+        def build_serialized_network(self, network, config):
+            calls.append(("build_serialized_network", config.builder_optimization_level,
+                          sorted(f.name for f in config.flags)))
+            plan = Plan(b"engine")
+            plan.io = network.io
+            return plan
+
+    class Context:
+        def set_tensor_address(self, name, ptr):
+            calls.append(("set_tensor_address", name, ptr))
+            return True
+
+        def execute_async_v3(self, stream):
+            calls.append(("execute_async_v3", stream))
+            return True
+
+    class Engine:
+        num_layers = 3
+
+        def __init__(self, io):
+            self.io = {n: (m, d, s) for n, m, d, s in io}
+            self.names = [n for n, *_ in io]
+            self.num_io_tensors = len(io)
+
+        def get_tensor_name(self, i):
+            return self.names[i]
+
+        def get_tensor_mode(self, name):
+            return self.io[name][0]
+
+        def get_tensor_dtype(self, name):
+            return self.io[name][1]
+
+        def get_tensor_shape(self, name):
+            return self.io[name][2]
+
+        def create_execution_context(self):
+            calls.append(("create_execution_context",))
+            return Context()
+
+    class Runtime:
+        def __init__(self, logger):
+            pass
+
+        def deserialize_cuda_engine(self, plan):
+            calls.append(("deserialize_cuda_engine", bytes(plan)))
+            return Engine(plan.io)
+
+    trt.Builder, trt.OnnxParser, trt.Runtime = Builder, OnnxParser, Runtime
+    return trt
+
+
+class _FakeCudaTensor:
+    """What prepare() reads of a CUDA input tensor: device, dtype, shape, contiguous(), data_ptr()."""
+
+    def __init__(self, t, ptr):
+        import torch
+
+        self.t, self.ptr, self.device = t, ptr, torch.device("cuda", 0)
+        self.dtype, self.shape = t.dtype, t.shape
+
+    def contiguous(self):
+        return self
+
+    def data_ptr(self):
+        return self.ptr
+
+
+@pytest.fixture
+def stub_trt(monkeypatch, tmp_path):
+    """A stub `tensorrt`, and torch.cuda calls answered on the CPU (stream handle 1234, device 0, sm_90)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+
+    calls = _Calls()
+    monkeypatch.setitem(sys.modules, "tensorrt", _stub_trt(calls))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
+    stream = SimpleNamespace(cuda_stream=1234, synchronize=lambda: calls.append(("stream.synchronize",)))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: stream)
+    real_full = torch.full
+
+    def full_on_cpu(shape, value, dtype=None, device=None):   # outputs "on the GPU" live on the CPU here
+        calls.append(("torch.full", tuple(shape), math.isnan(value), str(device)))
+        return real_full(shape, value, dtype=dtype)
+
+    monkeypatch.setattr(torch, "full", full_on_cpu)
+    monkeypatch.setenv("BAKEOFF_TRT_CACHE_DIR", str(tmp_path / "trt"))
+    return calls
+
+
+def _inputs(graph, start=4096):
+    from harness.inputs import make_inputs
+
+    return [_FakeCudaTensor(x, start + 256 * i) for i, x in enumerate(make_inputs(graph, 0, "cpu"))]
+
+
+def test_build_and_run_through_the_tensorrt_10_api(stub_trt):
+    calls = stub_trt
+    w = builtin_workloads()["gemm_bias_residual"]
+    g = bind(w.graph, w.presets["smoke"], "float16")
+    compiled = TensorRTBackend().compile(g, [], "cuda", {"builder_optimization_level": 4, "workspace_mb": 64})
+    names = calls.names()
+    # strongly typed network (TensorRT 10: explicit batch is implied, its flag deprecated), parsed from ONNX
+    assert ("create_network", 1 << 1) in calls and ("OnnxParser", 1 << 1) in calls and "parse" in names
+    # strongly typed: the ONNX types rule, no precision flags; TF32 cleared (float32 stays float32)
+    assert ("set_flag", "FP16") not in calls and ("set_flag", "BF16") not in calls
+    assert ("clear_flag", "TF32") in calls
+    assert ("set_memory_pool_limit", "WORKSPACE", 64 << 20) in calls
+    # timing cache: a new (empty) one created and attached before the build, serialized after it
+    assert ("create_timing_cache", b"") in calls and ("set_timing_cache", b"", False) in calls
+    assert "rejected" not in " ".join(compiled.info.notes) and compiled.info.cache_hit is False
+    build = names.index("build_serialized_network")
+    assert names.index("set_timing_cache") < build < names.index("cache.serialize")
+    assert calls[build][1:] == (4, [])   # builder_optimization_level, flags left set (none)
+    assert names.index("deserialize_cuda_engine") < names.index("create_execution_context")
+    assert compiled.info.compiler_stages == ("build",) and "build" in compiled.info.stages_s
+    assert compiled.artifacts()["engine_bytes"] == len(b"engine")
+
+    del calls[:]
+    xs = _inputs(g)
+    prepared = compiled.prepare(xs)
+    # every engine I/O tensor bound to its torch memory; outputs allocated NaN-filled on the case device
+    bound = {c[1]: c[2] for c in calls if c[0] == "set_tensor_address"}
+    assert bound == {"x": 4096, "w": 4096 + 256, "b": 4096 + 512, "r": 4096 + 768,
+                     "out.0": prepared[1][0].data_ptr()}
+    assert ("torch.full", (48, 72), True, "cuda") in calls
+    assert all(bool(y.isnan().all()) for y in prepared[1])
+    compiled.run(prepared)
+    assert calls[-1] == ("execute_async_v3", 1234)   # torch's current stream handle
+    compiled.sync()
+    assert calls[-1] == ("stream.synchronize",)
+
+
+def test_weak_typing_sets_precision_flags_and_tf32_on_request(stub_trt):
+    calls = stub_trt
+    w = builtin_workloads()["softmax"]
+    for dtype, flag in (("float16", "FP16"), ("bfloat16", "BF16")):
+        del calls[:]
+        TensorRTBackend().compile(bind(w.graph, w.presets["smoke"], dtype), [], "cuda", {"typing": "weak"})
+        assert ("create_network", 0) in calls and ("set_flag", flag) in calls
+        assert ("clear_flag", "TF32") in calls
+    del calls[:]
+    TensorRTBackend().compile(bind(w.graph, w.presets["smoke"], "float32"), [], "cuda", {"tf32": True})
+    assert ("clear_flag", "TF32") not in calls
+    assert calls[calls.names().index("build_serialized_network")][2] == ["TF32"]
+
+
+def test_corrupt_timing_cache_falls_back_to_an_empty_one(stub_trt, tmp_path):
+    calls = stub_trt
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    (tmp_path / "trt").mkdir()
+    path = tmp_path / "trt" / "timing-trt10.15.1-sm90.cache"
+    path.write_bytes(b"\x00garbage")
+    compiled = TensorRTBackend().compile(g, [], "cuda", {})
+    assert ("create_timing_cache", b"\x00garbage") in calls and ("create_timing_cache", b"") in calls
+    assert compiled.info.cache_hit is False and "(rejected)" in " ".join(compiled.info.notes)
+    assert path.read_bytes().startswith(b"CACHE:")   # rewritten with a good cache
+    del calls[:]
+    warm = TensorRTBackend().compile(g, [], "cuda", {})
+    assert warm.info.cache_hit is True and ("create_timing_cache", b"") not in calls
+
+
+def test_prepare_checks_input_shapes_against_the_engine(stub_trt):
+    import torch
+
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    compiled = TensorRTBackend().compile(g, [], "cuda", {})
+    with pytest.raises(ValueError, match=r"engine expects shape \[37, 300\], got \[37, 299\]"):
+        compiled.prepare([_FakeCudaTensor(torch.zeros(37, 299), 4096)])
+    with pytest.raises(ValueError, match="expected cuda float32"):
+        compiled.prepare([torch.zeros(37, 300)])

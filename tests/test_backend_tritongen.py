@@ -203,3 +203,78 @@ def test_gpu_artifacts_come_from_tritons_compiled_kernel():
     facts = arts["kernels"]["k0_rowreduce"]
     assert (facts["n_regs"], facts["shared_bytes"], facts["ptx_bytes"]) == (40, 256, 8)
     assert arts["ir_note.txt"] is None
+
+
+def _written_out_attention(variant: str, dtype: str = "float32"):
+    """Attention written with primitives (no sdpa node), in a few spellings of the same math."""
+    from workloads.decompose import decompose
+
+    if variant == "decomposed":   # exactly workloads.decompose's form of a causal sdpa
+        w = builtin_workloads()["attention"]
+        return decompose(bind(w.graph, w.presets["smoke"], dtype))
+    b = GraphBuilder(variant)
+    q, v = b.input("q", (2, 2, 40, 16)), b.input("v", (2, 2, 40, 24))
+    if variant == "k_given_transposed":   # k as (B, H, Dh, S), no transpose op; scale as a division; no mask
+        kt = b.input("kt", (2, 2, 16, 40))
+        p = b.softmax(b.div(b.matmul(q, kt), b.const(4.0)))
+    else:                                 # mask before the scale, the constant first
+        k = b.input("k", (2, 2, 40, 16))
+        p = b.softmax(b.mul(b.const(0.25), b.causal_mask(b.matmul(q, b.transpose(k, perm=(0, 1, 3, 2))))))
+    return bind(b.finish([b.matmul(p, v)]), {}, dtype)
+
+
+def _rel_l2_vs_fp64(graph, outputs, inputs) -> float:
+    import numpy as np
+
+    from workloads.reference import evaluate_reference
+
+    refs = evaluate_reference(graph, [x.double().numpy() for x in inputs])
+    return max(float(np.linalg.norm(o.double().numpy() - r) / np.linalg.norm(r)) for o, r in zip(outputs, refs))
+
+
+@pytest.mark.parametrize("variant, dtype", [("decomposed", "float32"), ("decomposed", "float16"),
+                                            ("k_given_transposed", "float32"), ("mask_then_scale", "float32")])
+def test_written_out_attention_is_one_flash_attention_kernel(variant, dtype):
+    from backends.tritongen.fusion import fuse
+
+    g = _written_out_attention(variant, dtype)
+    assert "sdpa" not in {n.op for n in g.nodes}
+    plan = fuse(g)
+    assert [k.kind for k in plan.kernels] == ["attention"], plan.text()
+    compiled = _compile(g)
+    assert compiled.artifacts()["kernel_count"] == 1
+    xs = make_inputs(g, 1, "cpu")
+    assert _rel_l2_vs_fp64(g, compiled(*xs), xs) < REL_L2_TOL[dtype]
+
+
+def test_attention_pattern_whose_scores_are_read_elsewhere_is_fused_as_written():
+    from backends.tritongen.fusion import fuse
+
+    b = GraphBuilder("scores_out")
+    q, k, v = (b.input(n, (2, 9, 8)) for n in "qkv")
+    s = b.mul(b.matmul(q, b.transpose(k, perm=(0, 2, 1))), b.const(0.3))
+    g = bind(b.finish([b.matmul(b.softmax(s), v), s]), {}, "float32")   # s is also returned
+    kinds = [k.kind for k in fuse(g).kernels]
+    assert "attention" not in kinds and len(kinds) == 3
+    xs = make_inputs(g, 2, "cpu")
+    assert _rel_l2_vs_fp64(g, _compile(g)(*xs), xs) < REL_L2_TOL["float32"]
+
+
+def test_supports_never_raises_and_launches_are_event_timed(monkeypatch):
+    import backends.tritongen.fusion as fusion
+    from backends.tritongen import TritonGenBackend
+
+    assert TritonGenBackend.timed_with_events and TritonGenBackend.graph_capturable
+    w = builtin_workloads()["softmax"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+
+    def unsupported(graph):
+        raise NotImplementedError("tritongen: no fusion rule for op 'frobnicate'")
+
+    def bug(graph):
+        raise KeyError("a fusion bug")
+
+    monkeypatch.setattr(fusion, "fuse", unsupported)
+    assert TritonGenBackend().supports(g, "cpu", "float32") == "tritongen: no fusion rule for op 'frobnicate'"
+    monkeypatch.setattr(fusion, "fuse", bug)
+    assert TritonGenBackend().supports(g, "cpu", "float32") is None   # compile() raises it: a compile_error

@@ -239,8 +239,14 @@ def _lower_node(e: _Emitter, n: Node, out: str) -> str:
 
 
 def lower_onnx(graph: Graph, opset: int = DEFAULT_OPSET) -> "onnx.ModelProto":
-    """An ONNX model computing `graph` (bound). Inputs keep the graph's names; outputs are `output_names`."""
-    from onnx import helper
+    """An ONNX model computing `graph` (bound). Inputs keep the graph's names; outputs are `output_names`.
+
+    The model is validated with `onnx.checker.check_model(full_check=True)` (structure, opset schemas and strict
+    shape inference) before it is returned, so every consumer (ONNX Runtime, TensorRT) gets a checked model; a
+    failure raises onnx.checker.ValidationError (or InferenceError) naming the node. Cheap here: the only
+    initializers are scalars and small index vectors, the weights being graph inputs.
+    """
+    from onnx import checker, helper
 
     if not graph.is_bound():
         raise ValueError("lower_onnx needs a bound graph (workloads.ir.bind)")
@@ -270,8 +276,10 @@ def lower_onnx(graph: Graph, opset: int = DEFAULT_OPSET) -> "onnx.ModelProto":
     g = helper.make_graph(e.nodes, graph.name, ins, out_vi, initializer=e.inits)
     opsets = [helper.make_opsetid("", opset)]
     # The lowest IR version the opset allows: newer onnx stamps an IR version older runtimes refuse.
-    return helper.make_model(g, opset_imports=opsets, producer_name="bakeoff",
-                             ir_version=helper.find_min_ir_version_for(opsets))
+    model = helper.make_model(g, opset_imports=opsets, producer_name="bakeoff",
+                              ir_version=helper.find_min_ir_version_for(opsets))
+    checker.check_model(model, full_check=True)
+    return model
 
 
 def model_summary(model: "onnx.ModelProto") -> dict[str, Any]:

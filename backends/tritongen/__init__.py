@@ -26,6 +26,7 @@ def _interpreting() -> bool:
 class TritonGenBackend(Backend):
     name = "tritongen"
     cache_env = ("BAKEOFF_TRITONGEN_CACHE_DIR", "TRITON_CACHE_DIR")
+    timed_with_events = True   # Triton launches on torch's current CUDA stream
     graph_capturable = True
 
     @classmethod
@@ -53,10 +54,14 @@ class TritonGenBackend(Backend):
             return "tritongen does not generate float64 kernels"
         from .fusion import fuse
 
+        # Planning time: never raise. An op or layout tritongen has no rule for is a skip; anything else is left
+        # for compile() to raise again, so it is recorded as this case's compile_error, not a crashed plan.
         try:
             fuse(graph)
         except NotImplementedError as exc:
             return str(exc)
+        except Exception:
+            return None
         return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,

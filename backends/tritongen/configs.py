@@ -30,8 +30,8 @@ def fixed(src: KernelSource) -> Config:
     return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
 
 
-def candidates(src: KernelSource, dtype: str) -> list[Config]:
-    """The GPU search space of one kernel (H100/H200-sized tiles, trimmed to the problem)."""
+def candidates(src: KernelSource, dtype: str, device: str = "cuda") -> list[Config]:
+    """The GPU search space of one kernel on `device` (H100/H200-sized tiles, trimmed to the problem)."""
     kind, s = src.kernel.kind, src.sizes
     if kind in ("pointwise", "copy"):
         out = [{"BLOCK": b, "num_warps": w, "num_stages": 1} for b, w in ((1024, 4), (4096, 8))]
@@ -57,7 +57,7 @@ def candidates(src: KernelSource, dtype: str) -> list[Config]:
         big = [c for c in out if c["BLOCK_M"] * c["BLOCK_N"] >= 128 * 128]
         out = (big if s["m"] * s["n"] >= 2048 * 2048 and big else out)[:2]
         if src.variant == "tma":  # the two 128 x 256 tiles again, through TMA, then TMA + persistent
-            sms = _sm_count()
+            sms = _sm_count(device)
             out += [{**out[0], "TMA": 1}] + [{**c, "TMA": 2, "NUM_SMS": sms} for c in out[:2]]
         return out or [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
     tiles = ((128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
@@ -96,8 +96,10 @@ def kernel_fn(module: object, src: KernelSource, cfg: Config):
     return getattr(module, src.fn + {0: "", 1: "_tma", 2: "_ptma"}[cfg.get("TMA", 0)])
 
 
-def _sm_count() -> int:
-    """Multiprocessors of the current CUDA device (persistent kernels launch one program each)."""
+def _sm_count(device: str = "cuda") -> int:
+    """Multiprocessors of CUDA `device` (the case's; persistent kernels launch one program per SM)."""
     import torch
 
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    dev = torch.device(device)
+    return torch.cuda.get_device_properties(dev.index if dev.index is not None else torch.cuda.current_device()
+                                            ).multi_processor_count

@@ -2,7 +2,9 @@
 
 layer_norm, rms_norm and softmax become last-axis reductions and pointwise ops (so the fusion pass sees
 one row-reduction pattern for all three); `var` becomes mean((x - mean(x))^2) with its correction;
-sdpa stays whole (it becomes one flash-attention kernel).
+sdpa stays whole (it becomes one flash-attention kernel), and so does attention written out with primitives
+(q @ kT, scale, optional causal mask, softmax, @ v: `patterns.find_attention`), which is rewritten to an sdpa
+here, so it also becomes one flash-attention kernel; its origin is the pattern's final matmul.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 from workloads.builder import GraphBuilder
 from workloads.decompose import _decompose_rule
 from workloads.ir import Graph, Node
+
+from .patterns import find_attention
 
 
 @dataclass(frozen=True)
@@ -32,15 +36,23 @@ def _var(b: GraphBuilder, n: Node, x: int) -> int:
 
 
 def expand(graph: Graph) -> Expanded:
-    """`graph` (bound) with composites other than sdpa written as primitives."""
+    """`graph` (bound) with composites other than sdpa written as primitives, attention patterns as sdpa."""
     b = GraphBuilder(graph.name)
     new_id: dict[int, int] = {}
     origin: dict[int, int] = {}
+    attention = find_attention(graph)
     for n in graph.nodes:
         args = [new_id[i] for i in n.inputs]
         first = len(b._nodes)
         attrs = dict(n.attrs)
-        if n.op == "input":
+        if n.id in attention:   # the pattern's inner nodes were emitted too; finish() drops them, unread
+            a = attention[n.id]
+            k = new_id[a.k]
+            if a.k_t:
+                rank = len(b.shape(k))
+                k = b.transpose(k, perm=tuple(range(rank - 2)) + (rank - 1, rank - 2))
+            out = b.emit("sdpa", [new_id[a.q], k, new_id[a.v]], causal=a.causal, scale=a.scale)
+        elif n.op == "input":
             out = b.input(attrs["name"], n.shape, n.dtype, attrs["init"])
         elif n.op == "const":
             out = b.const(attrs["value"], n.dtype)

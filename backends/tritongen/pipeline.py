@@ -37,7 +37,7 @@ def compile_graph(graph: Graph, device: str, target: Target, search: bool, devic
     modules = t("compile", tune.load_kernels, sources, folder)                        # 3a. write + import
     configs, hit, log = t("autotune", tune.choose_configs, plan, sources, modules,
                           target.dtype, device, device_name, search)                  # 3b. search or cache
-    compiled = t("compile", tune.compile_winners, plan, sources, modules, configs) \
+    compiled = t("compile", tune.compile_winners, plan, sources, modules, configs, device) \
         if not target.interpret else None                                             # 3c. winners (GPU)
     steps = build_steps(sources, modules, configs)                                    # 4. the launcher
     info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log))

@@ -74,13 +74,13 @@ def _write(path: Path, key: str, value: list[Config]) -> None:
     os.replace(tmp, path)
 
 
-def set_tma_allocator() -> None:
-    """Device-side TMA descriptors need scratch memory: take it from torch's caching allocator."""
+def set_tma_allocator(device: str) -> None:
+    """Device-side TMA descriptors need scratch memory: take it from torch's caching allocator on `device`."""
     import torch
     import triton
 
     def alloc(size: int, alignment: int, stream: Any) -> Any:
-        return torch.empty(size, device="cuda", dtype=torch.int8)
+        return torch.empty(size, device=device, dtype=torch.int8)
 
     triton.set_allocator(alloc)
 
@@ -99,7 +99,7 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
     from triton.testing import do_bench
 
     if any(s.variant == "tma" for s in sources):
-        set_tma_allocator()
+        set_tma_allocator(device)
 
     from workloads.lower_torch import TORCH_DTYPES
 
@@ -115,7 +115,7 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
             chosen.append(seen[same])
             continue
         best, best_ms = None, float("inf")
-        for cfg in candidates(src, dtype):
+        for cfg in candidates(src, dtype, device):
             try:
                 ms = do_bench(lambda: launch(module, src, cfg, tensors), warmup=5, rep=20, return_mode="median")
             except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
@@ -150,12 +150,12 @@ def choose_configs(plan: Plan, sources: Sequence[KernelSource], modules: Sequenc
 
 
 def compile_winners(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
-                    configs: Sequence[Config]) -> list[Any]:
+                    configs: Sequence[Config], device: str = "cuda") -> list[Any]:
     """Compile each kernel under its config without launching (GPU); Triton's CompiledKernel per kernel."""
     from workloads.lower_torch import TORCH_DTYPES
 
     if any(cfg.get("TMA") for cfg in configs):
-        set_tma_allocator()
+        set_tma_allocator(device)
     out = []
     for src, module, cfg in zip(sources, modules, configs):
         dtypes = [TORCH_DTYPES[plan.buffer(p).dtype] for p in src.params]
