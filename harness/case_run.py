@@ -14,7 +14,7 @@ from .envinfo import gpu_state
 from .gate import timing_exclusive
 from .inputs import make_inputs
 from .plan import Case
-from .timing import Target, cuda_graph_latency_ms, host_latency, measure, profile_kernels
+from .timing import Stats, Target, cuda_graph_latency_ms, host_latency, measure, profile_kernels
 from .steps import compile_and_first_run, count_cache_files, error_record
 
 
@@ -24,7 +24,17 @@ def _eager_baseline(graph, specs, case: Case, inputs) -> tuple[Compiled, list[to
     first = [o.clone() for o in eager(*inputs)]
     second = eager(*inputs)
     deterministic = all(_bitwise_equal(a, b) for a, b in zip(first, second))
+    _spoil(second, inputs)
     return eager, first, deterministic
+
+
+def _spoil(outputs, inputs) -> None:
+    """Overwrite freed-to-be outputs with NaN: on the CPU (no caching allocator to poison) a block freed here
+    may be handed to the backend next, and an output it never writes would then read eager's exact answer."""
+    held = {x.untyped_storage().data_ptr() for x in inputs}
+    for out in outputs:
+        if out.is_floating_point() and out.untyped_storage().data_ptr() not in held:
+            out.fill_(float("nan"))
 
 
 def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -64,25 +74,34 @@ def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eag
     return {**out, **(gate.summary() if gate is not None else {})}
 
 
+# The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
+# another adapter cannot collide with the interleaved eager reference.
+BACKEND_TARGET = "backend"
+EAGER_TARGET = "eager (reference)"
+
+
+def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
+                   eager_prepared: Any) -> list[Target]:
+    """The backend's target and, unless the case is eager itself, eager's, interleaved with it.
+
+    Eager is timed by the same method as the backend it is paired with (CUDA events only when the backend
+    is event-timed), so speedup_vs_eager divides two figures obtained the same way."""
+    targets = [Target(BACKEND_TARGET, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)]
+    if case.adapter != "eager":
+        targets.append(Target(EAGER_TARGET, lambda: eager.run(eager_prepared), eager.sync,
+                              backend.timed_with_events))
+    return targets
+
+
 def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
                  eager_prepared: Any) -> dict[str, Any]:
     t = case.timing
-    targets = [Target(case.backend, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)]
-    if case.adapter != "eager":
-        targets.append(Target("eager", lambda: eager.run(eager_prepared), eager.sync, True))
+    targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
     results = measure(targets, case.device, warmup_s=t["warmup_s"], budget_s=t["budget_s"],
                       min_reps=t["min_reps"], max_reps=t["max_reps"], target_iqr=t["target_iqr"],
                       flush_l2=t["flush_l2"])
-    mine = results[case.backend]
-    eager_stats = results.get("eager", mine)
-    out: dict[str, Any] = {
-        "latency_ms_median": mine.median_ms, "latency_ms_p20": mine.p20_ms, "latency_ms_p80": mine.p80_ms,
-        "latency_iqr_rel": mine.iqr_rel, "n_samples": mine.n, "timing_method": mine.method,
-        "samples": targets[0].samples_ms,
-        "eager_latency_ms_median": eager_stats.median_ms, "eager_latency_ms_p20": eager_stats.p20_ms,
-        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples": targets[-1].samples_ms,
-        "speedup_vs_eager": eager_stats.median_ms / mine.median_ms if mine.median_ms > 0 else None,
-    }
+    out = latency_fields(results, targets)
+    mine = results[BACKEND_TARGET]
     if case.device.startswith("cuda"):
         # One synchronized call at a time: the latency of a lone call, dispatch included (for host-timed
         # backends this is what latency_ms already is).
@@ -96,10 +115,31 @@ def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any
             except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
                 out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
         if t["profile"]:
-            count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
-            out["kernel_count"], out["device_ms"] = count, device_ms
-            out["launch_overhead_share"] = 1.0 - device_ms / lone_ms if lone_ms > 0 else None
+            try:
+                count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
+            except Exception as exc:  # a profiler failure costs the kernel numbers, not the case
+                out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            else:
+                out["kernel_count"], out["device_ms"] = count, device_ms
+                out["launch_overhead_share"] = 1.0 - device_ms / lone_ms if lone_ms > 0 else None
     return out
+
+
+def latency_fields(results: dict[str, Stats], targets: list[Target]) -> dict[str, Any]:
+    """The record's latency fields from `measure`'s results for `timing_targets`; with no eager target
+    (the case is eager itself) the eager figures are the backend's own."""
+    mine = results[BACKEND_TARGET]
+    eager_stats = results.get(EAGER_TARGET, mine)
+    eager_target = targets[-1] if EAGER_TARGET in results else targets[0]
+    return {
+        "latency_ms_median": mine.median_ms, "latency_ms_p20": mine.p20_ms, "latency_ms_p80": mine.p80_ms,
+        "latency_iqr_rel": mine.iqr_rel, "n_samples": mine.n, "timing_method": mine.method,
+        "samples": targets[0].samples_ms,
+        "eager_latency_ms_median": eager_stats.median_ms, "eager_latency_ms_p20": eager_stats.p20_ms,
+        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples": eager_target.samples_ms,
+        "eager_timing_method": eager_stats.method,
+        "speedup_vs_eager": eager_stats.median_ms / mine.median_ms if mine.median_ms > 0 else None,
+    }
 
 
 def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str, Any]:

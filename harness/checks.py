@@ -26,7 +26,14 @@ def reference_outputs(graph: Graph, inputs: Sequence[torch.Tensor], device: str)
 
 def poison_allocator(graph: Graph, device: str) -> None:
     """Fill blocks the size of each output with NaN and free them, so an output the backend allocates but
-    never writes reads NaN (torch's caching allocator hands the same blocks back) instead of stale data."""
+    never writes reads NaN (torch's caching allocator hands the same blocks back) instead of stale data.
+
+    This reaches only outputs allocated through torch's CUDA caching allocator. On the CPU, torch allocates
+    with malloc, which may or may not hand these blocks back (large blocks come as fresh, zeroed pages), and
+    a library with its own allocator (ONNX Runtime, IREE, XLA) is reached on no device: an unwritten output
+    then reads zeros or stale data and fails as an error beyond tolerance rather than as non-finite; it
+    passes only where that data happens to match the reference. The one stale block that would match it,
+    eager's second baseline output, is overwritten with NaN before it is freed (case_run._spoil)."""
     poison = [torch.full(tuple(int(d) for d in n.shape), float("nan"), dtype=TORCH_DTYPES[n.dtype], device=device)
               for n in graph.output_nodes]
     del poison

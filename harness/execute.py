@@ -83,6 +83,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         if artifacts_dir is not None:
             args.append(str(artifacts_dir))
         env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PARENT: str(os.getpid())}
+        oom_before = oom_kill_counts()
         with open(err_file, "wb") as err:
             proc = subprocess.Popen(args, env=env, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, cwd=os.getcwd())
@@ -108,7 +109,8 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
                 record["stderr_tail"] = tail
             record[f"gate_wait_{phase}_s"] = gate_wait_s
             return record
-        return _death_record(rc, phase, tail)
+        return _death_record(rc, phase, tail, oom_before, oom_kill_counts(),
+                             killed_by_harness=workers is not None and workers.closed)
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, wait_file: Path) -> tuple[int, bool]:
@@ -135,21 +137,87 @@ def _exited(proc: subprocess.Popen) -> bool:
         return proc.poll() is not None
 
 
-def _death_record(rc: int, phase: str, tail: str) -> dict[str, Any]:
-    """A record for a worker that exited without writing its result."""
+def _death_record(rc: int, phase: str, tail: str, oom_kills_before: dict[str, int] | None = None,
+                  oom_kills_after: dict[str, int] | None = None, killed_by_harness: bool = False) -> dict[str, Any]:
+    """A record for a worker that exited without writing its result.
+
+    It is `oom` only with evidence: its output says it ran out of memory (MemoryError, which the host memory
+    cap, RLIMIT_AS, raises; a C++ std::bad_alloc; CUDA's "out of memory"), or it died from SIGKILL while an
+    out-of-memory kill counter (`oom_kill_counts`: its cgroup's, the system's) went up. Any other death is a
+    `crash`: a SIGKILL can also come from a person, a supervisor or the harness itself."""
     low = tail.lower()
+    text_oom = any(s in low for s in ("memoryerror", "out of memory", "std::bad_alloc", "cannot allocate memory"))
     if rc < 0:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        if -rc == signal.SIGKILL:
-            status = "oom"
-            reason = f"{phase} worker killed by SIGKILL (the kernel's out-of-memory killer, most likely)"
+        rose = _counters_rose(oom_kills_before or {}, oom_kills_after or {})
+        if -rc == signal.SIGKILL and killed_by_harness:
+            status, reason = "crash", f"{phase} worker killed by SIGKILL (stopped by the harness: run interrupted)"
+        elif -rc == signal.SIGKILL and rose:
+            status, reason = "oom", f"{phase} worker killed by SIGKILL by the out-of-memory killer ({rose})"
+        elif text_oom:
+            status, reason = "oom", f"{phase} worker ran out of memory (died from signal {sig})"
+        elif -rc == signal.SIGKILL:
+            status, reason = "crash", f"{phase} worker killed by SIGKILL (no out-of-memory kill was counted)"
         else:
             status, reason = "crash", f"{phase} worker died from signal {sig}"
-    elif "memoryerror" in low or "out of memory" in low:
+    elif text_oom:
         status, reason = "oom", f"{phase} worker ran out of memory (exit code {rc})"
     else:
         status, reason = "crash", f"{phase} worker exited with code {rc} without a result"
     return {"status": status, "reason": reason, "stderr_tail": tail}
+
+
+def _counters_rose(before: dict[str, int], after: dict[str, int]) -> str:
+    """'' when no out-of-memory kill counter went up, else which did, e.g. 'cgroup oom_kill 0 -> 1'."""
+    return "; ".join(f"{name} oom_kill {before[name]} -> {after[name]}" for name in sorted(after)
+                     if name in before and after[name] > before[name])
+
+
+def oom_kill_counts() -> dict[str, int]:
+    """Out-of-memory kills counted so far, by whom: this process's memory cgroup (v2 `memory.events`, v1
+    `memory.oom_control`; its kills include those of its descendants, the workers) and the whole system
+    (`/proc/vmstat`). Counters that cannot be read are left out."""
+    counts: dict[str, int] = {}
+    cgroup = _cgroup_oom_kills()
+    if cgroup is not None:
+        counts["cgroup"] = cgroup
+    value = _read_counter(Path("/proc/vmstat"), "oom_kill")
+    if value is not None:
+        counts["system"] = value
+    return counts
+
+
+def _cgroup_oom_kills() -> int | None:
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    root = Path("/sys/fs/cgroup")
+    candidates = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        rel = path.strip().lstrip("/")
+        if controllers == "":  # cgroup v2
+            candidates += [root / rel / "memory.events", root / "memory.events"]
+        elif "memory" in controllers.split(","):  # cgroup v1
+            candidates += [root / "memory" / rel / "memory.oom_control", root / "memory" / "memory.oom_control"]
+    for file in candidates:
+        value = _read_counter(file, "oom_kill")
+        if value is not None:
+            return value
+    return None
+
+
+def _read_counter(file: Path, key: str) -> int | None:
+    """The integer after `key` in a 'key value' per line file; None when unreadable or absent."""
+    try:
+        for line in file.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == key:
+                return int(parts[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -182,6 +250,9 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
         compiled = record.get("status") in ("ok", "mismatch")
         if case.warm_compile and compiled and case.adapter != "eager":
             warm = _run_worker(run_case, "warm", env, None, workers)
+            warm_tail = warm.pop("stderr_tail", None)
+            if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
+                record["stderr_tail_warm"] = warm_tail
             if "compile_warm_s" in warm:
                 record.update(warm)
             else:

@@ -69,15 +69,42 @@ def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) ->
 
 
 def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | None:
-    """The ceiling that bounds this case: matmul TFLOP/s for compute-bound graphs, copy GB/s otherwise."""
+    """The ceiling that bounds this case: matmul TFLOP/s for compute-bound graphs, copy GB/s otherwise.
+
+    With both ceilings measured, the measured ridge point decides; with one missing, the cost model's
+    (workloads.costs.bound_kind) does, and a case bound by the missing ceiling gets none (None): a
+    compute-bound case is never measured against copy bandwidth, nor a memory-bound one against matmul."""
     intensity = case.flops / max(case.bytes_moved, 1)
     key = f"matmul_tflops_{case.dtype}"
     if key in ceilings and "copy_gbps" in ceilings:
         ridge = ceilings[key] * 1e12 / (ceilings["copy_gbps"] * 1e9)
         return (key, ceilings[key]) if intensity > ridge else ("copy_gbps", ceilings["copy_gbps"])
-    if "copy_gbps" in ceilings:
-        return ("copy_gbps", ceilings["copy_gbps"])
-    return None
+    if key not in ceilings and "copy_gbps" not in ceilings:
+        return None
+    from workloads.costs import bound_kind
+
+    wanted = key if bound_kind(case.bound_graph()) == "compute" else "copy_gbps"
+    return (wanted, ceilings[wanted]) if wanted in ceilings else None
+
+
+def stored_ceilings(store: Store, env: dict[str, Any], fingerprint: str | None = None) -> dict[str, float]:
+    """The newest value of each ceiling calibrated on this hardware (harness.envinfo.hardware_key of the
+    environment stored with it), whatever commit or package versions measured it; rows of the exact
+    `fingerprint` count too. `bakeoff calibrate` stores ceilings by fingerprint, with the whole environment."""
+    from sqlalchemy import select
+
+    from results.schema import ceilings as table
+
+    from .envinfo import hardware_key
+
+    key = hardware_key(env) if env else None
+    fingerprint = fingerprint or env.get("fingerprint")
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(table.c.name, table.c.value, table.c.fingerprint, table.c.environment)
+                            .order_by(table.c.measured_at, table.c.id)).mappings()
+        return {r["name"]: r["value"] for r in rows
+                if (fingerprint and r["fingerprint"] == fingerprint)
+                or (key and isinstance(r["environment"], dict) and hardware_key(r["environment"]) == key)}
 
 
 def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, console: Console,
@@ -164,7 +191,7 @@ def start_run(store: Store, config_text: str, config_path: str, filters: Filters
                   f"({env.get('gpu_name') or env.get('cpu_model')}), {_describe(spec)}, store {store.safe_url}",
                   highlight=False)
     work_dir = _work_dir(run_id)
-    run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env["fingerprint"]), executor)
+    run_cases(store, run_id, cases, work_dir, console, stored_ceilings(store, env), executor)
     return run_id
 
 
@@ -196,6 +223,6 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
     console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of {len(cases)} "
                   f"cases left, {_describe(spec)}", highlight=False)
     attempt = store.start_resume(run_id)
-    run_cases(store, run_id, cases, _work_dir(run_id), console, store.latest_ceilings(run["fingerprint"]),
-              executor, attempt=attempt)
+    ceilings = stored_ceilings(store, run.get("environment") or {}, run.get("fingerprint"))
+    run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt)
     return run_id

@@ -196,9 +196,10 @@ def cuda_graph_latency_ms(call: Callable[[], object], calls_per_graph: int = 10,
 def profile_kernels(call: Callable[[], object], sync: Callable[[], None], calls: int = 5) -> tuple[int, float]:
     """Kernels launched per call and their summed device time per call (ms), seen by CUPTI (torch.profiler).
 
-    CUPTI sees the kernels of every library in the process (JAX, IREE, ONNX Runtime too).
+    CUPTI sees the kernels of every library in the process (JAX, IREE, ONNX Runtime too). Only kernels
+    count: memory copies and memsets (CUPTI's gpu_memcpy / gpu_memset activities, e.g. a host-to-device
+    upload inside `run`) and GPU-side user annotations are left out of both numbers (see `is_kernel_event`).
     """
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     call()
@@ -211,7 +212,33 @@ def profile_kernels(call: Callable[[], object], sync: Callable[[], None], calls:
         torch.cuda.synchronize()
     count, device_us = 0, 0.0
     for evt in prof.events():
-        if evt.device_type == DeviceType.CUDA:
+        if is_kernel_event(evt):
             count += 1
             device_us += evt.device_time if hasattr(evt, "device_time") else evt.cuda_time
     return count // calls if count % calls == 0 else round(count / calls), device_us / calls / 1e3
+
+
+# Names CUPTI/Kineto give memory operations on the device timeline ("Memcpy HtoD (Pageable -> Device)",
+# "Memset (Device)"), used where the event does not say its activity type.
+_NOT_KERNEL_PREFIXES = ("memcpy", "memset")
+_NOT_KERNEL_ACTIVITIES = ("gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_runtime", "cuda_driver")
+
+
+def is_kernel_event(evt: object) -> bool:
+    """Whether a torch.profiler event is a device kernel (not a copy, a memset or a user annotation).
+
+    Uses the event's Kineto activity type where torch exposes it (`FunctionEvent.activity_type`: "kernel",
+    "gpu_memcpy", "gpu_memset", "gpu_user_annotation", ...), else its device type, annotation flag and name.
+    """
+    from torch.autograd import DeviceType
+
+    if getattr(evt, "device_type", None) != DeviceType.CUDA:
+        return False
+    activity = str(getattr(evt, "activity_type", None) or "").lower()
+    if activity == "kernel":
+        return True
+    if activity in _NOT_KERNEL_ACTIVITIES:
+        return False
+    if getattr(evt, "is_user_annotation", False):
+        return False
+    return not str(getattr(evt, "name", "")).strip().lower().startswith(_NOT_KERNEL_PREFIXES)

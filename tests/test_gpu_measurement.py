@@ -1,0 +1,42 @@
+"""On a GPU: the profiled pass counts kernels only (not the copies inside a call), and eager paired with a
+host-timed backend is itself host-timed."""
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def test_profile_counts_kernels_not_copies():
+    from harness.timing import is_kernel_event, profile_kernels
+
+    host = torch.randn(1 << 20).pin_memory()
+    a = torch.randn(1 << 20, device="cuda")
+
+    def call():
+        upload = host.to("cuda", non_blocking=True)  # a host-to-device copy: CUPTI sees a Memcpy, not a kernel
+        return a + upload  # one elementwise kernel
+
+    count, device_ms = profile_kernels(call, torch.cuda.synchronize)
+    assert count == 1 and device_ms > 0
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    seen = [(e.name, getattr(e, "activity_type", None), is_kernel_event(e)) for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA]
+    print(torch.__version__, seen)
+    assert any(name.lower().startswith("memcpy") and not kernel for name, _, kernel in seen)
+    assert sum(kernel for *_, kernel in seen) == 1
+
+
+def test_eager_beside_a_host_timed_backend_is_host_timed_on_a_gpu():
+    from harness.timing import Target, measure
+
+    a = torch.randn(1 << 22, device="cuda")
+    targets = [Target("backend", lambda: a * 2, torch.cuda.synchronize, False),
+               Target("eager (reference)", lambda: a + 1, torch.cuda.synchronize, False)]
+    results = measure(targets, "cuda", warmup_s=0.01, budget_s=0.1, min_reps=3, max_reps=20, target_iqr=0.5,
+                      flush_l2=True)
+    assert {s.method for s in results.values()} == {"host-clock+sync+flush"}
