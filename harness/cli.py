@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .config import default_config_text
+from .config import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVICE_HELP, check_device, default_config_text
 from .yaml_lines import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
@@ -31,6 +31,15 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _check_device_option(device: str | None) -> None:
+    """--device is validated like a config's `device` field: a typo must not plan a run of skipped cases."""
+    if device is not None:
+        try:
+            check_device(device)
+        except ValueError:
+            _fail(f"--device must be {DEVICE_HELP}, not {device!r}")
+
+
 def _store(db: str | None):
     from results.store import Store, StoreError
 
@@ -46,7 +55,7 @@ def _store(db: str | None):
 def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the built-in default when omitted"),
         backend: Optional[list[str]] = typer.Option(None, "--backend", "-b", help="Run only these backends"),
         workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Run only these workloads"),
-        device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N"),
+        device: Optional[str] = typer.Option(None, "--device", help=DEVICE_HELP),
         preset: Optional[str] = typer.Option(None, "--preset", help="Shape preset: smoke, cpu, gpu"),
         resume: Optional[str] = typer.Option(None, "--resume", help="Finish the cases of this run id"),
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j",
@@ -56,11 +65,15 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                                   help="Ray cluster to join (default: start a local instance)"),
         db: Optional[str] = DB_OPTION) -> None:
-    """Run a benchmark config and print its summary table."""
+    """Run a benchmark config and print its summary table.
+
+    The config is validated and planned, and the executor made, before the store is opened: a bad config
+    or argument exits 2 with nothing written. With a config file, --backend names labels of its `backends`;
+    with the built-in default, any registered backend (one the default lacks is added)."""
     from results.store import StoreError
 
-    from .executors import EXECUTORS, ExecutorError, ExecutorSpec
-    from .runner import Filters, resume_run, start_run
+    from .executors import EXECUTORS, ExecutorError, ExecutorSpec, make_executor
+    from .runner import Filters, RunBusyError, plan_run, resume_run, start_run
     from .table import summary_table
 
     if resume and (config or backend or workload or device or preset):
@@ -70,28 +83,32 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         _fail(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
     if jobs is not None and jobs < 1:
         _fail(f"--jobs must be at least 1, not {jobs}")
+    _check_device_option(device)
     spec = ExecutorSpec(executor, jobs, ray_address)
-    if config is not None:
-        try:
-            text, path = config.read_text(), str(config)
-        except OSError as exc:
-            _fail(f"{config}: cannot read config: {exc.strerror}")
-    else:
-        text, path = default_config_text(), "<built-in default>"
-    filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device, preset)
-    if filters.backends:
-        from backends import known
-
-        for name in filters.backends:
-            if not known(name):
-                from backends import REGISTRY
-
-                _fail(f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
-    store = _store(db)
     try:
-        run_id = (resume_run(store, resume, console, spec) if resume
-                  else start_run(store, text, path, filters, console, spec))
-    except (ConfigError, ExecutorError, StoreError) as exc:  # bad config, impossible executor, unknown run
+        if resume:
+            store = _store(db)
+            run_id = resume_run(store, resume, console, spec)
+        else:
+            if config is not None:
+                try:
+                    text, path = config.read_text(), str(config)
+                except OSError as exc:
+                    _fail(f"{config}: cannot read config: {exc.strerror}")
+            else:
+                text, path = default_config_text(), BUILTIN_CONFIG_PATH
+            filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device,
+                              preset)
+            planned = plan_run(text, path, filters)  # everything wrong with the config is found here
+            runner = make_executor(spec, planned.device)
+            try:
+                store = _store(db)
+            except BaseException:
+                runner.close()
+                raise
+            run_id = start_run(store, planned, console, runner, spec)
+    except (ConfigError, ExecutorError, StoreError, RunBusyError) as exc:
+        # bad config, impossible executor, unknown run, a run still held by its orchestrator
         _fail(str(exc))
     except KeyboardInterrupt:
         raise typer.Exit(130)
@@ -181,13 +198,14 @@ def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
 
 
 @app.command()
-def doctor(device: str = typer.Option("auto", "--device")) -> None:
+def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> None:
     """Print the environment and what each backend needs."""
     from backends import REGISTRY, backend_class
 
     from .envinfo import environment
     from .plan import resolve_device
 
+    _check_device_option(device)
     env = environment(resolve_device(device))
     for key, value in env.items():
         console.print(f"[bold]{key}[/]: {json.dumps(value) if isinstance(value, dict | list) else value}")
@@ -200,17 +218,22 @@ def doctor(device: str = typer.Option("auto", "--device")) -> None:
 
 
 @app.command()
-def calibrate(device: str = typer.Option("auto", "--device"),
-              dtype: Optional[list[str]] = typer.Option(None, "--dtype", help="Matmul dtypes (default: all three)"),
+def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+              dtype: Optional[list[str]] = typer.Option(None, "--dtype",
+                                                        help=f"Matmul dtypes: {', '.join(CASE_DTYPES)} (default: all)"),
               db: Optional[str] = DB_OPTION) -> None:
     """Measure and store the device's ceilings (copy GB/s, matmul TFLOP/s per dtype) for its fingerprint."""
+    _check_device_option(device)
+    for name in dtype or []:
+        if name not in CASE_DTYPES:
+            _fail(f"--dtype must be one of {', '.join(CASE_DTYPES)}, not {name!r}")
     from .calibrate import measure_ceilings
     from .envinfo import environment
     from .plan import resolve_device
 
     dev = resolve_device(device)
     env = environment(dev)
-    dtypes = dtype or ["float32", "float16", "bfloat16"]
+    dtypes = list(dict.fromkeys(dtype)) if dtype else list(CASE_DTYPES)
     store = _store(db)
     values = measure_ceilings(dev, dtypes)
     store.add_ceilings(env["fingerprint"], dev, values, env)

@@ -8,21 +8,33 @@ from __future__ import annotations
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from backends import REGISTRY, known as backend_known
 from workloads.expr import ExprError, parse_expr
-from workloads.ir import DTYPES, Graph, IRError, bind_dim, dim_names
+from workloads.decompose import decompose
+from workloads.ir import DTYPES, Graph, IRError, bind, bind_dim, dim_names
 from workloads.suite import builtin_workloads
 
 from .yaml_lines import ConfigError, LocatedYaml, load_yaml
 
-# Inputs bigger than this are refused at load time: a typo of one digit must not exhaust memory.
+# Inputs bigger than this in all, or any one node's output bigger than this (in the float64 reference, after
+# decomposition), are refused at load time: a typo of one digit must not exhaust memory.
 MAX_INPUT_BYTES = 64 * 2**30
 MAX_DIM = 2**31 - 1
 PRESETS = ("smoke", "cpu", "gpu")
+CASE_DTYPES = ("float32", "float16", "bfloat16")
+BUILTIN_CONFIG_PATH = "<built-in default>"
+DEVICE_HELP = "auto, cpu, cuda or cuda:N"
+
+
+def check_device(v: str) -> str:
+    """`v` if it names a device a config may ask for (auto, cpu, cuda, cuda:N); else ValueError."""
+    if v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()):
+        return v
+    raise ValueError(f"device must be {DEVICE_HELP}")
 
 
 class _Strict(BaseModel):
@@ -81,10 +93,11 @@ class Config(_Strict):
     description: str = ""
     device: Literal["auto", "cpu", "cuda"] | str = "auto"
     preset: str = "auto"
-    dtypes: list[Literal["float32", "float16", "bfloat16"]] | None = None
+    # None: the device's default (float32 on the CPU, bfloat16 on CUDA); an empty list is a mistake.
+    dtypes: Annotated[list[Literal["float32", "float16", "bfloat16"]], Field(min_length=1)] | None = None
     workloads: list[WorkloadConfig | str] = Field(min_length=1)
     backends: dict[str, dict[str, Any] | None] = Field(default_factory=lambda: {"eager": {}, "inductor": {}})
-    seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1, max_length=16)
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1], max_length=16)
     timing: TimingConfig = TimingConfig()
     compile: CompileConfig = CompileConfig()
     timeout_s: float = Field(600, gt=0, le=86_400)
@@ -93,9 +106,17 @@ class Config(_Strict):
     @field_validator("device")
     @classmethod
     def _device(cls, v: str) -> str:
-        if v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()):
-            return v
-        raise ValueError("device must be auto, cpu, cuda or cuda:N")
+        return check_device(v)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be distinct, got {v}")
+        if len(v) < 2:
+            raise ValueError(f"seeds must list at least two distinct seeds (every case's numerics are checked "
+                             f"on each), got {v}")
+        return v
 
     @field_validator("backends", mode="before")
     @classmethod
@@ -145,9 +166,29 @@ def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: t
     for n in graph.inputs:
         numel = math.prod(bind_dim(d, dims) for d in n.shape)
         total += numel * 8
+    limit = f"(limit {MAX_INPUT_BYTES / 2**30:.0f} GiB): shape too large"
     if total > MAX_INPUT_BYTES:
-        raise where.error(path, f"inputs would take {total / 2**30:.1f} GiB in float64 (limit "
-                                f"{MAX_INPUT_BYTES / 2**30:.0f} GiB): shape too large")
+        raise where.error(path, f"inputs would take {total / 2**30:.1f} GiB in float64 {limit}")
+    # Every node's output too (a matmul or a broadcast can be far bigger than its inputs), symbolic first,
+    # then after decomposition (the reference evaluates the decomposed graph, e.g. attention's scores).
+    try:
+        for n in graph.nodes:
+            nbytes = math.prod(bind_dim(d, dims) for d in n.shape) * 8
+            if nbytes > MAX_INPUT_BYTES:
+                raise where.error(path, f"node %{n.id} ({n.op}) output would take {nbytes / 2**30:.1f} GiB in "
+                                        f"float64 {limit}")
+        bound = bind(graph, dims, "float32")
+    except IRError as exc:
+        raise where.error(path, str(exc)) from None
+    try:
+        nodes = decompose(bound).nodes
+    except IRError:  # a graph the reference cannot decompose fails in its worker, with the reason
+        return
+    for n in nodes:
+        nbytes = n.numel * 8
+        if nbytes > MAX_INPUT_BYTES:
+            raise where.error(path, f"the float64 reference's intermediate {n.op} output would take "
+                                    f"{nbytes / 2**30:.1f} GiB {limit}")
 
 
 def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[ResolvedWorkload]:

@@ -7,9 +7,14 @@ the run interrupted and says how to resume; `--resume RUN_ID` runs only the case
 """
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import signal
+import socket
+import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -18,12 +23,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from results.store import Store
 
-from .config import Config, LocatedYaml, parse_config, resolve_workloads
+from .config import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
 from .envinfo import environment
 from .execute import case_fields
-from .executors import Executor, ExecutorSpec, make_executor
+from .executors import Executor, ExecutorError, ExecutorSpec, make_executor
 from .plan import Case, plan, resolve_device, resolve_preset
 from .staging import discard, publish, recover
+from .yaml_lines import ConfigError
 
 
 @dataclass(frozen=True)
@@ -36,18 +42,48 @@ class Filters:
     preset: str | None = None
 
 
-def build_cases(cfg: Config, where: LocatedYaml, filters: Filters) -> tuple[str, list[Case]]:
-    """Resolve the device and preset, apply the filters, and plan. Returns (device, cases)."""
+class RunBusyError(RuntimeError):
+    """The run is still held by a live orchestrator (its lease is taken); the CLI exits 2."""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A validated config and its cases, before anything is written."""
+
+    cfg: Config
+    config_text: str
+    config_path: str
+    filters: Filters
+    device: str
+    cases: list[Case]
+
+
+def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
+                extend_backends: bool = False) -> tuple[str, list[Case]]:
+    """Resolve the device and preset, apply the filters, and plan. Returns (device, cases).
+
+    `--backend` narrows the config to some of its labels; a name the config lacks is a ConfigError, unless
+    `extend_backends` (the built-in default config), where any registered backend may be named and is added."""
     device = resolve_device(filters.device or cfg.device)
     preset = resolve_preset(filters.preset or cfg.preset, device)
     if filters.backends:
+        for name in filters.backends:
+            if name in cfg.backends:
+                continue
+            if not extend_backends:
+                raise ConfigError(where.file, None, "backends",
+                                  f"--backend {name!r} is not a backend of this config; its labels: "
+                                  f"{', '.join(cfg.backends)}")
+            from backends import REGISTRY, known
+
+            if not known(name):
+                raise ConfigError(where.file, None, "backends",
+                                  f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
         cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
     workloads = resolve_workloads(cfg, where, preset)
     if filters.workloads:
         missing = set(filters.workloads) - {w.name for w in workloads}
         if missing:
-            from .yaml_lines import ConfigError
-
             raise ConfigError(where.file, None, "workloads",
                               f"--workload {sorted(missing)[0]!r} is not in this config "
                               f"(it has {', '.join(w.name for w in workloads)})")
@@ -120,6 +156,10 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     todo = [c for c in cases if c.case_id not in done]
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
+    running = _Running()
+
+    def started(case: Case) -> None:  # called by the executor (from its slot threads) as a case starts
+        progress.update(task, description=running.start(case.case_id))
 
     def write(case: Case, result: dict[str, Any]) -> None:
         record = {**_complete(case, result, ceilings), "attempt": attempt}
@@ -129,7 +169,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
             discard(work_dir, case)  # another orchestrator recorded this case first
         if on_record:
             on_record(record)
-        progress.update(task, description=case.case_id)
+        progress.update(task, description=running.end(case.case_id))
         progress.advance(task)
 
     with Progress(*columns, console=console, transient=False) as progress:
@@ -138,7 +178,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
             for case in todo:
                 if case.skip_reason:
                     write(case, {"status": "skipped", "reason": case.skip_reason})
-            for case, result in executor.run([c for c in todo if not c.skip_reason], work_dir):
+            for case, result in executor.run([c for c in todo if not c.skip_reason], work_dir, on_start=started):
                 write(case, result)
         except KeyboardInterrupt:
             with _sigint_ignored():  # a second Ctrl-C must not cut the cleanup short
@@ -160,6 +200,30 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     return "complete"
 
 
+class _Running:
+    """The cases in flight, for the progress bar's description: the oldest running case, and how many more."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, None] = {}  # insertion-ordered set
+        self._lock = threading.Lock()
+
+    def start(self, case_id: str) -> str:
+        with self._lock:
+            self._ids[case_id] = None
+            return self._describe()
+
+    def end(self, case_id: str) -> str:
+        with self._lock:
+            self._ids.pop(case_id, None)
+            return self._describe()
+
+    def _describe(self) -> str:
+        if not self._ids:
+            return "waiting"
+        first = next(iter(self._ids))
+        return f"running {first}" + (f" (+{len(self._ids) - 1} more)" if len(self._ids) > 1 else "")
+
+
 @contextmanager
 def _sigint_ignored() -> Iterator[None]:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -175,24 +239,61 @@ def _db_hint(store: Store) -> str:
     return "" if store.url == default_url() else f" --db {store.safe_url}"
 
 
-def start_run(store: Store, config_text: str, config_path: str, filters: Filters, console: Console,
-              spec: ExecutorSpec = ExecutorSpec()) -> str:
-    """Validate, plan, record the run, run every case; returns the run id.
-
-    Raises ConfigError for a bad config and ValueError for an impossible executor request (both before
-    anything is written)."""
+def plan_run(config_text: str, config_path: str, filters: Filters) -> PlannedRun:
+    """Validate and plan; touches nothing. Raises ConfigError for a bad config or filter."""
     cfg, where = parse_config(config_text, config_path)
-    device, cases = build_cases(cfg, where, filters)
-    executor = make_executor(spec, device)
-    env = environment(device)
-    run_id = store.create_run(config_name=cfg.name, config_path=config_path, config_text=config_text,
-                              device=device, environment=_with_filters(env, filters), n_cases=len(cases))
+    device, cases = build_cases(cfg, where, filters, extend_backends=config_path == BUILTIN_CONFIG_PATH)
+    return PlannedRun(cfg, config_text, config_path, filters, device, cases)
+
+
+def start_run(store: Store, planned: PlannedRun, console: Console, executor: Executor,
+              spec: ExecutorSpec = ExecutorSpec()) -> str:
+    """Record the run (planned by `plan_run`, its executor made by `make_executor`), hold its lease, run
+    every case; returns the run id."""
+    device, cases = planned.device, planned.cases
+    try:
+        env = environment(device)
+        run_id = store.create_run(config_name=planned.cfg.name, config_path=planned.config_path,
+                                  config_text=planned.config_text, device=device,
+                                  environment=_with_filters(env, planned.filters), n_cases=len(cases))
+    except BaseException:
+        executor.close()
+        raise
     console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
                   f"({env.get('gpu_name') or env.get('cpu_model')}), {_describe(spec)}, store {store.safe_url}",
                   highlight=False)
     work_dir = _work_dir(run_id)
-    run_cases(store, run_id, cases, work_dir, console, stored_ceilings(store, env), executor)
+    with run_lease(run_id):
+        run_cases(store, run_id, cases, work_dir, console, stored_ceilings(store, env), executor)
     return run_id
+
+
+def _lease_path(run_id: str) -> Path:
+    """The run's lease file, beside its artifacts folder."""
+    return (Path("results") / "artifacts" / f"{run_id}.lock").resolve()
+
+
+@contextmanager
+def run_lease(run_id: str) -> Iterator[None]:
+    """Hold the run's lease (an exclusive flock on its lock file) while its orchestrator lives; the kernel
+    drops it when the process ends, however it ends. Raises RunBusyError when another process holds it."""
+    path = _lease_path(run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by workers (PEP 446)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            raise RunBusyError(f"run {run_id} is still being run ({holder}); wait for it to end or stop it "
+                               f"before resuming") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _work_dir(run_id: str) -> Path:
@@ -212,17 +313,49 @@ def _with_filters(env: dict[str, Any], filters: Filters) -> dict[str, Any]:
     return {**env, "filters": {k: v for k, v in filters.__dict__.items() if v}}
 
 
-def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec()) -> str:
-    """Finish the cases of `run_id` that have no record, with the config and filters the run started with."""
-    run = store.run(run_id)
+def resumed_cases(run: dict[str, Any]) -> tuple[str, list[Case]]:
+    """The cases of a stored run, planned with its config and filters on the device it was resolved to when
+    it started (and so its preset and default dtypes), not on whatever this host would pick."""
     saved = (run.get("environment") or {}).get("filters", {})
     filters = Filters(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
-    cfg, where = parse_config(run["config_text"], run["config_path"] or "<stored config>")
-    device, cases = build_cases(cfg, where, filters)
-    executor = make_executor(spec, device)
-    console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of {len(cases)} "
-                  f"cases left, {_describe(spec)}", highlight=False)
-    attempt = store.start_resume(run_id)
-    ceilings = stored_ceilings(store, run.get("environment") or {}, run.get("fingerprint"))
-    run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt)
+    config_path = run["config_path"] or "<stored config>"
+    cfg, where = parse_config(run["config_text"], config_path)
+    device = run["device"]
+    filters = replace(filters, device=device, preset=resolve_preset(filters.preset or cfg.preset, device))
+    return build_cases(cfg, where, filters, extend_backends=config_path == BUILTIN_CONFIG_PATH)
+
+
+def _check_host_device(run_id: str, device: str, spec: ExecutorSpec) -> None:
+    """Refuse to resume a CUDA run locally on a host that cannot present its device."""
+    if spec.kind != "local" or not device.startswith("cuda"):
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= count:
+        raise ExecutorError(f"run {run_id} ran on {device}, which this host cannot present "
+                            f"({count} CUDA device(s) here): resume it on a host that has that device")
+
+
+def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec()) -> str:
+    """Finish the cases of `run_id` that have no record, with the config, filters, device and preset the run
+    started with. Raises RunBusyError while another orchestrator still runs it."""
+    run = store.run(run_id)
+    device, cases = resumed_cases(run)
+    _check_host_device(run_id, device, spec)
+    with run_lease(run_id):
+        try:
+            executor = make_executor(spec, device)
+        except ExecutorError as exc:
+            raise ExecutorError(f"run {run_id} ran on {device}; cannot resume it here: {exc}") from None
+        try:
+            console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
+                          f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
+            attempt = store.start_resume(run_id)
+        except BaseException:
+            executor.close()
+            raise
+        ceilings = stored_ceilings(store, run.get("environment") or {}, run.get("fingerprint"))
+        run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt)
     return run_id

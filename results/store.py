@@ -34,6 +34,15 @@ def default_url() -> str:
     return f"sqlite:///{DEFAULT_DB}"
 
 
+def engine_url(url: str) -> str:
+    """`url` with a plain PostgreSQL URL (`postgresql://`, `postgres://`) given the psycopg (3) driver, the
+    one bakeoff installs; SQLAlchemy would otherwise pick psycopg2. Other URLs are returned unchanged."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return url
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
@@ -60,7 +69,7 @@ class Store:
     """A results database. `url` is any SQLAlchemy URL; SQLite files and folders are created on first use."""
 
     def __init__(self, url: str | None = None) -> None:
-        self.url = url or default_url()
+        self.url = engine_url(url or default_url())
         if self.url.startswith("sqlite:///") and not self.url.startswith("sqlite:///:memory:"):
             Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = create_engine(self.url, future=True)

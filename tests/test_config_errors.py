@@ -75,6 +75,41 @@ CASES += [
 ]
 
 
+def big(expr: str, inputs: str, shape: str) -> str:
+    """A config whose only workload is `expr` at one shape (the shape's item on line 8)."""
+    return GOOD_HEAD + f"workloads:\n  - name: e\n    expr: '{expr}'\n    inputs: {inputs}\n    shapes: [{shape}]\n"
+
+
+LAUGHS = GOOD_HEAD + "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}" if i else "lol"] * 9) + "]\n"
+                             for i in range(9)) + "workloads: [softmax]\n"
+
+# Seeds, output sizes, and YAML that must be refused before it is composed or constructed.
+CASES += [
+    ("one seed", GOOD_HEAD + "workloads: [softmax]\nseeds: [0]\n", 5, "at least two distinct seeds"),
+    ("repeated seed", GOOD_HEAD + "workloads: [softmax]\nseeds: [0, 0]\n", 5, "seeds must be distinct"),
+    ("negative seed", GOOD_HEAD + "workloads: [softmax]\nseeds: [-1, 1]\n", 5, "seeds"),
+    ("huge matmul output", big("x @ w", "{x: [M, K], w: [K, N]}", "{M: 1000000, K: 1, N: 1000000}"), 8,
+     "(matmul) output would take 7450.6 GiB"),
+    ("huge broadcast output", big("x + y", "{x: [M, 1], y: [1, N]}", "{M: 1000000, N: 1000000}"), 8,
+     "(add) output would take 7450.6 GiB"),
+    ("huge decomposed intermediate", GOOD_HEAD + "workloads:\n  - name: attention\n"
+     "    shapes: [{B: 64, H: 32, S: 8192, Dh: 64}]\n", 6, "intermediate matmul output would take 1024.0 GiB"),
+    ("empty dtypes", GOOD_HEAD + "workloads: [softmax]\ndtypes: []\n", 5, "dtypes"),
+    ("anchor and alias", GOOD_HEAD + "workloads: &w [softmax]\nbackends: {eager: {}}\nx: *w\n", 4,
+     "anchors and aliases"),
+    ("merge key", GOOD_HEAD + "workloads: [softmax]\nbase: &b {warmup_s: 0.1}\ntiming:\n  <<: *b\n", 5,
+     "anchors and aliases"),
+    ("billion laughs", LAUGHS, 4, "anchors and aliases"),
+    ("too many nodes", GOOD_HEAD + "workloads: [" + "softmax, " * 100_001 + "softmax]\n", 4, "too large"),
+    ("duplicate top-level key", GOOD_HEAD + "workloads: [softmax]\nbackends: {eager: {}}\nworkloads: [rmsnorm]\n",
+     6, "duplicate key 'workloads' (first on line 4)"),
+    ("duplicate nested key", GOOD_HEAD + "workloads: [softmax]\ntiming:\n  budget_s: 1\n  budget_s: 2\n", 7,
+     "duplicate key 'budget_s'"),
+    ("duplicate backend label", GOOD_HEAD + "workloads: [softmax]\nbackends: {eager: {}, eager: {}}\n", 5,
+     "duplicate key 'eager'"),
+]
+
+
 @pytest.mark.parametrize("what,text,line,needle", CASES, ids=[c[0] for c in CASES])
 def test_bad_config_exits_2_with_file_line_field(tmp_path, what, text, line, needle):
     (tmp_path / "bad.yaml").write_text(text)
@@ -83,12 +118,8 @@ def test_bad_config_exits_2_with_file_line_field(tmp_path, what, text, line, nee
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert f"bad.yaml:{line}:" in proc.stderr, proc.stderr
     assert needle in proc.stderr, proc.stderr
-    runs = 0
-    if db.exists():
-        import sqlite3
-
-        runs = sqlite3.connect(db).execute("select count(*) from runs").fetchone()[0]
-    assert runs == 0  # nothing written
+    assert not db.exists()  # nothing written: the config is refused before the store is opened
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no results/ folder either
 
 
 def test_missing_config_file_is_exit_2(tmp_path):

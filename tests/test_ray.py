@@ -24,7 +24,7 @@ preset: smoke
 dtypes: [float32]
 workloads: [{", ".join(WORKLOADS)}]
 backends: [eager]
-seeds: [0]
+seeds: [0, 1]
 timing: {{warmup_s: 0.01, budget_s: 0.05, min_reps: 3}}
 compile: {{warm: false}}
 timeout_s: 300

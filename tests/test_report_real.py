@@ -25,7 +25,7 @@ backends:
   same: {backend: faulty, mode: none}
   perturb: {backend: faulty, mode: perturb, scale: 0.05}
   broken: {backend: faulty, mode: compile_error}
-seeds: [0]
+seeds: [0, 1]
 timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 5}
 compile: {warm: false}
 timeout_s: 120

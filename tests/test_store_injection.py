@@ -21,7 +21,7 @@ workloads: [ew_sigmoid_relu]
 backends:
   "{EAGER}": {{backend: eager}}
   '{FAILING}': {{backend: faulty, mode: compile_error}}
-seeds: [0]
+seeds: [0, 1]
 timing: {{warmup_s: 0.01, budget_s: 0.05, min_reps: 3}}
 compile: {{warm: false}}
 timeout_s: 300

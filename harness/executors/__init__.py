@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from ..plan import Case
 
@@ -29,11 +29,17 @@ class ExecutorSpec:
     ray_address: str | None = None
 
 
-class Executor(Protocol):
-    """Runs cases and yields (case, record) as each ends; `stop` kills whatever is in flight; `drain` then
-    returns the results that had ended but were not yet handed out; `close` releases what it holds."""
+OnStart = Callable[[Case], None]
 
-    def run(self, cases: list[Case], work_dir: Path) -> Iterator[tuple[Case, dict[str, Any]]]: ...
+
+class Executor(Protocol):
+    """Runs cases and yields (case, record) as each ends, calling `on_start(case)` (possibly from another
+    thread) as each starts (locally: its worker starts; on Ray: its task is submitted); `stop` kills
+    whatever is in flight; `drain` then returns the results that had ended but were not yet handed out;
+    `close` releases what it holds."""
+
+    def run(self, cases: list[Case], work_dir: Path,
+            on_start: OnStart | None = None) -> Iterator[tuple[Case, dict[str, Any]]]: ...
 
     def stop(self) -> None: ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..execute import Workers, execute_case
 from ..plan import Case
@@ -28,12 +28,13 @@ class LocalExecutor:
         self._threads: list[threading.Thread] = []
         self._results: queue.Queue = queue.Queue()
 
-    def run(self, cases: list[Case], work_dir: Path) -> Iterator[tuple[Case, dict[str, Any]]]:
+    def run(self, cases: list[Case], work_dir: Path,
+            on_start: Callable[[Case], None] | None = None) -> Iterator[tuple[Case, dict[str, Any]]]:
         pending: queue.Queue[Case] = queue.Queue()
         for case in cases:
             pending.put(case)
         results = self._results
-        self._threads = [threading.Thread(target=self._slot_loop, args=(slot, pending, results, work_dir),
+        self._threads = [threading.Thread(target=self._slot_loop, args=(slot, pending, results, work_dir, on_start),
                                           name=f"slot-{slot.label}", daemon=True) for slot in self.slots]
         for thread in self._threads:
             thread.start()
@@ -51,13 +52,16 @@ class LocalExecutor:
                 if not any(t.is_alive() for t in self._threads) and results.empty():
                     raise RuntimeError("every worker slot stopped with cases left") from None
 
-    def _slot_loop(self, slot: Slot, pending: queue.Queue, results: queue.Queue, work_dir: Path) -> None:
+    def _slot_loop(self, slot: Slot, pending: queue.Queue, results: queue.Queue, work_dir: Path,
+                   on_start: Callable[[Case], None] | None = None) -> None:
         while not self._stop.is_set():
             try:
                 case = pending.get_nowait()
             except queue.Empty:
                 return
             try:
+                if on_start:
+                    on_start(case)
                 record = execute_case(case, work_dir, slot=slot, workers=self.workers)
             except Exception as exc:  # a harness failure (disk full, ...), not a case failure: stop the run
                 results.put(exc)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..execute import execute_case
 from . import ExecutorError
@@ -83,7 +83,8 @@ class RayExecutor:
                      object_store_memory=LOCAL_OBJECT_STORE_BYTES)
         self._owns_ray = True
 
-    def run(self, cases: list[Case], work_dir: Path) -> Iterator[tuple[Case, dict[str, Any]]]:
+    def run(self, cases: list[Case], work_dir: Path,
+            on_start: Callable[[Case], None] | None = None) -> Iterator[tuple[Case, dict[str, Any]]]:
         import ray
         from ray.exceptions import RayError
 
@@ -96,6 +97,8 @@ class RayExecutor:
             while waiting and len(self._inflight) < cap:
                 case = waiting.pop()
                 self._inflight[task.remote(case.to_json())] = case
+                if on_start:
+                    on_start(case)
             done, _ = ray.wait(list(self._inflight), num_returns=1, timeout=WAIT_POLL_S)
             for ref in done:
                 case = self._inflight.pop(ref)
@@ -107,7 +110,8 @@ class RayExecutor:
 
     def _result(self, ref: Any, case: Case, work_dir: Path) -> dict[str, Any]:
         """The record of a finished task, its artifacts staged under `work_dir`; raises RayError if the task
-        itself failed."""
+        itself failed. Artifacts that cannot be unpacked (a path leaving the case's folder) are dropped and
+        the reason kept in the record's `artifacts_error`: the record itself is still good."""
         import ray
 
         out = ray.get(ref)
@@ -115,8 +119,13 @@ class RayExecutor:
         discard(work_dir, case)
         record.pop("artifacts_dir", None)  # it named a folder on the node
         if out["artifacts"]:
-            unpack(out["artifacts"], staging_dir(work_dir, case))
-            record["artifacts_dir"] = str(final_dir(work_dir, case))
+            try:
+                unpack(out["artifacts"], staging_dir(work_dir, case))
+            except ValueError as exc:
+                discard(work_dir, case)  # whatever was unpacked before the bad path
+                record["artifacts_error"] = str(exc)[:2000]
+            else:
+                record["artifacts_dir"] = str(final_dir(work_dir, case))
         return record
 
     def stop(self) -> None:
