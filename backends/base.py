@@ -45,8 +45,8 @@ class CompileInfo:
     notes: facts the record must carry (e.g. "compiled for sm_89: the compiler knows no sm_90").
     compiler_stages: the keys of `stages_s` that are the compiler's own work (IREE: iree-compile; ONNX Runtime:
     session creation; TensorRT: the engine build). When given, the harness's headline `compile_s` is their
-    sum and the whole span (compile() + prepare + first run + sync) is kept apart as the total
-    (`Compiled.compile_total_s`; `stages_s["first_run"]` = prepare + first run + sync). Empty: `compile_s` is
+    sum and the whole span (compile() + prepare + first run + sync) is kept apart as the record's
+    `compile_total_s` (`stages_s["first_run"]` = prepare + first run + sync). Empty: `compile_s` is
     that whole span, as for eager, Inductor (compiles lazily inside the first call), XLA and tritongen.
     """
 
@@ -60,9 +60,6 @@ class Compiled(ABC):
     """An executable for one graph, shapes, dtype and device."""
 
     info: CompileInfo
-    # Set by the harness (harness.steps.compile_and_first_run): wall seconds of compile() + prepare + first run
-    # + sync, whatever `info.compiler_stages` makes the headline compile time.
-    compile_total_s: float | None = None
 
     def prepare(self, inputs: Sequence[Any]) -> Any:
         """Turn torch input tensors into what `run` takes (default: the tensors themselves). Not timed."""

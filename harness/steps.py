@@ -10,9 +10,14 @@ from typing import Any
 from .plan import Case
 
 
+# How allocators word a failed allocation: CUDA and torch ("out of memory"), torch's CPU allocator
+# ("DefaultCPUAllocator: can't allocate memory"), C++ (std::bad_alloc), ONNX Runtime/TensorRT ("OutOfMemory").
+_OOM_WORDS = ("out of memory", "outofmemory", "can't allocate memory", "bad_alloc")
+
+
 def _status_of(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".lower()
-    if isinstance(exc, MemoryError) or "out of memory" in text or "outofmemory" in text:
+    if isinstance(exc, MemoryError) or any(w in text for w in _OOM_WORDS):
         return "oom"
     return ""
 
@@ -52,13 +57,13 @@ class FirstRunError(Exception):
 
 
 def compile_and_first_run(backend, graph, specs, case: Case, inputs):
-    """Compile, prepare and run once, synchronized. Returns (compiled, prepared, raw, seconds).
+    """Compile, prepare and run once, synchronized. Returns (compiled, prepared, raw, seconds, total_seconds).
 
     `seconds` is the headline compile time: the sum of the backend's `info.compiler_stages` where it names
     them (IREE's iree-compile, ONNX Runtime's session creation, TensorRT's engine build: the compiler's own
     time, module load and first run apart), else the whole span compile() + prepare + first run + sync (eager,
-    Inductor, which compiles lazily inside the first call, XLA, tritongen). The whole span is always kept as
-    `compiled.compile_total_s`; where the headline is the compiler's stages, `info.stages_s["first_run"]`
+    Inductor, which compiles lazily inside the first call, XLA, tritongen). `total_seconds` is always the
+    whole span; where the headline is the compiler's stages, `info.stages_s["first_run"]`
     holds prepare + first run + sync.
 
     An exception from compile() propagates as is (a compile error); one from the first run is wrapped
@@ -74,15 +79,11 @@ def compile_and_first_run(backend, graph, specs, case: Case, inputs):
     except Exception as exc:
         raise FirstRunError(f"{type(exc).__name__}: {exc}") from exc
     t2 = time.perf_counter()
-    return compiled, prepared, raw, compile_seconds(compiled, t2 - t0, t2 - t1)
+    return compiled, prepared, raw, compile_seconds(compiled, t2 - t0, t2 - t1), t2 - t0
 
 
 def compile_seconds(compiled, total_s: float, first_run_s: float) -> float:
-    """The headline compile time of `compiled` (see compile_and_first_run); records the total on it."""
-    try:
-        compiled.compile_total_s = total_s
-    except AttributeError:   # a Compiled that forbids new attributes: the total is then only in the stages
-        pass
+    """The headline compile time of `compiled` (see compile_and_first_run)."""
     info = compiled.info
     named = [s for s in getattr(info, "compiler_stages", ()) if s in info.stages_s]
     if not named:

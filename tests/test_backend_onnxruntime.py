@@ -189,8 +189,8 @@ def test_headline_compile_time_is_session_creation():
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")
     case = SimpleNamespace(device="cpu", options={})
-    compiled, _, _, seconds = compile_and_first_run(get_backend("onnxruntime"), g, [], case, make_inputs(g, 0, "cpu"))
+    compiled, _, _, seconds, total = compile_and_first_run(get_backend("onnxruntime"), g, [], case, make_inputs(g, 0, "cpu"))
     stages = compiled.info.stages_s
     assert compiled.info.compiler_stages == ("session",) and seconds == stages["session"]
     assert set(stages) == {"export", "session", "first_run"}
-    assert compiled.compile_total_s >= stages["export"] + stages["session"] + stages["first_run"]
+    assert total >= stages["export"] + stages["session"] + stages["first_run"]
