@@ -15,9 +15,9 @@ DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store
 def previous_run(store, run_id: str) -> dict | None:
     """The run to compare `run_id` with: the newest run that started before it, finished with status
     'complete' (not interrupted, not still running), has the same config name and runs on the same hardware
-    (results.report.data.hardware_id: GPU/CPU model, not software versions, so that a driver or torch update
+    (results.hardware.hardware_id: GPU/CPU model, not software versions, so that a driver or torch update
     is compared across, and shows up as an environment change). None when there is none."""
-    from results.report.data import hardware_id
+    from results.hardware import hardware_id
 
     runs = store.runs()
     ids = [r["run_id"] for r in runs]

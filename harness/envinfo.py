@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from results.hardware import hardware_id
+
 PACKAGES = {"torch": "torch", "triton": "triton", "jax": "jax", "jaxlib": "jaxlib",
             "iree": "iree-base-runtime", "iree_compiler": "iree-base-compiler", "onnx": "onnx",
             "onnxruntime": "onnxruntime", "onnxruntime_gpu": "onnxruntime-gpu", "tensorrt": "tensorrt",
@@ -21,10 +23,6 @@ PACKAGES = {"torch": "torch", "triton": "triton", "jax": "jax", "jaxlib": "jaxli
 # Fields that identify the machine and software; load and clocks vary run to run and are left out.
 FINGERPRINT_KEYS = ("gpu_name", "gpu_memory_mb", "sm_count", "compute_capability", "driver", "cuda_runtime",
                     "cpu_model", "python", "versions", "harness_rev")
-# Fields that identify the hardware a ceiling was measured on (see hardware_key): ceilings are a property of
-# the device, so a new commit or package version must not lose them as it changes the fingerprint.
-GPU_HARDWARE_KEYS = ("gpu_name", "gpu_memory_mb", "sm_count", "compute_capability", "driver")
-CPU_HARDWARE_KEYS = ("cpu_model", "cpu_count")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -133,7 +131,7 @@ def environment(device: str) -> dict[str, Any]:
     if device.startswith("cuda"):
         env.update(_gpu_info(index))
     env["fingerprint"] = fingerprint(env)
-    env["hardware_key"] = hardware_key(env)
+    env["hardware_id"] = hardware_id(env)
     return env
 
 
@@ -141,15 +139,6 @@ def fingerprint(env: dict[str, Any]) -> str:
     """A 12-hex-digit hash of the fields that identify the machine and its software stack."""
     stable = {k: env.get(k) for k in FINGERPRINT_KEYS}
     stable["versions"] = {k: v for k, v in (env.get("versions") or {}).items()}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def hardware_key(env: dict[str, Any]) -> str:
-    """A 12-hex-digit hash of the hardware alone: GPU name, memory, SM count, compute capability and driver
-    for a GPU environment (one with a `gpu_name`); CPU model and count for a CPU one. Ceilings are looked up
-    by it, so they survive new commits and package upgrades (which change the fingerprint)."""
-    keys = GPU_HARDWARE_KEYS if env.get("gpu_name") else CPU_HARDWARE_KEYS
-    stable = {"kind": "gpu" if env.get("gpu_name") else "cpu", **{k: env.get(k) for k in keys}}
     return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

@@ -123,26 +123,6 @@ def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | 
     return (wanted, ceilings[wanted]) if wanted in ceilings else None
 
 
-def stored_ceilings(store: Store, env: dict[str, Any], fingerprint: str | None = None) -> dict[str, float]:
-    """The newest value of each ceiling calibrated on this hardware (harness.envinfo.hardware_key of the
-    environment stored with it), whatever commit or package versions measured it; rows of the exact
-    `fingerprint` count too. `bakeoff calibrate` stores ceilings by fingerprint, with the whole environment."""
-    from sqlalchemy import select
-
-    from results.schema import ceilings as table
-
-    from .envinfo import hardware_key
-
-    key = hardware_key(env) if env else None
-    fingerprint = fingerprint or env.get("fingerprint")
-    with store.engine.connect() as conn:
-        rows = conn.execute(select(table.c.name, table.c.value, table.c.fingerprint, table.c.environment)
-                            .order_by(table.c.measured_at, table.c.id)).mappings()
-        return {r["name"]: r["value"] for r in rows
-                if (fingerprint and r["fingerprint"] == fingerprint)
-                or (key and isinstance(r["environment"], dict) and hardware_key(r["environment"]) == key)}
-
-
 def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, console: Console,
               ceilings: dict[str, float], executor: Executor, attempt: int = 1,
               on_record: Callable[[dict], None] | None = None) -> str:
@@ -264,7 +244,7 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
                   highlight=False)
     work_dir = _work_dir(run_id)
     with run_lease(run_id):
-        run_cases(store, run_id, cases, work_dir, console, stored_ceilings(store, env), executor)
+        run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor)
     return run_id
 
 
@@ -356,6 +336,6 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
         except BaseException:
             executor.close()
             raise
-        ceilings = stored_ceilings(store, run.get("environment") or {}, run.get("fingerprint"))
+        ceilings = store.latest_ceilings(run.get("environment") or {})
         run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt)
     return run_id

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from . import migrations, schema
+from .hardware import hardware_id
 from .schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
 
 DEFAULT_DB = Path("results") / "bakeoff.db"
@@ -211,12 +212,17 @@ class Store:
                                                      unit=unit, method=method, measured_at=_now(),
                                                      environment=_clean(environment)))
 
-    def latest_ceilings(self, fingerprint: str) -> dict[str, float]:
-        """The newest value of each ceiling measured for `fingerprint`."""
+    def latest_ceilings(self, env: dict[str, Any]) -> dict[str, float]:
+        """The newest value of each ceiling measured on the hardware of environment `env` (see
+        results.hardware), whatever commit or package versions measured it; {} when none was."""
+        if not env:
+            return {}
+        hw = hardware_id(env)
         with self.engine.connect() as conn:
-            rows = conn.execute(select(ceilings).where(ceilings.c.fingerprint == fingerprint)
-                                .order_by(ceilings.c.measured_at)).mappings()
-            return {r["name"]: r["value"] for r in rows}
+            rows = conn.execute(select(ceilings.c.name, ceilings.c.value, ceilings.c.environment)
+                                .order_by(ceilings.c.measured_at, ceilings.c.id)).mappings()
+            return {r["name"]: r["value"] for r in rows
+                    if isinstance(r["environment"], dict) and hardware_id(r["environment"]) == hw}
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -4,6 +4,7 @@ import sys
 import numpy as np
 import pytest
 
+from ci_required import importorskip
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
 from backends import get_backend
 from backends.onnxrt import OnnxRuntimeBackend
@@ -13,8 +14,8 @@ from workloads.ir import Graph, bind
 from workloads.reference import evaluate_reference
 from workloads.suite import builtin_workloads
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+onnx = importorskip("onnx", reason="onnx is not installed (pip install 'bakeoff[onnx]')")
+ort = importorskip("onnxruntime", reason="onnxruntime is not installed (pip install 'bakeoff[onnx]')")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

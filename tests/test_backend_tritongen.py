@@ -6,7 +6,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anyw
 
 import pytest
 
-pytest.importorskip("triton")
+from ci_required import importorskip
+
+importorskip("triton", reason="triton is not installed (pip install 'bakeoff[triton]')")
 
 import torch  # noqa: E402
 

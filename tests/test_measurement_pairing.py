@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from harness import case_run, execute
-from harness.envinfo import environment, fingerprint, hardware_key
+from harness.envinfo import environment, fingerprint
+from results.hardware import hardware_id
 from harness.plan import Case
 from harness.timing import Stats, Target, is_kernel_event, measure
 
@@ -151,20 +152,19 @@ def test_warm_run_keeps_the_cold_stderr_tail(monkeypatch, tmp_path):
     assert record["compile_warm_s"] == 0.5
 
 
-def test_hardware_key_ignores_software_and_commits():
+def test_hardware_id_ignores_software_and_commits():
     env = environment("cpu")
-    assert env["hardware_key"] == hardware_key(env)
+    assert env["hardware_id"] == hardware_id(env)
     newer = dict(env, harness_rev="deadbeef+dirty", versions={**env["versions"], "torch": "9.9"}, python="3.99")
-    assert fingerprint(newer) != env["fingerprint"] and hardware_key(newer) == hardware_key(env)
-    gpu = {"gpu_name": "NVIDIA H200", "gpu_memory_mb": 143771, "sm_count": 132, "compute_capability": "9.0",
-           "driver": "570.1", "cpu_model": "x"}
-    assert hardware_key(gpu) == hardware_key(dict(gpu, cpu_model="y", harness_rev="z"))
-    assert hardware_key(gpu) != hardware_key(dict(gpu, sm_count=114))
-    assert hardware_key(gpu) != hardware_key(env)
+    assert fingerprint(newer) != env["fingerprint"] and hardware_id(newer) == hardware_id(env)
+    gpu = {"device": "cuda:0", "gpu_name": "NVIDIA H200", "gpu_memory_mb": 143771, "sm_count": 132,
+           "compute_capability": "9.0", "driver": "570.1", "cpu_model": "x"}
+    assert hardware_id(gpu) == hardware_id(dict(gpu, device="cuda:3", driver="580.2", harness_rev="z"))
+    assert hardware_id(gpu) != hardware_id(dict(gpu, sm_count=114))
+    assert hardware_id(gpu) != hardware_id(env)
 
 
 def test_ceilings_are_found_after_a_new_commit(tmp_path):
-    from harness.runner import stored_ceilings
     from results.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
@@ -175,9 +175,9 @@ def test_ceilings_are_found_after_a_new_commit(tmp_path):
     after_commit = dict(env, harness_rev="feedface", versions={**env["versions"], "numpy": "0.1"})
     after_commit["fingerprint"] = fingerprint(after_commit)
     assert after_commit["fingerprint"] != env["fingerprint"]
-    assert stored_ceilings(store, after_commit) == {"copy_gbps": 10.0}
+    assert store.latest_ceilings(after_commit) == {"copy_gbps": 10.0}
     store.add_ceilings(after_commit["fingerprint"], "cpu", [("copy_gbps", 11.0, "GB/s", "m")], after_commit)
-    assert stored_ceilings(store, env) == {"copy_gbps": 11.0}  # the newest on this hardware
+    assert store.latest_ceilings(env) == {"copy_gbps": 11.0}  # the newest on this hardware
 
 
 def _costed_case(workload: str, dims: dict, dtype: str = "float32") -> SimpleNamespace:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from ci_required import importorskip
 from cli_process import count_records, start_bakeoff, wait_for_records, workers_left
 from conftest import bakeoff
 
-__import__("ci_required").importorskip("ray", reason="Ray is not installed (pip install 'bakeoff[scale]')")
+importorskip("ray", reason="Ray is not installed (pip install 'bakeoff[scale]')")
 
 WORKLOADS = ["ew_sigmoid_relu", "layernorm_gelu", "rmsnorm", "softmax", "gemm_bias_gelu"]
 CONFIG = f"""

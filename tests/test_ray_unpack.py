@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from ci_required import importorskip
 from harness.executors.ray_executor import RayExecutor
 from harness.staging import staging_dir
 from test_staging import case
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'bakeoff[scale]')")
+ray = importorskip("ray", reason="Ray is not installed (pip install 'bakeoff[scale]')")
 
 BAD = {"kernel.txt": b"k", "../../escape.txt": b"x"}
 GOOD = {"kernel.txt": b"k"}

@@ -1,19 +1,14 @@
 """Records read from the store as flat cases, with the keys and labels the reports group by."""
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from results.export import flatten
+from results.hardware import hardware_id
 
 # A case is the same across runs when these match (the backend is the config's label).
 CASE_KEY = ("workload", "shape", "dtype", "backend")
-# Environment fields that identify the hardware only. The run fingerprint also hashes software versions and
-# the harness revision; a history series keeps those out so that a driver or library change shows up as a
-# step inside one series instead of starting a new one.
-HARDWARE_KEYS = ("device", "gpu_name", "gpu_memory_mb", "sm_count", "compute_capability", "cpu_model")
 
 
 @dataclass(frozen=True)
@@ -34,10 +29,10 @@ class RunData:
 
 
 def load_run(store: Any, run_id: str) -> RunData:
-    """A run with its flattened records and the newest measured ceilings of its fingerprint."""
+    """A run with its flattened records and the newest ceilings measured on its hardware."""
     run = store.run(run_id)
     cases = [flatten(r) for r in store.records(run_id)]
-    ceilings = store.latest_ceilings(run["fingerprint"]) if run.get("fingerprint") else {}
+    ceilings = store.latest_ceilings(run.get("environment") or {})
     return RunData(run, cases, ceilings)
 
 
@@ -49,14 +44,6 @@ def case_key(case: dict[str, Any]) -> tuple[str, str, str, str]:
 def case_label(case: dict[str, Any]) -> str:
     """'workload [shape, dtype]', the row label of charts."""
     return f"{case.get('workload')} [{case.get('shape')}, {case.get('dtype')}]"
-
-
-def hardware_id(env: dict[str, Any]) -> str:
-    """An 8-hex-digit hash of the hardware part of an environment (see HARDWARE_KEYS)."""
-    dev = str(env.get("device") or "")
-    stable = {k: env.get(k) for k in HARDWARE_KEYS}
-    stable["device"] = dev.split(":")[0]  # cuda:0 and cuda:1 of one model are one kind of device
-    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 def hardware_name(env: dict[str, Any]) -> str:

@@ -6,7 +6,8 @@ from typing import Any
 
 from results.export import flatten
 
-from .data import case_key, fnum, hardware_id, hardware_name
+from ..hardware import hardware_id
+from .data import case_key, fnum, hardware_name
 from .trend import MIN_RISE, Flag, Point, flag_series, flag_status, judge
 
 METRICS = tuple(MIN_RISE)
