@@ -73,6 +73,12 @@ def series_name(case: dict[str, Any], run_label: str) -> str:
     return f"{case.get('backend')} · {run_label}" if run_label else str(case.get("backend"))
 
 
+def first_result_s(case: dict[str, Any]) -> float | None:
+    """Seconds from the graph to the first result (compile, module load or session, first run): what a
+    user waits for with any backend. Records before compile_total_s existed have only compile_s."""
+    return fnum(case.get("compile_total_s")) or fnum(case.get("compile_s"))
+
+
 def fnum(value: Any) -> float | None:
     """A finite float, or None for missing values and non-numbers."""
     if isinstance(value, bool) or value is None:
