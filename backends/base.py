@@ -114,8 +114,9 @@ class Backend(ABC):
         """Version string of the underlying compiler, or None if not installed."""
         return None
 
-    def supports(self, graph: Graph, device: str, dtype: str) -> str | None:
-        """None when this backend can run `graph` on `device` in `dtype`, else why not (becomes `skipped`)."""
+    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
+        """None when this backend can run `graph` on `device` in `dtype` with the case's `options`, else why
+        not (becomes `skipped`). Runs at planning time, in the orchestrator: it must not raise."""
         if device not in self.devices:
             return f"{self.name} does not run on {device}"
         if dtype not in self.dtypes:

@@ -14,6 +14,7 @@ without a CUDA kernel fails the case instead of silently running on the host.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -188,38 +189,36 @@ class OnnxRuntimeBackend(Backend):
     def version(cls) -> str | None:
         return dist_version("onnxruntime")
 
-    def supports(self, graph: Graph, device: str, dtype: str) -> str | None:
+    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
         """Device and dtype checks, then a real try: create a session and report a missing kernel.
 
         ONNX Runtime's CPU provider has no bfloat16 kernels for most ops (Add, MatMul, Exp, ...): session
         creation fails with NOT_IMPLEMENTED, naming the op. That is a skip, not an error. Other failures are
         left for compile() to raise, so a lowering bug is recorded as a failure rather than hidden.
         """
-        reason = super().supports(graph, device, dtype)
+        reason = super().supports(graph, device, dtype, options)
         if reason:
             return reason
         import onnxruntime as ort
 
         if device.startswith("cuda") and "CUDAExecutionProvider" not in ort.get_available_providers():
             return "onnxruntime has no CUDA provider (pip install onnxruntime-gpu)"
-        return self._probe(graph, device, dtype)
+        return self._probe(graph, device, dtype, dict(options or {}))
 
-    def _probe(self, graph: Graph, device: str, dtype: str) -> str | None:
+    def _probe(self, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
         """Runs at planning time (harness.plan), so it never raises: a known "cannot run this" is a reason
-        string; any other failure gives None, so compile() raises it again as this case's compile_error.
-
-        supports() gets no case options, so the probe exports at DEFAULT_OPSET with default session options;
-        a case with another `opset` or `graph_optimization_level` is judged by that default session.
-        """
-        key = (graph.digest(), device)
+        string; any other failure (bad option values included) gives None, so compile() raises it again as
+        this case's compile_error. The probe exports and opens the session as compile() will, with the case's
+        `opset` and session options."""
+        key = (graph.digest(), device, json.dumps(options, sort_keys=True, default=str))
         if key not in _PROBES:
             try:
-                _PROBES[key] = self._try_session(graph, device, dtype)
+                _PROBES[key] = self._try_session(graph, device, dtype, options)
             except Exception:   # not a known "unsupported": left for compile() to raise and record
                 _PROBES[key] = None
         return _PROBES[key]
 
-    def _try_session(self, graph: Graph, device: str, dtype: str) -> str | None:
+    def _try_session(self, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
         import onnxruntime as ort
         from onnxruntime.capi.onnxruntime_pybind11_state import Fail as OrtFail
         from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
@@ -227,11 +226,11 @@ class OnnxRuntimeBackend(Backend):
         from workloads.lower_onnx import DEFAULT_OPSET, lower_onnx
 
         try:
-            model = lower_onnx(graph, DEFAULT_OPSET).SerializeToString()
+            model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET))).SerializeToString()
         except NotImplementedError as exc:   # an op the ONNX lowering has no rule for
             return f"onnxruntime: {exc}"
         try:
-            ort.InferenceSession(model, _session_options(device, {}), providers=_providers(device))
+            ort.InferenceSession(model, _session_options(device, options), providers=_providers(device))
             return None
         except OrtNotImplemented as exc:
             # "... NOT_IMPLEMENTED : Could not find an implementation for MatMul(13) node with name '...'"

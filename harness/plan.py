@@ -85,12 +85,13 @@ def plan(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> list[Ca
                 graph = bind(w.graph, dims, dtype)
                 flops, nbytes = costs.flops(graph), costs.min_bytes(graph)
                 for name, backend in backends.items():
-                    reason = unavailable[name] or backend.supports(graph, device.split(":")[0], dtype)
+                    options = {k: v for k, v in cfg.backends[name].items() if k != "backend"}
+                    reason = unavailable[name] or backend.supports(graph, device.split(":")[0], dtype, options)
                     shape = shape_label(dims)
                     cases.append(Case(
                         case_id=f"{w.name}/{shape}/{dtype}/{name}", workload=w.name, preset=label, shape=shape,
                         dims=dims, dtype=dtype, backend=name, device=device, graph=graph.to_json(),
-                        options={k: v for k, v in cfg.backends[name].items() if k != "backend"},
+                        options=options,
                         adapter=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
                         timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm, flops=flops, bytes_moved=nbytes,
                         memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason))

@@ -167,6 +167,29 @@ def test_supports_never_raises_at_planning_time(monkeypatch):
         backend.compile(g, [], "cpu", {})
 
 
+def test_the_planning_probe_uses_the_case_options(monkeypatch):
+    """supports() exports at the case's opset, as compile() will; a bad option value is left to compile()."""
+    import workloads.lower_onnx as lower
+    from backends import onnxrt
+
+    w = builtin_workloads()["layernorm_gelu"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    opsets = []
+    real = lower.lower_onnx
+
+    def spy(graph, opset=lower.DEFAULT_OPSET):
+        opsets.append(opset)
+        return real(graph, opset)
+
+    monkeypatch.setattr(onnxrt, "_PROBES", {})
+    monkeypatch.setattr(lower, "lower_onnx", spy)
+    backend = OnnxRuntimeBackend()
+    assert backend.supports(g, "cpu", "float32", {"opset": 18}) is None and opsets == [18]
+    assert backend.supports(g, "cpu", "float32", {"graph_optimization_level": "sideways"}) is None
+    with pytest.raises(ValueError, match="graph_optimization_level"):
+        backend.compile(g, [], "cpu", {"graph_optimization_level": "sideways"})
+
+
 def test_outputs_start_as_nan_and_inputs_must_be_on_the_session_device():
     import torch
 

@@ -46,8 +46,8 @@ class TritonGenBackend(Backend):
         # Triton kernels run on the CPU only through its interpreter, which is chosen when triton is imported.
         return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
 
-    def supports(self, graph: Graph, device: str, dtype: str) -> str | None:
-        reason = super().supports(graph, device, dtype)
+    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
+        reason = super().supports(graph, device, dtype, options)
         if reason:
             return reason
         if any(n.dtype == "float64" for n in graph.nodes):
