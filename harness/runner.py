@@ -24,7 +24,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from results.store import Store
 
 from .config import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
-from .envinfo import environment
 from .execute import case_fields
 from .executors import Executor, ExecutorError, ExecutorSpec, make_executor
 from .plan import Case, plan, resolve_device, resolve_preset
@@ -232,7 +231,7 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
     every case; returns the run id."""
     device, cases = planned.device, planned.cases
     try:
-        env = environment(device)
+        env = executor.environment(device)  # where the cases run: on Ray, a node of the cluster
         run_id = store.create_run(config_name=planned.cfg.name, config_path=planned.config_path,
                                   config_text=planned.config_text, device=device,
                                   environment=_with_filters(env, planned.filters), n_cases=len(cases))

@@ -60,6 +60,11 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start  # tasks on one node share its CPU timing gate
     assert "(complete)" in bakeoff("show", run_id, "--db", db, cwd=tmp_path, check=True).stdout
+    from results.store import Store
+
+    env = Store(db).run(run_id)["environment"]
+    assert env["ray_node"] and env["hardware_id"]  # the run's environment came from a node of the cluster
+    assert all(r["node_hardware_id"] == env["hardware_id"] and r["node_fingerprint"] for r in records)
 
 
 def _failing_task() -> None:

@@ -36,7 +36,8 @@ class Executor(Protocol):
     """Runs cases and yields (case, record) as each ends, calling `on_start(case)` (possibly from another
     thread) as each starts (locally: its worker starts; on Ray: its task is submitted); `stop` kills
     whatever is in flight; `drain` then returns the results that had ended but were not yet handed out;
-    `close` releases what it holds."""
+    `close` releases what it holds; `environment(device)` is the environment fingerprint of where the cases
+    run (this host locally; a node of the cluster on Ray), recorded with the run."""
 
     def run(self, cases: list[Case], work_dir: Path,
             on_start: OnStart | None = None) -> Iterator[tuple[Case, dict[str, Any]]]: ...
@@ -46,6 +47,8 @@ class Executor(Protocol):
     def drain(self) -> list[tuple[Case, dict[str, Any]]]: ...
 
     def close(self) -> None: ...
+
+    def environment(self, device: str) -> dict[str, Any]: ...
 
 
 def make_executor(spec: ExecutorSpec, device: str) -> Executor:

@@ -91,3 +91,9 @@ class LocalExecutor:
     def close(self) -> None:
         for thread in self._threads:
             thread.join(timeout=30)
+
+    def environment(self, device: str) -> dict[str, Any]:
+        """This host's environment: the workers run here."""
+        from ..envinfo import environment
+
+        return environment(device)

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..envinfo import environment
 from ..execute import execute_case
 from . import ExecutorError
 from ..plan import Case
@@ -36,15 +37,27 @@ def _node_slot(device: str) -> Slot:
     return Slot(f"ray:{node}/cpu", None, (), gate_prefix("cpu"))
 
 
+def node_environment_task(device: str) -> dict[str, Any]:
+    """Runs inside a Ray worker: the environment of the node (and GPU) Ray placed it on."""
+    import ray
+
+    env = environment(_node_slot(device).device or device)
+    return {**env, "ray_node": ray.util.get_node_ip_address()}
+
+
 def run_case_task(case_json: str) -> dict[str, Any]:
-    """Runs inside a Ray worker: the case in a node-local work folder; returns {"record", "artifacts"}."""
+    """Runs inside a Ray worker: the case in a node-local work folder; returns {"record", "artifacts"}.
+    The record names the node's hardware and fingerprint: a cluster may mix machines."""
     case = Case.from_json(case_json)
+    slot = _node_slot(case.device)
     with tempfile.TemporaryDirectory(prefix="bakeoff-ray-") as tmp:
-        record = execute_case(case, Path(tmp), slot=_node_slot(case.device))
+        record = execute_case(case, Path(tmp), slot=slot)
         try:
             files = pack(staging_dir(Path(tmp), case))
         except ValueError as exc:
             files, record["artifacts_error"] = {}, str(exc)
+    env = environment(slot.device or case.device)
+    record.update(node_hardware_id=env.get("hardware_id"), node_fingerprint=env.get("fingerprint"))
     return {"record": record, "artifacts": files}
 
 
@@ -154,6 +167,16 @@ class RayExecutor:
     def drain(self) -> list[tuple[Case, dict[str, Any]]]:
         out, self._drained = self._drained, []
         return out
+
+    def environment(self, device: str) -> dict[str, Any]:
+        """The environment of a node of the cluster, from a task that asks for what a case asks for (one
+        GPU, or one CPU): the driver may have no GPU at all. Records also carry their own node's
+        `node_hardware_id` and `node_fingerprint`."""
+        import ray
+
+        gpu = device.startswith("cuda")
+        task = ray.remote(node_environment_task).options(num_gpus=1 if gpu else 0, num_cpus=1)
+        return ray.get(task.remote(device))
 
     def close(self) -> None:
         import ray
