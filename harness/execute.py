@@ -25,6 +25,7 @@ from .gated_worker import ENV_PARENT
 from .plan import Case
 from .slots import Slot
 from .staging import discard, final_dir, staging_dir
+from .steps import mentions_oom
 
 STDERR_TAIL_CHARS = 3000
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -145,8 +146,7 @@ def _death_record(rc: int, phase: str, tail: str, oom_kills_before: dict[str, in
     cap, RLIMIT_AS, raises; a C++ std::bad_alloc; CUDA's "out of memory"), or it died from SIGKILL while an
     out-of-memory kill counter (`oom_kill_counts`: its cgroup's, the system's) went up. Any other death is a
     `crash`: a SIGKILL can also come from a person, a supervisor or the harness itself."""
-    low = tail.lower()
-    text_oom = any(s in low for s in ("memoryerror", "out of memory", "std::bad_alloc", "cannot allocate memory"))
+    text_oom = mentions_oom(tail)
     if rc < 0:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         rose = _counters_rose(oom_kills_before or {}, oom_kills_after or {})

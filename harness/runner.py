@@ -299,8 +299,7 @@ def resumed_cases(run: dict[str, Any]) -> tuple[str, list[Case]]:
     filters = Filters(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
     config_path = run["config_path"] or "<stored config>"
     cfg, where = parse_config(run["config_text"], config_path)
-    device = run["device"]
-    filters = replace(filters, device=device, preset=resolve_preset(filters.preset or cfg.preset, device))
+    filters = replace(filters, device=run["device"])  # build_cases resolves the preset for that device
     return build_cases(cfg, where, filters, extend_backends=config_path == BUILTIN_CONFIG_PATH)
 
 

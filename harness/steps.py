@@ -10,14 +10,21 @@ from typing import Any
 from .plan import Case
 
 
-# How allocators word a failed allocation: CUDA and torch ("out of memory"), torch's CPU allocator
-# ("DefaultCPUAllocator: can't allocate memory"), C++ (std::bad_alloc), ONNX Runtime/TensorRT ("OutOfMemory").
-_OOM_WORDS = ("out of memory", "outofmemory", "can't allocate memory", "bad_alloc")
+# How a failed allocation is worded: Python (MemoryError, which the host memory cap raises), CUDA and torch
+# ("out of memory"), torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory"), the C library
+# ("Cannot allocate memory"), C++ (std::bad_alloc), ONNX Runtime/TensorRT ("OutOfMemory").
+_OOM_WORDS = ("memoryerror", "out of memory", "outofmemory", "can't allocate memory", "cannot allocate memory",
+              "bad_alloc")
+
+
+def mentions_oom(text: str) -> bool:
+    """Whether an error message or a worker's output tail reports a failed allocation."""
+    low = text.lower()
+    return any(w in low for w in _OOM_WORDS)
 
 
 def _status_of(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".lower()
-    if isinstance(exc, MemoryError) or any(w in text for w in _OOM_WORDS):
+    if isinstance(exc, MemoryError) or mentions_oom(f"{type(exc).__name__}: {exc}"):
         return "oom"
     return ""
 
@@ -85,7 +92,7 @@ def compile_and_first_run(backend, graph, specs, case: Case, inputs):
 def compile_seconds(compiled, total_s: float, first_run_s: float) -> float:
     """The headline compile time of `compiled` (see compile_and_first_run)."""
     info = compiled.info
-    named = [s for s in getattr(info, "compiler_stages", ()) if s in info.stages_s]
+    named = [s for s in info.compiler_stages if s in info.stages_s]
     if not named:
         return total_s
     info.stages_s.setdefault("first_run", first_run_s)

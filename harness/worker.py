@@ -38,8 +38,9 @@ def run_warm(case: Case) -> dict[str, Any]:
     hit = compiled.info.cache_hit
     if hit is None and backend.cache_env:
         hit = before > 0 and after == before  # nothing new written: everything came from the cache
-    return {"compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit, "cache_files_before_warm": before,
-            "cache_files_after_warm": after, "compile_stages_warm_s": dict(compiled.info.stages_s)}
+    return {"compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
+            "cache_files_before_warm": before, "cache_files_after_warm": after,
+            "compile_stages_warm_s": dict(compiled.info.stages_s)}
 
 
 def main(argv: list[str]) -> int:

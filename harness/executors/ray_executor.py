@@ -9,6 +9,7 @@ Ray is imported only here, and only when `--executor ray` is asked for.
 """
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -56,9 +57,17 @@ def run_case_task(case_json: str) -> dict[str, Any]:
             files = pack(staging_dir(Path(tmp), case))
         except ValueError as exc:
             files, record["artifacts_error"] = {}, str(exc)
-    env = environment(slot.device or case.device)
-    record.update(node_hardware_id=env.get("hardware_id"), node_fingerprint=env.get("fingerprint"))
+    record["node_hardware_id"], record["node_fingerprint"] = _node_identity(
+        slot.device or case.device, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return {"record": record, "artifacts": files}
+
+
+@functools.lru_cache(maxsize=None)
+def _node_identity(device: str, visible_gpus: str | None) -> tuple[str | None, str | None]:
+    """(hardware id, fingerprint) of this node for `device` and the GPU(s) Ray made visible to this task:
+    read once per Ray worker process (Ray reuses them for many tasks), not once per case."""
+    env = environment(device)
+    return env.get("hardware_id"), env.get("fingerprint")
 
 
 class RayExecutor:

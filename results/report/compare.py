@@ -12,7 +12,7 @@ from typing import Any
 
 from scipy.stats import mannwhitneyu
 
-from .data import RunData, case_key, fnum
+from .data import RunData, case_key, fnum, unit_roundoff
 from .envdiff import EnvChange, env_diff
 
 
@@ -31,10 +31,6 @@ class Thresholds:
     compile_abs_s: float = 0.5
     error_floor: float = 1.0
 
-
-# Unit roundoff (half the machine epsilon) per dtype name: a result rounded to the dtype has a relative error
-# up to this much, so errors vs fp64 below it are rounding-level and not told apart.
-UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8, "float64": 2.0**-53}
 
 
 @dataclass(frozen=True)
@@ -138,7 +134,7 @@ def _error_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> 
     b, c = fnum(base.get("err_rel_l2_vs_fp64")), fnum(cand.get("err_rel_l2_vs_fp64"))
     if b is None or c is None:
         return None
-    floor = t.error_floor * UNIT_ROUNDOFF.get(str(cand.get("dtype")), UNIT_ROUNDOFF["float32"])
+    floor = t.error_floor * unit_roundoff(cand.get("dtype"))
     if max(b, c) <= 0 or (floor <= 0 and b == 0):
         return MetricChange("err_rel_l2_vs_fp64", b, c, None, "unchanged" if c <= 0 else "regressed")
     ratio = max(c, floor) / max(b, floor)

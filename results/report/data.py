@@ -73,6 +73,16 @@ def series_name(case: dict[str, Any], run_label: str) -> str:
     return f"{case.get('backend')} · {run_label}" if run_label else str(case.get("backend"))
 
 
+# Unit roundoff (half the machine epsilon) per dtype name: a result rounded to the dtype has a relative error
+# up to this much, so errors vs fp64 below it are rounding-level and not told apart.
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8, "float64": 2.0**-53}
+
+
+def unit_roundoff(dtype: Any) -> float:
+    """UNIT_ROUNDOFF of a dtype name; float32's for an unknown one."""
+    return UNIT_ROUNDOFF.get(str(dtype), UNIT_ROUNDOFF["float32"])
+
+
 def first_result_s(case: dict[str, Any]) -> float | None:
     """Seconds from the graph to the first result (compile, module load or session, first run): what a
     user waits for with any backend. Records before compile_total_s existed have only compile_s."""

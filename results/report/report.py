@@ -47,12 +47,13 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              fingerprint_warning(runs),
              "<h2>Recommendation</h2>",
              '<p class="note">Per workload, the passing backend with the lowest score = Σ weight × ln(value / best '
-             "value among passing backends) over latency (median ms), cold compile (s) and error vs fp64 "
-             f"(rel L2). Compile times under {COMPILE_FLOOR_S:g} s count as {COMPILE_FLOOR_S:g} s, so eager's "
-             "millisecond first call does not make every compiler look thousands of times slower to start: with "
-             f"these weights a 10 s compile costs {weights.get('compile', 0):g} × ln 10 ≈ "
-             f"{weights.get('compile', 0) * math.log(10):.2f} against eager, a 2× speedup earns "
-             f"{weights.get('latency', 0):g} × ln 2 ≈ {weights.get('latency', 0) * math.log(2):.2f}. Weights: " + esc(", ".join(f"{k}={v:g}" for k, v in weights.items()))
+             "value among passing backends) over latency (median ms), cold time to first result (s, "
+             f"compile_total_s) and error vs fp64 (rel L2). Times under {COMPILE_FLOOR_S:g} s count as "
+             f"{COMPILE_FLOOR_S:g} s, so eager's millisecond first call does not make every compiler look thousands "
+             f"of times slower to start: with these weights a 10 s compile costs {weights.get('compile', 0):g} × "
+             f"ln 10 ≈ {weights.get('compile', 0) * math.log(10):.2f} against eager, a 2× speedup earns "
+             f"{weights.get('latency', 0):g} × ln 2 ≈ {weights.get('latency', 0) * math.log(2):.2f}. Weights: "
+             + esc(", ".join(f"{k}={v:g}" for k, v in weights.items()))
              + " (change with --weights or --weights-file).</p>",
              recommendation_table(recs, len(runs) > 1),
              "<h2>Every case</h2><p class=\"note\">Click a header to sort. Latency is the median with p20–p80; "

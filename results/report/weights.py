@@ -19,15 +19,13 @@ from typing import Any
 
 import yaml
 
-from .data import case_key, first_result_s, fnum
+from .data import case_key, first_result_s, fnum, unit_roundoff
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
 # Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
 # telling apart, and eager's first-call milliseconds must not make every compiler look thousands of times
 # slower to start.
 COMPILE_FLOOR_S = 1.0
-# Errors below this fraction of the dtype's unit roundoff count as equal (log of 0 is undefined).
-_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8, "float64": 2.0**-53}
 
 
 class WeightsError(ValueError):
@@ -90,7 +88,7 @@ def _axes(c: dict[str, Any]) -> tuple[float, float, float] | None:
     lat, comp, err = fnum(c.get("latency_ms_median")), first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
     if c.get("status") != "ok" or lat is None or lat <= 0:
         return None
-    floor = 0.01 * _ROUNDOFF.get(str(c.get("dtype")), 2.0**-24)
+    floor = 0.01 * unit_roundoff(c.get("dtype"))  # errors below 1% of it count as equal (log 0 is undefined)
     return lat, max(comp or 0.0, COMPILE_FLOOR_S), max(err or 0.0, floor)
 
 
