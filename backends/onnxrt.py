@@ -30,7 +30,7 @@ _LEVELS = ("disable", "basic", "extended", "all")
 _OPTIONS = {"graph_optimization_level", "intra_op_num_threads", "opset", "artifacts_dir"}
 _INSTALL = "pip install 'bakeoff[onnx]'"
 
-# supports() probes: (graph digest, device) -> None or the reason the default export/session gave.
+# supports() probes: (graph digest, device, options as JSON) -> None or the reason ONNX Runtime gave.
 _PROBES: dict[tuple, str | None] = {}
 
 
