@@ -14,7 +14,7 @@ export PYTHONPATH=/tmp/site:$R PYTHONUNBUFFERED=1
 [ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
 W=/tmp/bakeoff-work; mkdir -p "$W"; cd "$W"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
-python3 -m harness calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
+python3 -m bakeoff calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
 if [ -n "${VALIDATE:-}" ]; then
   timeout 300 python3 "$R/benchmarks/validate_timing.py" --repeats "${REPEATS:-5}" 2>&1 | tail -22
   [ -n "${IREE_CHECK:-1}" ] && timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -7
@@ -25,11 +25,11 @@ if [ -n "${NO_WARM:-}" ]; then  # a shorter lease: cold compile only
 fi
 if [ -n "${RESUME:-}" ]; then
   mkdir -p results && cp "$R/$RESUME_DB" results/bakeoff.db
-  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m harness run --resume "$RESUME" > "$OUT/run.log" 2>&1
+  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m bakeoff run --resume "$RESUME" > "$OUT/run.log" 2>&1
 else
-  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m harness run "$CONFIG" "$@" > "$OUT/run.log" 2>&1
+  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m bakeoff run "$CONFIG" "$@" > "$OUT/run.log" 2>&1
 fi
-python3 -m harness show > "$OUT/show.txt" 2>&1
-python3 -m harness export latest > "$OUT/records.json"
+python3 -m bakeoff show > "$OUT/show.txt" 2>&1
+python3 -m bakeoff export latest > "$OUT/records.json"
 cp results/bakeoff.db "$OUT/bakeoff.db"
 tail -c 6000 "$OUT/show.txt"

@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from backends import get_backend  # noqa: E402
-from harness.inputs import make_inputs  # noqa: E402
-from harness.timing import Target, measure  # noqa: E402
-from workloads.ir import bind  # noqa: E402
-from workloads.suite import builtin_workloads  # noqa: E402
+from bakeoff.backends import get_backend  # noqa: E402
+from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.measure.timing import TimedCall, measure  # noqa: E402
+from bakeoff.workloads.ir import bind  # noqa: E402
+from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 
 
 def benchmark_module_ms(vmfb: Path, inputs: list[Path], device: str, reps: int) -> list[float]:
@@ -58,9 +58,9 @@ def main() -> None:
     inputs = make_inputs(graph, 0, args.device)
     compiled = get_backend("iree").compile(graph, [], args.device, {})
     prepared = compiled.prepare(inputs)
-    ours = {}   # flush_l2 -> Stats: each with its own Target (samples accumulate in a Target)
+    ours = {}   # flush_l2 -> Stats: each with its own TimedCall (samples accumulate in a TimedCall)
     for flush in (True, False):
-        target = Target("iree", lambda: compiled.run(prepared), compiled.sync, False)
+        target = TimedCall("iree", lambda: compiled.run(prepared), compiled.sync, False)
         ours[flush] = measure([target], args.device, warmup_s=0.2, budget_s=2.0, min_reps=20, max_reps=2000,
                               target_iqr=0.02, flush_l2=flush)["iree"]
     arts = compiled.artifacts()

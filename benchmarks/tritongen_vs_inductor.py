@@ -28,13 +28,13 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
-from backends import get_backend  # noqa: E402
-from backends.base import TensorSpec  # noqa: E402
-from harness.inputs import make_inputs  # noqa: E402
-from workloads.costs import flops, min_bytes  # noqa: E402
-from workloads.ir import bind  # noqa: E402
-from workloads.lower_torch import lower_torch  # noqa: E402
-from workloads.suite import builtin_workloads  # noqa: E402
+from bakeoff.backends import get_backend  # noqa: E402
+from bakeoff.backends.base import TensorSpec  # noqa: E402
+from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.workloads.costs import flops, min_bytes  # noqa: E402
+from bakeoff.workloads.ir import bind  # noqa: E402
+from bakeoff.workloads.lower_torch import lower_torch  # noqa: E402
+from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 
 MEMORY_TARGET = {"elementwise": 0.90, "reduction": 0.85}  # fraction of copy bandwidth
 GEMM_TARGET, ATTN_TARGET, BLOCK_TARGET = 0.95, 0.90, 1.10
@@ -170,7 +170,7 @@ def run_workload(name: str, ceil: dict, rep_ms: int, options: dict) -> dict:
 
 def smoke_check(budget_s: float) -> list[dict]:
     """Every workload at smoke sizes on the GPU (fixed configs) against the fp64 reference, fp32 and bf16."""
-    from workloads.reference import evaluate_reference
+    from bakeoff.workloads.reference import evaluate_reference
 
     tol = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
     out, t_end = [], time.perf_counter() + budget_s

@@ -1,9 +1,9 @@
 """Validate bakeoff's timer on a GPU (issue 3): prints a table, writes JSON to $OUT when set.
 
 1. Agreement: our median (CUDA events, L2 flushed) vs `triton.testing.do_bench(return_mode="median")` on the
-   same call, for eager and Inductor, on several workloads at `gpu` sizes. Target: within 10%.
+   same call, for eager and Inductor, on several workloads at `gpu` sizes. TimedCall: within 10%.
 2. Reproducibility: one case run 5 times in fresh worker processes (the real worker); spread of medians
-   (max/min - 1). Target: under 5%.
+   (max/min - 1). TimedCall: under 5%.
 3. Ceilings measured in the same run (copy GB/s, bf16 matmul TFLOP/s).
 
 Usage: python benchmarks/validate_timing.py [--dtype bfloat16] [--repeats 5]
@@ -21,15 +21,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from backends import get_backend  # noqa: E402
-from harness.calibrate import measure_ceilings  # noqa: E402
-from harness.config import parse_config, resolve_workloads  # noqa: E402
-from harness.execute import execute_case  # noqa: E402
-from harness.inputs import make_inputs  # noqa: E402
-from harness.plan import plan  # noqa: E402
-from harness.timing import Target, measure  # noqa: E402
-from workloads.ir import bind  # noqa: E402
-from workloads.suite import builtin_workloads  # noqa: E402
+from bakeoff.backends import get_backend  # noqa: E402
+from bakeoff.harness.measure.calibrate import measure_ceilings  # noqa: E402
+from bakeoff.harness.config.schema import parse_config, resolve_workloads  # noqa: E402
+from bakeoff.harness.run.case_process import execute_case  # noqa: E402
+from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.plan.cases import plan_cases  # noqa: E402
+from bakeoff.harness.measure.timing import TimedCall, measure  # noqa: E402
+from bakeoff.workloads.ir import bind  # noqa: E402
+from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 
 WORKLOADS = ["ew_sigmoid_relu", "layernorm_gelu", "softmax", "gemm_bias_gelu", "attention"]
 
@@ -47,7 +47,7 @@ def agreement(dtype: str) -> list[dict]:
             prepared = compiled.prepare(inputs)
             compiled.run(prepared)
             compiled.sync()
-            ours = measure([Target(backend, lambda: compiled.run(prepared), compiled.sync, True)], "cuda",
+            ours = measure([TimedCall(backend, lambda: compiled.run(prepared), compiled.sync, True)], "cuda",
                            warmup_s=0.1, budget_s=1.0, min_reps=20, max_reps=5000, target_iqr=0.02,
                            flush_l2=True)[backend]
             theirs = triton.testing.do_bench(lambda: compiled.run(prepared), warmup=100, rep=500,
@@ -66,7 +66,7 @@ def reproducibility(dtype: str, repeats: int, workload: str, backend: str) -> di
             f"backends: {{{backend}: {{}}}}\nseeds: [0]\ncompile: {{warm: false}}\n"
             "timing: {warmup_s: 0.1, budget_s: 1.0, min_reps: 20, target_iqr: 0.02}\n")
     cfg, where = parse_config(text, "<repro>")
-    (case,) = plan(cfg, resolve_workloads(cfg, where, "gpu"), "cuda")
+    (case,) = plan_cases(cfg, resolve_workloads(cfg, where, "gpu"), "cuda")
     medians = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeats):

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backends import get_backend
+from bakeoff.backends import get_backend
 from ci_required import skip_or_fail
-from backends.base import TensorSpec
-from harness.inputs import make_inputs
-from workloads.ir import bind
-from workloads.reference import evaluate_reference
-from workloads.suite import builtin_workloads
+from bakeoff.backends.base import TensorSpec
+from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.workloads.ir import bind
+from bakeoff.workloads.reference import evaluate_reference
+from bakeoff.workloads.suite import builtin_workloads
 
 # Relative L2 error against fp64 that a correct backend stays under, per dtype, at smoke sizes.
 REL_L2_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}

@@ -17,9 +17,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def bakeoff_cmd() -> list[str]:
-    """The installed `bakeoff` entry point beside this Python, else `python -m harness`."""
+    """The installed `bakeoff` entry point beside this Python, else `python -m bakeoff`."""
     exe = Path(sys.executable).parent / "bakeoff"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "harness"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "bakeoff"]
 
 
 def bakeoff(*args: str, cwd: Path, timeout: float = 1800, check: bool = False) -> subprocess.CompletedProcess:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import update
 
-from results.schema import runs as runs_table
-from results.store import Store
+from bakeoff.results.schema import runs as runs_table
+from bakeoff.results.store import Store
 
 N_RUNS = 20
 STEP_AT = N_RUNS - 2  # the last two runs carry the regression and the new environment

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference, smoke_graph
-from backends import get_backend
+from bakeoff.backends import get_backend
 
 REPO = Path(__file__).resolve().parents[1]
 REASON = get_backend("iree").available()
@@ -66,8 +66,8 @@ def test_cuda_target_falls_back_to_one_the_compiler_knows(tmp_path, monkeypatch)
     """
     import iree.compiler as ireec
 
-    from backends import iree as iree_backend
-    from workloads.lower_jax import stablehlo_text
+    from bakeoff.backends import iree as iree_backend
+    from bakeoff.workloads.lower_jax import stablehlo_text
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(iree_backend, "_known_targets", {})
@@ -102,7 +102,7 @@ def test_gpu_target_is_recorded():
 
 def test_available_names_what_to_install_when_nothing_is_installed():
     """Without site-packages (python -S) the modules still import and say what to pip install."""
-    code = ("from backends import get_backend; import workloads.lower_jax; "
+    code = ("from bakeoff.backends import get_backend; import bakeoff.workloads.lower_jax; "
             "b = get_backend('iree'); print(b.available()); print(b.version())")
     done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=60)
@@ -113,8 +113,8 @@ def test_available_names_what_to_install_when_nothing_is_installed():
 def test_headline_compile_time_is_iree_compile():
     from types import SimpleNamespace
 
-    from harness.inputs import make_inputs
-    from harness.steps import compile_and_first_run
+    from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.run.worker.steps import compile_and_first_run
 
     g = _graph("softmax")
     case = SimpleNamespace(device="cpu", options={})

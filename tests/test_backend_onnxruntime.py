@@ -6,13 +6,13 @@ import pytest
 
 from ci_required import importorskip
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
-from backends import get_backend
-from backends.onnxrt import OnnxRuntimeBackend
-from harness.inputs import make_inputs
-from workloads.builder import GraphBuilder
-from workloads.ir import Graph, bind
-from workloads.reference import evaluate_reference
-from workloads.suite import builtin_workloads
+from bakeoff.backends import get_backend
+from bakeoff.backends.onnxrt import OnnxRuntimeBackend
+from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.workloads.builder import GraphBuilder
+from bakeoff.workloads.ir import Graph, bind
+from bakeoff.workloads.reference import evaluate_reference
+from bakeoff.workloads.suite import builtin_workloads
 
 onnx = importorskip("onnx", reason="onnx is not installed (pip install 'bakeoff[onnx]')")
 ort = importorskip("onnxruntime", reason="onnxruntime is not installed (pip install 'bakeoff[onnx]')")
@@ -89,7 +89,7 @@ def test_every_op_matches_reference(dtype, opset):
 
 
 def test_export_is_valid_and_uses_native_ops(tmp_path):
-    from workloads.lower_onnx import lower_onnx
+    from bakeoff.workloads.lower_onnx import lower_onnx
 
     def ops(name: str, opset: int = 23) -> set:
         w = builtin_workloads()[name]
@@ -143,8 +143,8 @@ def test_reason_when_not_installed(monkeypatch):
 
 
 def test_supports_never_raises_at_planning_time(monkeypatch):
-    import backends.onnxrt as onnxrt
-    import workloads.lower_onnx as lower
+    import bakeoff.backends.onnxrt as onnxrt
+    import bakeoff.workloads.lower_onnx as lower
 
     w = builtin_workloads()["softmax"]
     g = bind(w.graph, w.presets["smoke"], "float32")
@@ -169,8 +169,8 @@ def test_supports_never_raises_at_planning_time(monkeypatch):
 
 def test_the_planning_probe_uses_the_case_options(monkeypatch):
     """supports() exports at the case's opset, as compile() will; a bad option value is left to compile()."""
-    import workloads.lower_onnx as lower
-    from backends import onnxrt
+    import bakeoff.workloads.lower_onnx as lower
+    from bakeoff.backends import onnxrt
 
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")
@@ -208,7 +208,7 @@ def test_outputs_start_as_nan_and_inputs_must_be_on_the_session_device():
 def test_headline_compile_time_is_session_creation():
     from types import SimpleNamespace
 
-    from harness.steps import compile_and_first_run
+    from bakeoff.harness.run.worker.steps import compile_and_first_run
 
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")

@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
-from backends import backend_class
-from backends.tensorrt import TensorRTBackend, check_options
-from workloads.ir import bind
-from workloads.suite import builtin_workloads
+from bakeoff.backends import backend_class
+from bakeoff.backends.tensorrt import TensorRTBackend, check_options
+from bakeoff.workloads.ir import bind
+from bakeoff.workloads.suite import builtin_workloads
 
 # ONNX ops the TensorRT 10.15 parser supports (onnx-tensorrt docs/operators.md) that lower_onnx may emit.
 TRT_PARSER_OPS = {"Add", "Cast", "Div", "Erf", "Exp", "Expand", "Gelu", "GreaterOrEqual", "Identity",
@@ -54,7 +54,7 @@ def test_options_are_checked_before_tensorrt_is_needed():
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_export_tensorrt_would_parse(workload, dtype):
     onnx = pytest.importorskip("onnx")
-    from workloads.lower_onnx import DEFAULT_OPSET, lower_onnx
+    from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx
 
     w = builtin_workloads()[workload]
     model = lower_onnx(bind(w.graph, w.presets["smoke"], dtype), DEFAULT_OPSET)
@@ -292,7 +292,7 @@ def stub_trt(monkeypatch, tmp_path):
 
 
 def _inputs(graph, start=4096):
-    from harness.inputs import make_inputs
+    from bakeoff.harness.run.worker.inputs import make_inputs
 
     return [_FakeCudaTensor(x, start + 256 * i) for i, x in enumerate(make_inputs(graph, 0, "cpu"))]
 

@@ -13,13 +13,13 @@ importorskip("triton", reason="triton is not installed (pip install 'bakeoff[tri
 import torch  # noqa: E402
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference  # noqa: E402
-from backends import get_backend  # noqa: E402
-from backends.base import TensorSpec  # noqa: E402
-from harness.inputs import make_inputs  # noqa: E402
-from workloads.builder import GraphBuilder  # noqa: E402
-from workloads.ir import bind  # noqa: E402
-from workloads.lower_torch import lower_torch  # noqa: E402
-from workloads.suite import builtin_workloads  # noqa: E402
+from bakeoff.backends import get_backend  # noqa: E402
+from bakeoff.backends.base import TensorSpec  # noqa: E402
+from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.workloads.builder import GraphBuilder  # noqa: E402
+from bakeoff.workloads.ir import bind  # noqa: E402
+from bakeoff.workloads.lower_torch import lower_torch  # noqa: E402
+from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
                                 reason="needs TRITON_INTERPRET=1 on a machine without a GPU")
@@ -43,10 +43,11 @@ def test_looped_row_form_matches_reference(workload):
 
 
 def test_looped_softmax_is_one_online_pass_plus_the_output_pass():
-    from backends.tritongen.codegen import Target, generate
+    from bakeoff.backends.tritongen.codegen import generate
+    from bakeoff.backends.tritongen.source import CodegenTarget
 
     plan = _plan("softmax", "float32")
-    text = generate(plan, plan.kernels[0], Target(True, "float32", max_row_block=64)).text
+    text = generate(plan, plan.kernels[0], CodegenTarget(True, "float32", max_row_block=64)).text
     assert text.count("for c0 in range(") == 2 and "m_run" in text and "l_run" in text
 
 
@@ -62,7 +63,7 @@ def test_online_softmax_survives_rows_that_start_with_minus_inf():
 
 
 def _plan(workload: str, dtype: str = "float16"):
-    from backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.fusion import fuse
 
     w = builtin_workloads()[workload]
     return fuse(bind(w.graph, w.presets["smoke"], dtype))
@@ -120,7 +121,7 @@ def test_transpose_only_value_is_stored_transposed_so_the_reshape_is_a_view():
     b = GraphBuilder("t")
     y = b.reshape(b.transpose(b.exp(b.input("x", (5, 6, 7))), perm=(1, 0, 2)), shape=(30, 7))
     g = bind(b.finish([b.mul(y, b.const(2.0))]), {}, "float32")
-    from backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.fusion import fuse
 
     assert [k.kind for k in fuse(g).kernels] == ["pointwise", "pointwise"]
     _check_against_eager(g)
@@ -133,7 +134,7 @@ def test_reshape_of_a_transpose_gets_a_copy_kernel():
     y = b.reshape(b.transpose(e, perm=(1, 0, 2)), shape=(30, 7))
     # e is also an output, so it is stored in its own (contiguous) order and the reshape needs a copy
     g = bind(b.finish([b.mul(y, b.const(2.0)), e]), {}, "float32")
-    from backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.fusion import fuse
 
     assert [k.kind for k in fuse(g).kernels] == ["pointwise", "copy", "pointwise"]
     _check_against_eager(g)
@@ -176,7 +177,7 @@ def test_warm_compile_hits_the_tune_cache():
 
 
 def test_availability_reasons(monkeypatch):
-    from backends.tritongen import TritonGenBackend
+    from bakeoff.backends.tritongen import TritonGenBackend
 
     # The harness runs CPU cases under the interpreter: it sets this in the worker before triton is imported.
     assert TritonGenBackend.worker_env("cpu") == {"TRITON_INTERPRET": "1"}
@@ -193,11 +194,12 @@ def test_gpu_artifacts_come_from_tritons_compiled_kernel():
     # Triton's CompiledKernel as the GPU path sees it (asm dict, n_regs after loading, metadata.shared)
     from types import SimpleNamespace
 
-    from backends.tritongen.artifacts import collect
-    from backends.tritongen.codegen import Target, generate_all
+    from bakeoff.backends.tritongen.artifacts import collect
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen.source import CodegenTarget
 
     plan = _plan("rmsnorm")
-    sources = generate_all(plan, Target(True, "float16"))
+    sources = generate_all(plan, CodegenTarget(True, "float16"))
     ck = SimpleNamespace(asm={"ttir": "tt", "ttgir": "ttg", "llir": "ll", "ptx": "ptx text", "cubin": b"\0"},
                          n_regs=40, n_spills=0, metadata=SimpleNamespace(shared=256))
     arts = collect(plan, sources, [{"BLOCK_M": 1}], [ck], [])
@@ -209,7 +211,7 @@ def test_gpu_artifacts_come_from_tritons_compiled_kernel():
 
 def _written_out_attention(variant: str, dtype: str = "float32"):
     """Attention written with primitives (no sdpa node), in a few spellings of the same math."""
-    from workloads.decompose import decompose
+    from bakeoff.workloads.decompose import decompose
 
     if variant == "decomposed":   # exactly workloads.decompose's form of a causal sdpa
         w = builtin_workloads()["attention"]
@@ -228,7 +230,7 @@ def _written_out_attention(variant: str, dtype: str = "float32"):
 def _rel_l2_vs_fp64(graph, outputs, inputs) -> float:
     import numpy as np
 
-    from workloads.reference import evaluate_reference
+    from bakeoff.workloads.reference import evaluate_reference
 
     refs = evaluate_reference(graph, [x.double().numpy() for x in inputs])
     return max(float(np.linalg.norm(o.double().numpy() - r) / np.linalg.norm(r)) for o, r in zip(outputs, refs))
@@ -237,7 +239,7 @@ def _rel_l2_vs_fp64(graph, outputs, inputs) -> float:
 @pytest.mark.parametrize("variant, dtype", [("decomposed", "float32"), ("decomposed", "float16"),
                                             ("k_given_transposed", "float32"), ("mask_then_scale", "float32")])
 def test_written_out_attention_is_one_flash_attention_kernel(variant, dtype):
-    from backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.fusion import fuse
 
     g = _written_out_attention(variant, dtype)
     assert "sdpa" not in {n.op for n in g.nodes}
@@ -250,7 +252,7 @@ def test_written_out_attention_is_one_flash_attention_kernel(variant, dtype):
 
 
 def test_attention_pattern_whose_scores_are_read_elsewhere_is_fused_as_written():
-    from backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.fusion import fuse
 
     b = GraphBuilder("scores_out")
     q, k, v = (b.input(n, (2, 9, 8)) for n in "qkv")
@@ -263,8 +265,8 @@ def test_attention_pattern_whose_scores_are_read_elsewhere_is_fused_as_written()
 
 
 def test_supports_never_raises_and_launches_are_event_timed(monkeypatch):
-    import backends.tritongen.fusion as fusion
-    from backends.tritongen import TritonGenBackend
+    import bakeoff.backends.tritongen.fusion as fusion
+    from bakeoff.backends.tritongen import TritonGenBackend
 
     assert TritonGenBackend.timed_with_events and TritonGenBackend.graph_capturable
     w = builtin_workloads()["softmax"]

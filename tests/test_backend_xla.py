@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference, smoke_graph
-from backends import get_backend
-from workloads.suite import builtin_workloads
+from bakeoff.backends import get_backend
+from bakeoff.workloads.suite import builtin_workloads
 
 REPO = Path(__file__).resolve().parents[1]
 REASON = get_backend("xla").available()
@@ -80,9 +80,9 @@ def _run_fresh(code: str, env: dict) -> str:
 
 _PROBE = """
 import json
-from backends import get_backend
-from workloads.ir import bind
-from workloads.suite import builtin_workloads
+from bakeoff.backends import get_backend
+from bakeoff.workloads.ir import bind
+from bakeoff.workloads.suite import builtin_workloads
 w = builtin_workloads()["layernorm_gelu"]
 c = get_backend("xla").compile(bind(w.graph, w.presets["smoke"], "float32"), [], "cpu", {options})
 print(json.dumps({{"hit": c.info.cache_hit, "notes": c.info.notes, "flags": c.artifacts()["flags"]}}))
@@ -109,7 +109,7 @@ def test_xla_flags_take_effect_in_a_fresh_process(tmp_path):
 
 def test_available_names_what_to_install_when_jax_is_missing():
     """Without site-packages (python -S) the module still imports and says what to pip install."""
-    code = ("from backends import get_backend; import workloads.lower_jax; "
+    code = ("from bakeoff.backends import get_backend; import bakeoff.workloads.lower_jax; "
             "b = get_backend('xla'); print(b.available()); print(b.version())")
     done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=60)

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from conftest import bakeoff
-from harness.config import BUILTIN_CONFIG_PATH, default_config_text
-from harness.runner import Filters, RunBusyError, plan_run, resumed_cases, run_lease
-from harness.yaml_lines import ConfigError
-from results.store import Store
+from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, default_config_text
+from bakeoff.harness.run.orchestrator import Filters, RunBusyError, plan_run, resumed_cases, run_lease
+from bakeoff.harness.config.yaml_lines import ConfigError
+from bakeoff.results.store import Store
 
 CONFIG = """
 name: labels
@@ -49,13 +49,13 @@ def test_backend_not_in_the_config_is_exit_2(tmp_path):
 
 def test_backend_narrows_but_the_default_config_may_add_registered_backends():
     cases = plan_run(CONFIG, "c.yaml", Filters(backends=("eager-again",))).cases
-    assert {(c.backend, c.adapter) for c in cases} == {("eager-again", "eager")}
+    assert {(c.label, c.backend) for c in cases} == {("eager-again", "eager")}
     with pytest.raises(ConfigError, match="not a backend of this config"):
         plan_run(CONFIG, "c.yaml", Filters(backends=("tritongen",)))
     # The built-in default: a registered backend it lacks is added, an unknown name refused.
     default = default_config_text()
     planned = plan_run(default, BUILTIN_CONFIG_PATH, Filters(backends=("eager", "tritongen"), device="cpu"))
-    assert {c.backend for c in planned.cases} == {"eager", "tritongen"}
+    assert {c.label for c in planned.cases} == {"eager", "tritongen"}
     with pytest.raises(ConfigError, match="'nosuch' is unknown"):
         plan_run(default, BUILTIN_CONFIG_PATH, Filters(backends=("nosuch",), device="cpu"))
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from conftest import REPO, bakeoff
-from backends import REGISTRY, backend_class
-from workloads.suite import builtin_workloads
+from bakeoff.backends import REGISTRY, backend_class
+from bakeoff.workloads.suite import builtin_workloads
 
 CONFIG = """
 name: calibrated
@@ -56,8 +56,9 @@ def test_calibrate_then_a_run_carries_pct_of_ceiling(tmp_path):
 
 
 def test_importing_the_harness_loads_no_optional_backend_library():
-    code = ("import sys, harness.cli, harness.runner, harness.case_run, harness.worker, backends, results.store\n"
-            "from backends import REGISTRY, backend_class\n"
+    code = ("import sys, bakeoff.harness.cli.app, bakeoff.harness.run.orchestrator, bakeoff.harness.run.worker.cold, "
+            "bakeoff.harness.run.worker.main, bakeoff.backends, bakeoff.results.store\n"
+            "from bakeoff.backends import REGISTRY, backend_class\n"
             "[backend_class(n) for n in REGISTRY]\n"
             "print(sorted(m for m in ('jax', 'jaxlib', 'iree', 'onnx', 'onnxruntime', 'tensorrt', 'ray', 'plotly')"
             " if m in sys.modules))")

@@ -5,7 +5,7 @@ import pandas as pd
 from sqlalchemy import create_engine, text
 
 from conftest import bakeoff
-from workloads.suite import builtin_workloads
+from bakeoff.workloads.suite import builtin_workloads
 
 
 def test_every_case_ok_with_positive_latency_and_finite_errors(smoke_run):

@@ -7,7 +7,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_profile_counts_kernels_not_copies():
-    from harness.timing import is_kernel_event, profile_kernels
+    from bakeoff.harness.measure.timing import is_kernel_event, profile_kernels
 
     host = torch.randn(1 << 20).pin_memory()
     a = torch.randn(1 << 20, device="cuda")
@@ -32,11 +32,11 @@ def test_profile_counts_kernels_not_copies():
 
 
 def test_eager_beside_a_host_timed_backend_is_host_timed_on_a_gpu():
-    from harness.timing import Target, measure
+    from bakeoff.harness.measure.timing import TimedCall, measure
 
     a = torch.randn(1 << 22, device="cuda")
-    targets = [Target("backend", lambda: a * 2, torch.cuda.synchronize, False),
-               Target("eager (reference)", lambda: a + 1, torch.cuda.synchronize, False)]
+    targets = [TimedCall("backend", lambda: a * 2, torch.cuda.synchronize, False),
+               TimedCall("eager (reference)", lambda: a + 1, torch.cuda.synchronize, False)]
     results = measure(targets, "cuda", warmup_s=0.01, budget_s=0.1, min_reps=3, max_reps=20, target_iqr=0.5,
                       flush_l2=True)
     assert {s.method for s in results.values()} == {"host-clock+sync+flush"}

@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
-from harness.inputs import make_inputs
-from workloads.decompose import decompose
-from workloads.ir import bind
-from workloads.lower_torch import lower_torch
-from workloads.reference import evaluate_reference
-from workloads.suite import builtin_workloads
+from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.workloads.decompose import decompose
+from bakeoff.workloads.ir import bind
+from bakeoff.workloads.lower_torch import lower_torch
+from bakeoff.workloads.reference import evaluate_reference
+from bakeoff.workloads.suite import builtin_workloads
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -43,8 +43,8 @@ def test_reference_softmax_survives_large_inputs():
 
 def test_float64_attention_split_by_batch_matches_unsplit(monkeypatch):
     """The fp64 reference on a GPU splits big attention by batch; the split must trace and agree."""
-    import workloads.lower_torch as lt
-    from workloads.decompose import to_reference
+    import bakeoff.workloads.lower_torch as lt
+    from bakeoff.workloads.decompose import to_reference
 
     w = builtin_workloads()["attention"]
     g = to_reference(bind(w.graph, {"B": 3, "H": 2, "S": 16, "Dh": 8}, "float32"))

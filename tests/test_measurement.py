@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.envinfo import environment, fingerprint
-from harness.numerics import error_stats, ulp_distance, verdict
-from harness.timing import Target, measure, stats
+from bakeoff.harness.measure.environment import environment, fingerprint
+from bakeoff.harness.measure.numerics import error_stats, ulp_distance, verdict
+from bakeoff.harness.measure.timing import TimedCall, measure, stats
 
 
 def test_stats_of_known_samples():
@@ -26,7 +26,7 @@ def _busy_wait(seconds: float) -> None:
 
 def test_timer_measures_a_function_of_known_duration():
     # 2 ms in the call and 2 ms in sync(): a sample must span both (sync is inside the timed region).
-    target = Target("wait", lambda: _busy_wait(0.002), lambda: _busy_wait(0.002))
+    target = TimedCall("wait", lambda: _busy_wait(0.002), lambda: _busy_wait(0.002))
     result = measure([target], "cpu", warmup_s=0.01, budget_s=0.3, min_reps=10, max_reps=1000,
                      target_iqr=0.05, flush_l2=False)["wait"]
     assert result.n >= 10 and len(target.samples_ms) == result.n
@@ -38,8 +38,8 @@ def test_timer_measures_a_function_of_known_duration():
 
 def test_timer_interleaves_targets_and_stops_at_max_reps():
     order = []
-    a = Target("a", lambda: order.append("a"), lambda: None)
-    b = Target("b", lambda: order.append("b"), lambda: None)
+    a = TimedCall("a", lambda: order.append("a"), lambda: None)
+    b = TimedCall("b", lambda: order.append("b"), lambda: None)
     measure([a, b], "cpu", warmup_s=0.0, budget_s=10.0, min_reps=3, max_reps=7, target_iqr=1e-9, flush_l2=True)
     assert len(a.samples_ms) == len(b.samples_ms) == 7
     timed = order[-14:]

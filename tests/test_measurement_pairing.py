@@ -7,11 +7,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness import case_run, execute
-from harness.envinfo import environment, fingerprint
-from results.hardware import hardware_id
-from harness.plan import Case
-from harness.timing import Stats, Target, is_kernel_event, measure
+import bakeoff.harness.run.worker.cold as case_run
+import bakeoff.harness.run.case_process as execute
+from bakeoff.harness.measure.environment import environment, fingerprint
+from bakeoff.results.hardware import hardware_id
+from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.measure.timing import Stats, TimedCall, is_kernel_event, measure
 
 
 class _Compiled:
@@ -44,7 +45,7 @@ class EventTimedBackend:  # like Inductor, tritongen, TensorRT
 def _case(label: str, adapter: str, device: str = "cpu", **timing) -> SimpleNamespace:
     t = {"warmup_s": 0.0, "budget_s": 0.2, "min_reps": 5, "max_reps": 15, "target_iqr": 1e-9, "flush_l2": False,
          "cuda_graph": False, "profile": True, **timing}
-    return SimpleNamespace(backend=label, adapter=adapter, device=device, timing=t)
+    return SimpleNamespace(label=label, backend=adapter, device=device, timing=t)
 
 
 @pytest.mark.parametrize("backend_cls, events", [(HostTimedBackend, False), (EventTimedBackend, True)])
@@ -77,7 +78,7 @@ def test_label_eager_for_another_adapter_keeps_both_targets_apart():
 
 
 def test_eager_case_reports_its_own_latency_as_eager():
-    target = Target(case_run.BACKEND_TARGET, lambda: None, lambda: None)
+    target = TimedCall(case_run.BACKEND_TARGET, lambda: None, lambda: None)
     stats = Stats(1.0, 0.9, 1.1, 0.1, 1.0, 0.9, 5, "m")
     out = case_run.latency_fields({case_run.BACKEND_TARGET: stats}, [target])
     assert out["speedup_vs_eager"] == 1.0 and out["eager_timing_method"] == "m"
@@ -141,7 +142,7 @@ def test_oom_kill_counters_are_read_where_linux_has_them():
 
 def test_warm_run_keeps_the_cold_stderr_tail(monkeypatch, tmp_path):
     case = Case(case_id="w/M=1/float32/inductor", workload="w", preset="smoke", shape="M=1", dims={"M": 1},
-                dtype="float32", backend="inductor", device="cpu", graph={}, options={}, seeds=(0,), timing={},
+                dtype="float32", label="inductor", device="cpu", graph={}, options={}, seeds=(0,), timing={},
                 timeout_s=10, warm_compile=True, flops=1, bytes_moved=1)
     phases = {"cold": {"status": "ok", "stderr_tail": "cold warning"},
               "warm": {"compile_warm_s": 0.5, "stderr_tail": "warm warning"}}
@@ -165,7 +166,7 @@ def test_hardware_id_ignores_software_and_commits():
 
 
 def test_ceilings_are_found_after_a_new_commit(tmp_path):
-    from results.store import Store
+    from bakeoff.results.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     env = environment("cpu")
@@ -181,9 +182,9 @@ def test_ceilings_are_found_after_a_new_commit(tmp_path):
 
 
 def _costed_case(workload: str, dims: dict, dtype: str = "float32") -> SimpleNamespace:
-    from workloads import costs
-    from workloads.ir import bind
-    from workloads.suite import builtin_workloads
+    from bakeoff.workloads import costs
+    from bakeoff.workloads.ir import bind
+    from bakeoff.workloads.suite import builtin_workloads
 
     graph = bind(builtin_workloads()[workload].graph, dims, dtype)
     return SimpleNamespace(dtype=dtype, flops=costs.flops(graph), bytes_moved=costs.min_bytes(graph),
@@ -191,7 +192,7 @@ def _costed_case(workload: str, dims: dict, dtype: str = "float32") -> SimpleNam
 
 
 def test_compute_bound_case_is_not_held_against_copy_bandwidth():
-    from harness.runner import _ceiling_for
+    from bakeoff.harness.run.orchestrator import _ceiling_for
 
     gemm = _costed_case("gemm_bias_gelu", {"M": 2048, "N": 2048, "K": 2048})
     ew = _costed_case("ew_sigmoid_relu", {"M": 2048, "N": 2048})

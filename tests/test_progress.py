@@ -6,12 +6,12 @@ import io
 
 from rich.console import Console
 
-import harness.executors.local as local
-import harness.runner as runner
-from harness.executors.local import LocalExecutor
-from harness.runner import Filters, plan_run, run_cases
-from harness.slots import Slot
-from results.store import Store
+import bakeoff.harness.run.executors.local as local
+import bakeoff.harness.run.orchestrator as runner
+from bakeoff.harness.run.executors.local import LocalExecutor
+from bakeoff.harness.run.orchestrator import Filters, plan_run, run_cases
+from bakeoff.harness.run.slots import Slot
+from bakeoff.results.store import Store
 
 CONFIG = """
 name: progress

@@ -60,7 +60,7 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start  # tasks on one node share its CPU timing gate
     assert "(complete)" in bakeoff("show", run_id, "--db", db, cwd=tmp_path, check=True).stdout
-    from results.store import Store
+    from bakeoff.results.store import Store
 
     env = Store(db).run(run_id)["environment"]
     assert env["ray_node"] and env["hardware_id"]  # the run's environment came from a node of the cluster
@@ -76,7 +76,7 @@ def test_stop_keeps_ended_results_and_drops_failed_tasks(tmp_path):
     reason: reason is None), leaves a task that failed for --resume, and cancels what still runs."""
     import ray
 
-    from harness.executors.ray_executor import RayExecutor
+    from bakeoff.harness.run.executors.ray_executor import RayExecutor
     from test_staging import case
 
     executor = RayExecutor("cpu", jobs=1, address=None)

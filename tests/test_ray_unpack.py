@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ci_required import importorskip
-from harness.executors.ray_executor import RayExecutor
-from harness.staging import staging_dir
+from bakeoff.harness.run.executors.ray_executor import RayExecutor
+from bakeoff.harness.run.staging import staging_dir
 from test_staging import case
 
 ray = importorskip("ray", reason="Ray is not installed (pip install 'bakeoff[scale]')")

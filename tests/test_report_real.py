@@ -8,11 +8,11 @@ import pytest
 
 from browser_cdp import artifacts_dir, evaluate, open_browser
 from conftest import bakeoff
-from results.report.data import load_run
-from results.report.figures_perf import pareto_front, speedup_heatmap
-from results.report.figures_quality import RMSE_MULTIPLIER
-from results.report.weights import DEFAULT_WEIGHTS, recommend
-from results.store import Store
+from bakeoff.results.report.data import load_run
+from bakeoff.results.report.figures_perf import pareto_front, speedup_heatmap
+from bakeoff.results.report.figures_quality import RMSE_MULTIPLIER
+from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
+from bakeoff.results.store import Store
 
 CONFIG = """
 name: report-tiny
@@ -86,7 +86,7 @@ def test_heatmap_marks_failures_with_their_reason(real):
 def test_pareto_front_and_tolerance_agree_with_the_harness():
     import torch
 
-    from harness.numerics import RMSE_MULTIPLIER as HARNESS
+    from bakeoff.harness.measure.numerics import RMSE_MULTIPLIER as HARNESS
 
     assert {str(k).removeprefix("torch."): v for k, v in HARNESS.items()} == RMSE_MULTIPLIER
     assert pareto_front([(1.0, 5.0), (2.0, 4.0), (3.0, 6.0), (0.5, 9.0)]) == [3, 0, 1]

@@ -15,14 +15,14 @@ import browser_cdp
 import ci_required
 import pgserver
 from conftest import bakeoff
-from harness.cli_report import previous_run, resolve_run
+from bakeoff.harness.cli.report_commands import previous_run, resolve_run
 from report_history import environment, record
-from results.report.compare import Thresholds, compare_runs
-from results.report.data import RunData
-from results.report.figures_quality import error_chart, roofline
-from results.report.weights import DEFAULT_WEIGHTS, recommend
-from results.schema import runs as runs_table
-from results.store import Store, StoreError
+from bakeoff.results.report.compare import Thresholds, compare_runs
+from bakeoff.results.report.data import RunData
+from bakeoff.results.report.figures_quality import error_chart, roofline
+from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
+from bakeoff.results.schema import runs as runs_table
+from bakeoff.results.store import Store, StoreError
 
 GEMM = ("gemm_synth", "M=64,N=64,K=64", "bfloat16", "inductor")
 GEMM_EAGER = GEMM[:3] + ("eager",)

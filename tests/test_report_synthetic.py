@@ -11,10 +11,10 @@ import pytest
 from browser_cdp import artifacts_dir, open_browser
 from conftest import bakeoff
 from report_history import FLIP, N_RUNS, NOISY, REGRESS, write_history
-from results.report.data import load_run
-from results.report.figures_quality import roofline
-from results.report.trend import Point, flag_series, judge
-from results.store import Store
+from bakeoff.results.report.data import load_run
+from bakeoff.results.report.figures_quality import roofline
+from bakeoff.results.report.trend import Point, flag_series, judge
+from bakeoff.results.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plan import Case
-from harness.staging import final_dir, pack, publish, recover, staging_dir, unpack
+from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.run.staging import final_dir, pack, publish, recover, staging_dir, unpack
 
 
 def case(case_id: str) -> Case:
     return Case(case_id=case_id, workload="w", preset="smoke", shape="N=4", dims={"N": 4}, dtype="float32",
-                backend="eager", device="cpu", graph={}, options={}, seeds=(0,), timing={}, timeout_s=60,
+                label="eager", device="cpu", graph={}, options={}, seeds=(0,), timing={}, timeout_s=60,
                 warm_compile=False, flops=0, bytes_moved=0)
 
 

@@ -10,14 +10,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from results.store import Store
+from bakeoff.results.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 WRITERS, OWN, CONTESTED = 3, 40, 20
 
 WRITER = f"""
 import sys, time
-from results.store import Store
+from bakeoff.results.store import Store
 url, name = sys.argv[1], sys.argv[2]
 store = Store(url)
 run = store.create_run(config_name=name, config_path=None, config_text="", device="cpu",

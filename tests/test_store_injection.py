@@ -7,7 +7,7 @@ import json
 from sqlalchemy import create_engine, text
 
 from conftest import bakeoff
-from results.store import Store
+from bakeoff.results.store import Store
 
 NAME = "x'; DROP TABLE runs; --"
 EAGER = "eager'; DROP TABLE records; --"

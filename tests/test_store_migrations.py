@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from results.schema import SCHEMA_VERSION
-from results.store import Store, StoreError
+from bakeoff.results.schema import SCHEMA_VERSION
+from bakeoff.results.store import Store, StoreError
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def test_v1_store_is_upgraded_and_keeps_its_rows(store_url):
 
 def test_concurrent_opens_upgrade_once(store_url):
     make_v1_store(store_url)
-    code = ("import sys; from results.store import Store; s = Store(sys.argv[1]); "
+    code = ("import sys; from bakeoff.results.store import Store; s = Store(sys.argv[1]); "
             "print(','.join(map(str, s.upgraded_to)) or '-')")
     procs = [subprocess.Popen([sys.executable, "-c", code, store_url], cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]

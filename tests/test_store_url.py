@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from results.store import Store, engine_url
+from bakeoff.results.store import Store, engine_url
 
 
 @pytest.mark.parametrize("given,expected", [

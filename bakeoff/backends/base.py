@@ -1,0 +1,165 @@
+"""The backend protocol: what every adapter implements, and the values it hands back.
+
+A backend compiles a *bound* workload graph (`workloads.ir.bind`) for one device and returns a `Compiled`.
+The harness exchanges tensors with it as torch tensors on the device; an adapter converts them
+(DLPack, on the device) in `prepare`, outside any timed region, and back in `to_torch`.
+
+Call order used by the harness::
+
+    compiled = backend.compile(graph, specs, options)     # timed as compile time
+    prepared = compiled.prepare(inputs)                   # not timed: upload / wrap inputs
+    raw = compiled.run(prepared); compiled.sync()         # timed
+    outputs = compiled.to_torch(raw)                      # not timed: for the numeric check
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from bakeoff.workloads.ir import Graph
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of one graph input, as the harness will pass it (contiguous)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @classmethod
+    def of_inputs(cls, graph: Graph) -> list["TensorSpec"]:
+        """The specs of a bound graph's inputs, in graph order."""
+        return [cls(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
+
+
+@dataclass
+class CompileInfo:
+    """What a compile produced besides the executable.
+
+    stages_s: named compile stages in seconds (e.g. {"trace": .., "lower": .., "compile": ..}); empty if
+    the backend has no stages it can time apart.
+    cache_dirs: folders the backend reads and writes its caches in (the harness counts entries before and
+    after, to tell a cache hit from a miss).
+    notes: facts the record must carry (e.g. "compiled for sm_89: the compiler knows no sm_90").
+    compiler_stages: the keys of `stages_s` that are the compiler's own work (IREE: iree-compile; ONNX Runtime:
+    session creation; TensorRT: the engine build). When given, the harness's headline `compile_s` is their
+    sum and the whole span (compile() + prepare + first run + sync) is kept apart as the record's
+    `compile_total_s` (`stages_s["first_run"]` = prepare + first run + sync). Empty: `compile_s` is
+    that whole span, as for eager, Inductor (compiles lazily inside the first call), XLA and tritongen.
+    """
+
+    stages_s: dict[str, float] = field(default_factory=dict)
+    cache_hit: bool | None = None
+    notes: list[str] = field(default_factory=list)
+    compiler_stages: tuple[str, ...] = ()
+
+
+class Compiled(ABC):
+    """An executable for one graph, shapes, dtype and device."""
+
+    info: CompileInfo
+
+    def prepare(self, inputs: Sequence[Any]) -> Any:
+        """Turn torch input tensors into what `run` takes (default: the tensors themselves). Not timed."""
+        return tuple(inputs)
+
+    @abstractmethod
+    def run(self, prepared: Any) -> Any:
+        """Launch the computation on prepared inputs; may return before the device is done."""
+
+    @abstractmethod
+    def to_torch(self, raw: Any) -> list[Any]:
+        """The outputs of `run` as torch tensors on the harness device. Not timed."""
+
+    def sync(self) -> None:
+        """Block until all work this executable launched has finished."""
+
+    def artifacts(self) -> dict[str, Any] | None:
+        """Text or numbers worth keeping (generated code, IR, sizes); None when the backend has none."""
+        return None
+
+    def __call__(self, *inputs: Any) -> list[Any]:
+        raw = self.run(self.prepare(inputs))
+        self.sync()
+        return self.to_torch(raw)
+
+
+class Backend(ABC):
+    """A compiler adapter. Subclasses declare what they can do as class attributes."""
+
+    name: ClassVar[str]
+    devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})
+    dtypes: ClassVar[frozenset[str]] = frozenset({"float32", "float16", "bfloat16"})
+    # Environment variables naming cache folders, set per case by the harness for cold/warm compiles.
+    cache_env: ClassVar[tuple[str, ...]] = ()
+    # Whether `run` launches on torch's current CUDA stream, so CUDA events recorded there time it.
+    timed_with_events: ClassVar[bool] = False
+    # Whether `run` can be captured in a CUDA graph (torch.cuda.graph) for graph-replay timing.
+    graph_capturable: ClassVar[bool] = False
+
+    @classmethod
+    def available(cls) -> str | None:
+        """None when the backend can run here, else the reason (e.g. 'jax not installed (pip install jax)')."""
+        return None
+
+    @classmethod
+    def worker_env(cls, device: str) -> dict[str, str]:
+        """Environment variables the harness sets in the worker process before anything is imported there."""
+        return {}
+
+    @classmethod
+    def version(cls) -> str | None:
+        """Version string of the underlying compiler, or None if not installed."""
+        return None
+
+    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
+        """None when this backend can run `graph` on `device` in `dtype` with the case's `options`, else why
+        not (becomes `skipped`). Runs at planning time, in the orchestrator: it must not raise."""
+        if device not in self.devices:
+            return f"{self.name} does not run on {device}"
+        if dtype not in self.dtypes:
+            return f"{self.name} does not support {dtype}"
+        return None
+
+    @abstractmethod
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        """Compile `graph` (bound) for inputs `specs` on `device`. Raise on failure; the harness records it."""
+
+
+def dist_version(dist: str) -> str | None:
+    """Installed version of the distribution `dist`, read from its metadata (nothing is imported)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class TorchCompiled(Compiled):
+    """A Compiled whose `run` is a Python callable on torch tensors (eager, Inductor, ...)."""
+
+    def __init__(self, fn: Any, device: str, info: CompileInfo | None = None,
+                 artifacts: dict[str, Any] | None = None) -> None:
+        self.fn = fn
+        self.device = device
+        self.info = info or CompileInfo()
+        self._artifacts = artifacts
+
+    def run(self, prepared: Any) -> Any:
+        return self.fn(*prepared)
+
+    def to_torch(self, raw: Any) -> list[Any]:
+        return list(raw)
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+
+    def artifacts(self) -> dict[str, Any] | None:
+        return self._artifacts

@@ -1,0 +1,27 @@
+"""PyTorch eager: the graph's PyTorch lowering, run op by op. The baseline every backend is compared with."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+
+
+class EagerBackend(Backend):
+    name = "eager"
+    graph_capturable = True
+    timed_with_events = True
+
+    @classmethod
+    def version(cls) -> str | None:
+        import torch
+
+        return torch.__version__
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        from bakeoff.workloads.lower_torch import lower_torch
+
+        fn = lower_torch(graph)
+        return TorchCompiled(fn, device, CompileInfo(), {"graph": graph.pretty(), "torch_code": fn.code})

@@ -1,0 +1,254 @@
+"""IREE: the graph's StableHLO (from the JAX lowering) compiled by iree-compile and run by iree.runtime.
+
+CPU: llvm-cpu code for the host CPU on the `local-task` driver. CUDA: code for the GPU's compute capability
+if the installed compiler knows it, else the highest target it does know (recorded in `CompileInfo.notes`),
+on the `cuda` driver. IREE's Python runtime has no DLPack import, so `prepare` uploads inputs to device
+buffers once (untimed) and `run` invokes the module on them.
+
+Options (YAML `backends: {iree: {...}}`): `extra_flags` (list of str, appended to the iree-compile flags).
+IREE has no compile cache: `cache_env` stays empty.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+
+# Synchronous exports: each call waits for its device work before returning (see IreeCompiled.sync).
+_COMMON_FLAGS = ["--iree-execution-model=async-internal"]
+_CPU_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+              "--iree-llvmcpu-target-cpu=host"]
+
+
+# CUDA targets, newest first, that iree-compile may know ("a" variants left out: they run on one arch only).
+_SM_TARGETS = ("sm_120", "sm_100", "sm_90", "sm_89", "sm_87", "sm_86", "sm_80", "sm_75", "sm_70", "sm_61",
+               "sm_60")
+_PROBE_MODULE = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}"""
+_known_targets: dict[str, bool] = {}
+
+
+def _compiler_version() -> str:
+    try:
+        return importlib.metadata.version("iree-base-compiler")
+    except importlib.metadata.PackageNotFoundError:  # a source build or a renamed nightly wheel
+        from iree.compiler.version import VERSION
+
+        return VERSION
+
+
+def _probe_cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bakeoff" / "iree_cuda_targets.json"
+
+
+def _accepts(target: str) -> bool:
+    """Whether this iree-compile compiles a tiny module for CUDA `target` (no GPU needed to compile).
+
+    Answers are kept per compiler version in memory and in ~/.cache/bakeoff, so that a worker process per
+    case does not pay ~0.5 s per probe inside its measured compile time.
+    """
+    key = f"{_compiler_version()}:{target}"
+    if key not in _known_targets:
+        path = _probe_cache_file()
+        try:
+            _known_targets.update(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            pass
+    if key not in _known_targets:
+        import iree.compiler as ireec
+
+        try:
+            ireec.compile_str(_PROBE_MODULE, input_type="stablehlo",
+                              extra_args=["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"])
+            _known_targets[key] = True
+        except ireec.CompilerToolError:
+            _known_targets[key] = False
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(_known_targets))
+            tmp.replace(path)  # atomic: concurrent workers never read half a file
+        except OSError:
+            pass  # an unwritable cache only costs time
+    return _known_targets[key]
+
+
+def cuda_target(wanted: str) -> tuple[str, str | None]:
+    """The CUDA target to compile for a GPU of target `wanted` (e.g. "sm_90"), and a note if downgraded.
+
+    `wanted` itself if iree-compile accepts it, else the highest older target it accepts: PTX for an older
+    target runs on newer GPUs through the driver's JIT, without the newer architecture's instructions.
+    """
+    number = int(wanted.removeprefix("sm_"))
+    candidates = [wanted] + [t for t in _SM_TARGETS if int(t.removeprefix("sm_")) < number]
+    for target in candidates:
+        if _accepts(target):
+            if target == wanted:
+                return target, None
+            return target, (f"compiled for {target}: iree-compile {_compiler_version()} knows no {wanted}; "
+                            "runs through the driver's PTX JIT")
+    raise RuntimeError(f"iree-compile {_compiler_version()} accepts none of the CUDA targets {candidates}")
+
+
+def _cuda_index(device: str) -> int:
+    return int(device.partition(":")[2] or 0)
+
+
+def _host_array(t: Any) -> Any:
+    """A C-contiguous NumPy copy of torch tensor `t`; bfloat16 as ml_dtypes.bfloat16 (same bits)."""
+    import ml_dtypes
+    import numpy as np
+    import torch
+
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return np.ascontiguousarray(t.numpy())
+
+
+def _to_tensor(a: Any, device: str) -> Any:
+    """Torch tensor on `device` from a NumPy array (copied: the source may be mapped device memory)."""
+    import ml_dtypes
+    import numpy as np
+    import torch
+
+    a = np.array(a, copy=True, order="C")
+    if a.dtype == np.dtype(ml_dtypes.bfloat16):
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(a).to(device)
+
+
+class IreeCompiled(Compiled):
+    """A loaded IREE module (its `main`) on one HAL device."""
+
+    def __init__(self, fn: Any, hal_device: Any, device: str, info: CompileInfo,
+                 artifacts: dict[str, Any]) -> None:
+        self.fn = fn
+        self.hal_device = hal_device
+        self.device = device
+        self.info = info
+        self._artifacts = artifacts
+
+    def prepare(self, inputs: Sequence[Any]) -> tuple:
+        import iree.runtime as ireert
+
+        # Host copy, then one upload into device-local buffers that every run() reuses.
+        return tuple(ireert.asdevicearray(self.hal_device, _host_array(t)) for t in inputs)
+
+    def run(self, prepared: Any) -> tuple:
+        out = self.fn(*prepared)
+        return out if isinstance(out, tuple) else (out,)
+
+    def sync(self) -> None:
+        # Nothing to wait for: modules are compiled with --iree-execution-model=async-internal, whose
+        # exported functions wait on their own fences, so the call in run() returns only once the device
+        # work (CPU task pool or CUDA stream) has finished and the results are ready.
+        return None
+
+    def to_torch(self, raw: Any) -> list[Any]:
+        return [_to_tensor(x.to_host(), self.device) for x in raw]
+
+    def artifacts(self) -> dict[str, Any] | None:
+        return self._artifacts
+
+
+class IreeBackend(Backend):
+    name = "iree"
+
+    @classmethod
+    def available(cls) -> str | None:
+        if importlib.util.find_spec("iree") is None or importlib.util.find_spec("iree.compiler") is None:
+            return "iree not installed (pip install 'bakeoff[iree]')"
+        if importlib.util.find_spec("iree.runtime") is None:
+            return "iree runtime not installed (pip install iree-base-runtime)"
+        if importlib.util.find_spec("jax") is None:
+            return "jax not installed: IREE's input is StableHLO lowered by JAX (pip install 'bakeoff[xla]')"
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        try:
+            return (f"iree-base-compiler {importlib.metadata.version('iree-base-compiler')}, "
+                    f"iree-base-runtime {importlib.metadata.version('iree-base-runtime')}")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        unknown = set(options) - {"extra_flags"}
+        if unknown:
+            raise ValueError(f"iree: unknown option(s) {sorted(unknown)}; known: ['extra_flags']")
+        import iree.compiler as ireec
+        import iree.runtime as ireert
+        import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
+
+        from bakeoff.workloads.lower_jax import stablehlo_text
+
+        stages: dict[str, float] = {}
+        notes: list[str] = []
+        t0 = time.perf_counter()
+        source = stablehlo_text(graph, "cpu" if device == "cpu" else "cuda")
+        stages["stablehlo"] = time.perf_counter() - t0
+
+        if device == "cpu":
+            flags, driver_uri, target = list(_CPU_FLAGS), "local-task", "llvm-cpu host"
+        elif device.startswith("cuda"):
+            import torch
+
+            major, minor = torch.cuda.get_device_capability(_cuda_index(device))
+            t0 = time.perf_counter()
+            target, note = cuda_target(f"sm_{major}{minor}")
+            stages["target_probe"] = time.perf_counter() - t0
+            if note:
+                notes.append(note)
+            flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"]
+            driver_uri = f"cuda://{_cuda_index(device)}"  # CUDA ordinal, as torch numbers visible GPUs
+        else:
+            raise ValueError(f"iree: unknown device {device!r}")
+        flags += _COMMON_FLAGS + [str(f) for f in options.get("extra_flags", [])]
+
+        with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
+            stats_path = Path(tmp) / "stats.json"
+            # IREE's own scheduling statistics count the dispatches the program launches per call.
+            stats_flags = ["--iree-scheduling-dump-statistics-format=json",
+                           f"--iree-scheduling-dump-statistics-file={stats_path}"]
+            t0 = time.perf_counter()
+            vmfb = ireec.compile_str(source, input_type="stablehlo", extra_args=flags + stats_flags)
+            stages["compile"] = time.perf_counter() - t0
+            stats = json.loads(stats_path.read_text())
+
+        t0 = time.perf_counter()
+        hal_device = ireert.get_device(driver_uri)
+        config = ireert.Config(device=hal_device)
+        context = ireert.SystemContext(config=config)
+        module = ireert.VmModule.copy_buffer(config.vm_instance, vmfb)
+        context.add_vm_module(module)
+        fn = context.modules[module.name]["main"]
+        stages["load"] = time.perf_counter() - t0
+
+        aggregate = stats.get("stream-aggregate", {})
+        artifacts = {
+            "vmfb_bytes": len(vmfb),
+            "dispatch_count": aggregate.get("execution", {}).get("dispatch-count"),
+            "executable_count": aggregate.get("executable", {}).get("executable-count"),
+            "flags": flags,
+            "target": target,
+            "stablehlo": source,
+        }
+        notes.append(f"target={target}")
+        # The headline compile time is iree-compile's; the StableHLO export, the target probe and the module
+        # load are recorded apart in stages_s.
+        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("compile",))
+        return IreeCompiled(fn, hal_device, device, info, artifacts)

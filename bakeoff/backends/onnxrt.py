@@ -1,0 +1,287 @@
+"""ONNX Runtime: the graph exported to ONNX (`workloads.lower_onnx`), run by an InferenceSession.
+
+Inputs and outputs are bound in place through IOBinding on the torch tensors' memory (CPU or CUDA), so the
+timed `run` copies nothing. Session creation (graph optimizations, kernel selection) is the compile stage.
+
+Options (YAML `backends: {onnxruntime: {...}}`):
+- graph_optimization_level: "disable" | "basic" | "extended" | "all" (default "all");
+- intra_op_num_threads: int (default: ONNX Runtime's choice, one per physical core);
+- opset: ONNX opset to export (default `workloads.lower_onnx.DEFAULT_OPSET`);
+- artifacts_dir: a folder; when given, the exported model is written there and its path recorded.
+
+On CUDA the CUDAExecutionProvider is required (onnxruntime-gpu) and CPU fallback is disabled, so that a node
+without a CUDA kernel fails the case instead of silently running on the host.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections import Counter
+from typing import Any, Sequence
+
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
+
+_LEVELS = ("disable", "basic", "extended", "all")
+_OPTIONS = {"graph_optimization_level", "intra_op_num_threads", "opset", "artifacts_dir"}
+_INSTALL = "pip install 'bakeoff[onnx]'"
+
+# supports() probes: (graph digest, device, options as JSON) -> None or the reason ONNX Runtime gave.
+_PROBES: dict[tuple, str | None] = {}
+
+
+def _device_id(device: str) -> tuple[str, int]:
+    """IOBinding's (device type, device id) for a harness device string."""
+    if device.startswith("cuda"):
+        import torch
+
+        dev = torch.device(device)
+        return "cuda", dev.index if dev.index is not None else torch.cuda.current_device()
+    return "cpu", 0
+
+
+def _providers(device: str) -> list:
+    kind, index = _device_id(device)
+    if kind == "cuda":
+        import torch
+
+        options = {"device_id": str(index)}
+        # Run on torch's current stream when it is a real stream, so ONNX Runtime's kernels are ordered with
+        # torch's work (CUDA EP option user_compute_stream, onnxruntime PR 19229). Torch's default stream has
+        # handle 0, which ONNX Runtime treats as "none" and replaces with its own stream; prepare() and sync()
+        # synchronize the device, which covers that case.
+        stream = torch.cuda.current_stream(index).cuda_stream
+        if stream:
+            options.update({"has_user_compute_stream": "1", "user_compute_stream": str(stream)})
+        return [("CUDAExecutionProvider", options)]
+    return ["CPUExecutionProvider"]
+
+
+def _session_options(device: str, options: dict[str, Any]) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    level = options.get("graph_optimization_level", "all")
+    if level not in _LEVELS:
+        raise ValueError(f"onnxruntime: graph_optimization_level must be one of {list(_LEVELS)}, got {level!r}")
+    so.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[level]
+    if options.get("intra_op_num_threads") is not None:
+        so.intra_op_num_threads = int(options["intra_op_num_threads"])
+    if device.startswith("cuda"):
+        # Documented session config key: fail rather than place nodes on the CPU provider behind our back.
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return so
+
+
+class OrtCompiled(Compiled):
+    """An InferenceSession plus the names it reads and writes, in graph order."""
+
+    def __init__(self, session: Any, graph: Graph, device: str, info: CompileInfo, model_bytes: bytes,
+                 artifacts: dict[str, Any], options: dict[str, Any]) -> None:
+        from bakeoff.workloads.lower_onnx import input_names, output_names
+
+        self.session, self.graph, self.device, self.info = session, graph, device, info
+        self.inputs, self.outputs = input_names(graph), output_names(graph)
+        self._model_bytes, self._artifacts, self._options = model_bytes, artifacts, options
+
+    def prepare(self, inputs: Sequence[Any]) -> Any:
+        """Bind the input tensors and freshly allocated output tensors to an IOBinding (no copies later).
+
+        Outputs start as NaN (allocated here, outside any timed region; the harness prepares afresh before each
+        checked run), so an output ONNX Runtime never writes cannot pass the numeric check.
+        """
+        import torch
+
+        from bakeoff.workloads.lower_onnx import onnx_elem_type
+        from bakeoff.workloads.lower_torch import TORCH_DTYPES
+
+        kind, index = _device_id(self.device)
+        binding = self.session.io_binding()
+        keep = []
+        for name, node, x in zip(self.inputs, self.graph.inputs, inputs):
+            want = TORCH_DTYPES[node.dtype]
+            if x.dtype != want or tuple(x.shape) != tuple(node.shape):
+                raise ValueError(f"input {name!r}: expected {node.dtype}{list(node.shape)}, "
+                                 f"got {x.dtype}{list(x.shape)}")
+            # A raw pointer is bound: memory on another device than the session's would be read as if it
+            # were the session's (garbage or a crash), so refuse it here.
+            on = (x.device.type, x.device.index if x.device.type == "cuda" else 0)
+            if on[0] != kind or (kind == "cuda" and on[1] is not None and on[1] != index):
+                raise ValueError(f"input {name!r} is on {x.device}, but the ONNX Runtime session runs on "
+                                 f"{kind}:{index}; move it there before prepare()")
+            x = x.contiguous()
+            keep.append(x)
+            binding.bind_input(name, kind, index, onnx_elem_type(node.dtype), list(x.shape), x.data_ptr())
+        outs = []
+        for name, node in zip(self.outputs, self.graph.output_nodes):
+            y = torch.full(tuple(node.shape), float("nan"), dtype=TORCH_DTYPES[node.dtype], device=self.device)
+            binding.bind_output(name, kind, index, onnx_elem_type(node.dtype), list(y.shape), y.data_ptr())
+            outs.append(y)
+        if kind == "cuda":
+            torch.cuda.synchronize(index)   # inputs complete before ONNX Runtime reads them
+        return binding, keep, outs
+
+    def run(self, prepared: Any) -> Any:
+        binding, _, outs = prepared
+        self.session.run_with_iobinding(binding)
+        return outs
+
+    def to_torch(self, raw: Any) -> list[Any]:
+        # Copies, because the next run on the same prepared binding writes the same buffers.
+        return [y.clone() for y in raw]
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+
+    def artifacts(self) -> dict[str, Any] | None:
+        """Model facts, plus the op histogram after ONNX Runtime's own optimizations (a second, untimed session).
+
+        The optimized graph shows what actually ran: fusions, and the Cast nodes ONNX Runtime's CPU provider
+        inserts around float16 ops it has no float16 kernel for (those ops then compute in float32).
+        """
+        out = dict(self._artifacts)
+        try:
+            import onnx
+            import onnxruntime as ort
+
+            with tempfile.TemporaryDirectory() as tmp:
+                so = _session_options(self.device, self._options)
+                so.log_severity_level = 3   # no warning that the saved optimized model is machine-specific
+                so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+                ort.InferenceSession(self._model_bytes, so, providers=_providers(self.device))
+                opt = onnx.load(so.optimized_model_filepath)
+            ops = Counter((f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
+                          for n in opt.graph.node)
+            out["optimized_op_types"] = dict(sorted(ops.items()))
+            out["optimized_nodes"] = len(opt.graph.node)
+            out["casts_added_by_ort"] = ops.get("Cast", 0) - out["op_types"].get("Cast", 0)
+        except Exception as exc:  # the artifact is optional; say why it is missing
+            out["optimized_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        return out
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+
+    @classmethod
+    def available(cls) -> str | None:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            return f"onnxruntime not installed ({_INSTALL})"
+        try:
+            import onnx  # noqa: F401
+        except ImportError:
+            return f"onnx not installed ({_INSTALL})"
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        return dist_version("onnxruntime")
+
+    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
+        """Device and dtype checks, then a real try: create a session and report a missing kernel.
+
+        ONNX Runtime's CPU provider has no bfloat16 kernels for most ops (Add, MatMul, Exp, ...): session
+        creation fails with NOT_IMPLEMENTED, naming the op. That is a skip, not an error. Other failures are
+        left for compile() to raise, so a lowering bug is recorded as a failure rather than hidden.
+        """
+        reason = super().supports(graph, device, dtype, options)
+        if reason:
+            return reason
+        import onnxruntime as ort
+
+        if device.startswith("cuda") and "CUDAExecutionProvider" not in ort.get_available_providers():
+            return "onnxruntime has no CUDA provider (pip install onnxruntime-gpu)"
+        return self._probe(graph, device, dtype, dict(options or {}))
+
+    def _probe(self, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+        """Runs at planning time (harness.plan), so it never raises: a known "cannot run this" is a reason
+        string; any other failure (bad option values included) gives None, so compile() raises it again as
+        this case's compile_error. The probe exports and opens the session as compile() will, with the case's
+        `opset` and session options."""
+        key = (graph.digest(), device, json.dumps(options, sort_keys=True, default=str))
+        if key not in _PROBES:
+            try:
+                _PROBES[key] = self._try_session(graph, device, dtype, options)
+            except Exception:   # not a known "unsupported": left for compile() to raise and record
+                _PROBES[key] = None
+        return _PROBES[key]
+
+    def _try_session(self, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+        import onnxruntime as ort
+        from onnxruntime.capi.onnxruntime_pybind11_state import Fail as OrtFail
+        from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
+
+        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx
+
+        try:
+            model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET))).SerializeToString()
+        except NotImplementedError as exc:   # an op the ONNX lowering has no rule for
+            return f"onnxruntime: {exc}"
+        try:
+            ort.InferenceSession(model, _session_options(device, options), providers=_providers(device))
+            return None
+        except OrtNotImplemented as exc:
+            # "... NOT_IMPLEMENTED : Could not find an implementation for MatMul(13) node with name '...'"
+            provider = "CUDA" if device.startswith("cuda") else "CPU"
+            found = re.search(r"implementation for (\S+) node", str(exc))
+            what = found.group(1) if found else str(exc).split(" : ")[-1].strip()
+            return (f"onnxruntime {ort.__version__} {provider} provider has no {dtype} kernel for "
+                    f"{what} (NOT_IMPLEMENTED at session creation)")
+        except OrtFail as exc:
+            # On CUDA with CPU fallback disabled, a node the CUDA provider does not claim fails the session.
+            if "fallback to CPU EP has been explicitly disabled" not in str(exc):
+                raise   # unexpected: _probe turns it into None and compile() records it
+            return (f"onnxruntime {ort.__version__} CUDA provider does not take every node of this "
+                    f"graph in {dtype} (CPU fallback is disabled so that nothing runs on the host)")
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise ValueError(f"onnxruntime: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        import onnxruntime as ort
+
+        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, model_summary
+
+        so = _session_options(device, options)   # validates option values before any work
+        t0 = time.perf_counter()
+        model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET)))
+        model_bytes = model.SerializeToString()
+        t1 = time.perf_counter()
+        session = ort.InferenceSession(model_bytes, so, providers=_providers(device))
+        t2 = time.perf_counter()
+
+        artifacts = model_summary(model)
+        artifacts["providers"] = session.get_providers()
+        artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
+        if options.get("artifacts_dir"):
+            path = os.path.join(str(options["artifacts_dir"]), f"{graph.name}-{graph.digest()}.onnx")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(model_bytes)
+            artifacts["model_path"] = path
+        level = options.get("graph_optimization_level", "all")
+        notes = [f"opset={artifacts['opset']}", f"graph_optimization_level={level}",
+                 f"providers={','.join(session.get_providers())}"]
+        if device == "cpu" and any(n.dtype == "float16" for n in graph.nodes):
+            notes.append("float16 on the CPU provider: ops without a float16 kernel compute in float32 between "
+                         "Casts that ONNX Runtime inserts (artifacts: casts_added_by_ort)")
+        if options.get("intra_op_num_threads") is not None:
+            notes.append(f"intra_op_num_threads={options['intra_op_num_threads']}")
+        # Session creation (graph optimizations, kernel selection) is ONNX Runtime's compile: the headline
+        # compile time; the ONNX export is recorded apart.
+        info = CompileInfo(stages_s={"export": t1 - t0, "session": t2 - t1}, notes=notes,
+                           compiler_stages=("session",))
+        return OrtCompiled(session, graph, device, info, model_bytes, artifacts, dict(options))

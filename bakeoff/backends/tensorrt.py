@@ -1,0 +1,325 @@
+"""TensorRT: the graph exported to ONNX (`workloads.lower_onnx`), parsed and built into an engine, run on
+torch's current CUDA stream with the torch tensors' memory bound in place.
+
+Written against NVIDIA's documented TensorRT 10/11 Python API; the pages followed:
+- Python API reference, tensorrt.Builder / INetworkDefinition / OnnxParser / IBuilderConfig / ITimingCache /
+  Runtime / ICudaEngine / IExecutionContext / ILogger:
+  https://docs.nvidia.com/deeplearning/tensorrt/latest/_static/python-api/ (infer/Core/*.html,
+  parsers/Onnx/pyOnnx.html). The custom logger follows the ILogger page ("explicitly instantiate the base class").
+- Migrating Python code from 8.x to 10.x (name-based I/O: num_io_tensors, get_tensor_name, get_tensor_mode,
+  set_tensor_address, execute_async_v3; build_serialized_network):
+  https://docs.nvidia.com/deeplearning/tensorrt/11.4.1/api/migration/tensorrt-8x-to-10x-python-api-patterns.html
+- Migrating from 10.x to 11.x (strongly typed networks required; BuilderFlag.FP16/BF16 removed; the
+  STRONGLY_TYPED creation flag is accepted and ignored on 11.x):
+  https://docs.nvidia.com/deeplearning/tensorrt/latest/api/migration/tensorrt-10x-to-11x-python-api-reference.html
+- Optimizing builder performance, Timing Cache (create_timing_cache from a buffer, empty buffer = new cache,
+  set_timing_cache before the build, serialize after it to keep new entries):
+  https://docs.nvidia.com/deeplearning/tensorrt/10.16.1/performance/builder-performance.html
+- ONNX-TensorRT docs/operators.md (TensorRT 10.15: opsets 9 to 24; LayerNormalization, RMSNormalization, Gelu
+  supported in FP32/FP16/BF16; reduce axes must be initializers, which lower_onnx writes).
+
+Precision: the exported ONNX already carries the case dtype on every tensor, so the default is a strongly
+typed network (TensorRT keeps those types; required by 11.x, opt-in on 10.x). `typing: weak` (10.x only) uses
+the old builder flags FP16/BF16 instead. TF32 is off unless asked, so float32 stays float32 as in eager.
+
+Options: opset, builder_optimization_level (0-5, default 3), typing ("strong"|"weak"), tf32 (bool, default
+false), workspace_mb, artifacts_dir (the ONNX model and the engine are written there).
+Cold and warm builds differ through the timing cache file kept in $BAKEOFF_TRT_CACHE_DIR.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Sequence
+
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
+
+_OPTIONS = {"opset", "builder_optimization_level", "typing", "tf32", "workspace_mb", "artifacts_dir"}
+CACHE_ENV = "BAKEOFF_TRT_CACHE_DIR"
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Raise ValueError for unknown options or bad values (before TensorRT is imported)."""
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ValueError(f"tensorrt: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+    if options.get("typing", "strong") not in ("strong", "weak"):
+        raise ValueError(f"tensorrt: typing must be 'strong' or 'weak', got {options['typing']!r}")
+    level = options.get("builder_optimization_level", 3)
+    if not isinstance(level, int) or not 0 <= level <= 5:
+        raise ValueError(f"tensorrt: builder_optimization_level must be an int in 0..5, got {level!r}")
+
+
+def _logger() -> Any:
+    """A trt.ILogger that keeps warnings and errors, so a failed parse or build can say why."""
+    import tensorrt as trt
+
+    class Collecting(trt.ILogger):
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+            self.messages: list[str] = []
+
+        def log(self, severity: Any, msg: str) -> None:
+            if severity in (trt.ILogger.INTERNAL_ERROR, trt.ILogger.ERROR, trt.ILogger.WARNING):
+                self.messages.append(f"{severity.name}: {msg}")
+
+    return Collecting()
+
+
+def _torch_dtype(trt_dtype: Any) -> Any:
+    import tensorrt as trt
+    import torch
+
+    table = {trt.DataType.FLOAT: torch.float32, trt.DataType.HALF: torch.float16, trt.DataType.BF16: torch.bfloat16}
+    if trt_dtype not in table:
+        raise TypeError(f"tensorrt: engine I/O type {trt_dtype} has no torch dtype here")
+    return table[trt_dtype]
+
+
+class _TimingCache:
+    """The timing cache file for this TensorRT version and GPU, in $BAKEOFF_TRT_CACHE_DIR (None: no file)."""
+
+    def __init__(self, trt_version: str, device_index: int) -> None:
+        import torch
+
+        folder = os.environ.get(CACHE_ENV)
+        major, minor = torch.cuda.get_device_capability(device_index)
+        # Entries are only valid for one TensorRT version and device (builder-performance page).
+        self.path = (os.path.join(folder, f"timing-trt{trt_version}-sm{major}{minor}.cache") if folder else None)
+        self.loaded = b""
+        if self.path and os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                self.loaded = f.read()
+
+    def attach(self, config: Any) -> tuple[Any, bool]:
+        """Create the cache from the file's bytes (empty = new cache) and attach it to the builder config.
+
+        Returns the attached cache and whether the file's cache was accepted. A file TensorRT cannot read
+        (truncated, corrupt: create_timing_cache raises or returns None) or rejects (written by another
+        TensorRT build or device) is replaced by an empty cache, so a bad file never fails the build.
+        """
+        if self.loaded:
+            try:
+                cache = config.create_timing_cache(self.loaded)
+                if cache is not None and config.set_timing_cache(cache, ignore_mismatch=False):
+                    return cache, True
+            except Exception:   # TensorRT raises on a corrupt serialized cache
+                pass
+        cache = config.create_timing_cache(b"")
+        if cache is None or not config.set_timing_cache(cache, ignore_mismatch=False):
+            raise RuntimeError("tensorrt: could not create an empty timing cache")
+        return cache, not self.loaded   # no file: nothing was rejected
+
+    def save(self, cache: Any) -> int:
+        """Write the cache (with the entries this build added) back atomically; returns its size in bytes."""
+        blob = bytes(memoryview(cache.serialize()))
+        if self.path:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, self.path)
+        return len(blob)
+
+
+class TrtCompiled(Compiled):
+    """A deserialized engine and one execution context; I/O addresses are torch tensors' data_ptr."""
+
+    def __init__(self, engine: Any, context: Any, graph: Graph, device: str, info: CompileInfo,
+                 artifacts: dict[str, Any], keep: list[Any]) -> None:
+        import tensorrt as trt
+
+        from bakeoff.workloads.lower_onnx import input_names, output_names
+
+        self.engine, self.context, self.graph, self.device, self.info = engine, context, graph, device, info
+        self._artifacts, self._keep = artifacts, keep   # keep: runtime and logger outlive the engine
+        io = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        self.engine_inputs = {n for n in io if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT}
+        self.inputs, self.outputs = input_names(graph), output_names(graph)
+        missing = [n for n in self.outputs if n not in io]
+        if missing:
+            raise RuntimeError(f"tensorrt: engine lacks outputs {missing}; it has {io}")
+        self._bound: Any = None   # the prepared tuple whose addresses the context holds
+
+    def prepare(self, inputs: Sequence[Any]) -> Any:
+        """Check inputs, allocate outputs on the device and bind every address to the context. Not timed."""
+        import torch
+
+        from bakeoff.workloads.lower_torch import TORCH_DTYPES
+
+        ins = []
+        want_index = torch.device(self.device).index
+        for name, node, x in zip(self.inputs, self.graph.inputs, inputs):
+            if x.device.type != "cuda" or x.dtype != TORCH_DTYPES[node.dtype] or (
+                    want_index is not None and x.device.index != want_index):
+                raise ValueError(f"input {name!r}: expected {self.device} {node.dtype}, got {x.device} {x.dtype}")
+            if name in self.engine_inputs:
+                # Static shapes: the engine reads exactly this many elements from the bound address.
+                shape = tuple(self.engine.get_tensor_shape(name))
+                if tuple(x.shape) != shape:
+                    raise ValueError(f"input {name!r}: engine expects shape {list(shape)}, got {list(x.shape)}")
+            ins.append(x.contiguous())
+        outs = []
+        for name, node in zip(self.outputs, self.graph.output_nodes):
+            dtype = _torch_dtype(self.engine.get_tensor_dtype(name))
+            shape = tuple(self.engine.get_tensor_shape(name))
+            if shape != tuple(node.shape) or dtype != TORCH_DTYPES[node.dtype]:
+                raise RuntimeError(f"tensorrt: output {name!r} is {dtype}{list(shape)}, "
+                                   f"graph says {node.dtype}{list(node.shape)}")
+            # NaN until the engine writes it (allocated here, outside the timed region; the harness prepares
+            # afresh before each checked run), so an output never written cannot pass the check.
+            outs.append(torch.full(shape, float("nan"), dtype=dtype, device=self.device))
+        prepared = (ins, outs)
+        self._bind(prepared)
+        return prepared
+
+    def _bind(self, prepared: Any) -> None:
+        ins, outs = prepared
+        for name, x in zip(self.inputs, ins):
+            # An input the network does not read is not an engine I/O tensor: nothing to bind.
+            if name in self.engine_inputs and not self.context.set_tensor_address(name, x.data_ptr()):
+                raise RuntimeError(f"tensorrt: set_tensor_address({name!r}) failed")
+        for name, y in zip(self.outputs, outs):
+            if not self.context.set_tensor_address(name, y.data_ptr()):
+                raise RuntimeError(f"tensorrt: set_tensor_address({name!r}) failed")
+        self._bound = prepared
+
+    def run(self, prepared: Any) -> Any:
+        import torch
+
+        if self._bound is not prepared:   # another prepared set was bound since: rebind (host calls only)
+            self._bind(prepared)
+        stream = torch.cuda.current_stream(torch.device(self.device)).cuda_stream
+        if not self.context.execute_async_v3(stream):
+            raise RuntimeError("tensorrt: execute_async_v3 returned false")
+        return prepared[1]
+
+    def to_torch(self, raw: Any) -> list[Any]:
+        # Clones are queued on the same stream, after the engine's kernels; the next run reuses the buffers.
+        return [y.clone() for y in raw]
+
+    def sync(self) -> None:
+        import torch
+
+        torch.cuda.current_stream(torch.device(self.device)).synchronize()
+
+    def artifacts(self) -> dict[str, Any] | None:
+        return dict(self._artifacts)
+
+
+class TensorRTBackend(Backend):
+    name = "tensorrt"
+    devices = frozenset({"cuda"})
+    cache_env = (CACHE_ENV,)
+    timed_with_events = True   # execute_async_v3 is enqueued on torch's current stream
+
+    @classmethod
+    def available(cls) -> str | None:
+        try:
+            import tensorrt  # noqa: F401
+        except ImportError:
+            return "tensorrt not installed (pip install tensorrt-cu13)"
+        try:
+            import onnx  # noqa: F401
+        except ImportError:
+            return "onnx not installed (pip install 'bakeoff[onnx]')"
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        return dist_version("tensorrt")
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        check_options(options)
+        import tensorrt as trt
+        import torch
+
+        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, model_summary
+
+        major = int(trt.__version__.split(".")[0])
+        typing = options.get("typing", "strong")
+        if typing == "weak" and major >= 11:
+            raise ValueError("tensorrt: typing='weak' needs TensorRT 10; TensorRT 11 removed BuilderFlag.FP16/BF16")
+        dtypes = {n.dtype for n in graph.nodes if n.op != "const"}
+        dev = torch.device(device)
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+
+        t0 = time.perf_counter()
+        model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET)))
+        model_bytes = model.SerializeToString()
+        t1 = time.perf_counter()
+
+        with torch.cuda.device(index):   # TensorRT builds for, and runs on, the current CUDA device
+            logger = _logger()
+            builder = trt.Builder(logger)
+            # Explicit batch is the default from 10.0 on (its flag is deprecated and ignored). STRONGLY_TYPED
+            # is opt-in on 10.x and accepted but ignored on 11.x, where every network is strongly typed.
+            strong = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+            flags = 1 << int(strong) if typing == "strong" and strong is not None else 0
+            network = builder.create_network(flags)
+            parser = trt.OnnxParser(network, logger)
+            if not parser.parse(model_bytes):
+                errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+                raise RuntimeError("tensorrt: ONNX parse failed: " + "; ".join(errors + logger.messages)[:2000])
+            t2 = time.perf_counter()
+
+            config = builder.create_builder_config()
+            config.builder_optimization_level = int(options.get("builder_optimization_level", 3))
+            if options.get("workspace_mb") is not None:
+                config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(options["workspace_mb"]) << 20)
+            if not options.get("tf32", False) and hasattr(trt.BuilderFlag, "TF32"):
+                config.clear_flag(trt.BuilderFlag.TF32)   # on by default in TensorRT
+            if typing == "weak":
+                if "float16" in dtypes:
+                    config.set_flag(trt.BuilderFlag.FP16)
+                if "bfloat16" in dtypes:
+                    config.set_flag(trt.BuilderFlag.BF16)
+            timing = _TimingCache(trt.__version__, index)
+            cache, accepted = timing.attach(config)
+
+            plan = builder.build_serialized_network(network, config)
+            if plan is None:
+                raise RuntimeError("tensorrt: build_serialized_network returned None: "
+                                   + "; ".join(logger.messages)[-2000:])
+            t3 = time.perf_counter()
+            cache_bytes = timing.save(cache)
+            t4 = time.perf_counter()
+
+            runtime = trt.Runtime(logger)
+            engine = runtime.deserialize_cuda_engine(plan)
+            if engine is None:
+                raise RuntimeError("tensorrt: deserialize_cuda_engine failed: " + "; ".join(logger.messages)[-2000:])
+            context = engine.create_execution_context()
+            t5 = time.perf_counter()
+
+        # A warm build finds every timing query in the loaded cache, so the cache it writes back is unchanged.
+        loaded = len(timing.loaded)
+        cache_hit = bool(loaded and accepted and cache_bytes == loaded) if timing.path else None
+        notes = [f"opset={model.opset_import[0].version}", f"typing={typing}",
+                 f"builder_optimization_level={config.builder_optimization_level}",
+                 f"tf32={bool(options.get('tf32', False))}",
+                 (f"timing cache {timing.path}: {loaded} B loaded{'' if accepted else ' (rejected)'}, "
+                  f"{cache_bytes} B written" if timing.path else f"no timing cache file (${CACHE_ENV} unset)")]
+        # The builder's time (build_serialized_network) is TensorRT's compile time, the headline; export, parse,
+        # cache save and deserialize are recorded apart.
+        info = CompileInfo(stages_s={"export": t1 - t0, "parse": t2 - t1, "build": t3 - t2,
+                                     "cache_save": t4 - t3, "deserialize": t5 - t4},
+                           cache_hit=cache_hit, notes=notes, compiler_stages=("build",))
+        artifacts = model_summary(model)
+        artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
+        artifacts.update({"engine_bytes": int(plan.nbytes), "num_layers": int(engine.num_layers),
+                          "timing_cache_loaded_bytes": loaded, "timing_cache_bytes": cache_bytes,
+                          "timing_cache_hit": cache_hit})
+        if options.get("artifacts_dir"):
+            folder = str(options["artifacts_dir"])
+            os.makedirs(folder, exist_ok=True)
+            stem = os.path.join(folder, f"{graph.name}-{graph.digest()}")
+            with open(stem + ".onnx", "wb") as f:
+                f.write(model_bytes)
+            with open(stem + ".engine", "wb") as f:
+                f.write(memoryview(plan))
+            artifacts.update({"model_path": stem + ".onnx", "engine_path": stem + ".engine"})
+        return TrtCompiled(engine, context, graph, device, info, artifacts, [runtime, logger, builder])

@@ -1,0 +1,88 @@
+"""tritongen: bakeoff's own Triton code generator (fusion -> codegen -> compile/tune -> launch).
+
+Triton is imported lazily: this package imports without it. On the CPU kernels run in Triton's interpreter,
+which needs TRITON_INTERPRET=1 in the environment before compile (read at compile time, not import time).
+Options: autotune (bool, default true; GPU only), max_row_block (int, elements: longest row kept in one tile),
+matmul_tma (bool, default true: on the GPU also try matmul tiles loaded through TMA descriptors).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from bakeoff.backends.base import Backend, Compiled, TensorSpec, dist_version
+from bakeoff.workloads.ir import Graph
+
+_NO_TRITON = "triton not installed (pip install 'bakeoff[triton]')"
+_NO_INTERP = ("on the CPU tritongen needs TRITON_INTERPRET=1 (Triton's interpreter) set before triton is "
+              "imported; the harness sets it in its workers")
+_OPTIONS = {"autotune", "max_row_block", "matmul_tma"}
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class TritonGenBackend(Backend):
+    name = "tritongen"
+    cache_env = ("BAKEOFF_TRITONGEN_CACHE_DIR", "TRITON_CACHE_DIR")
+    timed_with_events = True   # Triton launches on torch's current CUDA stream
+    graph_capturable = True
+
+    @classmethod
+    def version(cls) -> str | None:
+        return dist_version("triton")
+
+    @classmethod
+    def available(cls) -> str | None:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return _NO_TRITON
+        return None
+
+    @classmethod
+    def worker_env(cls, device: str) -> dict[str, str]:
+        # Triton kernels run on the CPU only through its interpreter, which is chosen when triton is imported.
+        return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
+
+    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
+        reason = super().supports(graph, device, dtype, options)
+        if reason:
+            return reason
+        if any(n.dtype == "float64" for n in graph.nodes):
+            return "tritongen does not generate float64 kernels"
+        from bakeoff.backends.tritongen.fusion import fuse
+
+        # Planning time: never raise. An op or layout tritongen has no rule for is a skip; anything else is left
+        # for compile() to raise again, so it is recorded as this case's compile_error, not a crashed plan.
+        try:
+            fuse(graph)
+        except NotImplementedError as exc:
+            return str(exc)
+        except Exception:
+            return None
+        return None
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise ValueError(f"tritongen: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        interpret = _interpreting()
+        if device == "cpu" and not interpret:
+            raise RuntimeError(_NO_INTERP)
+        from bakeoff.backends.tritongen.source import CodegenTarget
+        from bakeoff.backends.tritongen.pipeline import compile_graph
+
+        dtype = next((n.dtype for n in graph.inputs), "float32")
+        target = CodegenTarget(interpret, dtype, int(options.get("max_row_block", 16384)),
+                        bool(options.get("matmul_tma", True)))
+        if interpret:
+            device_name = "triton-interpreter"
+        else:
+            import torch
+
+            device_name = torch.cuda.get_device_name(torch.device(device))
+        search = bool(options.get("autotune", True)) and not interpret
+        return compile_graph(graph, device, target, search, device_name)

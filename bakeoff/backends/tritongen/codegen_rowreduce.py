@@ -1,0 +1,198 @@
+"""Template: last-axis row reductions with their pointwise prologue and epilogue, BLOCK_M rows a program.
+
+Persistent form (the row fits one tile): load each row once, keep it in registers, reduce and finish in one
+pass. Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone
+from the inputs (re-reads hit L2), then a last loop that computes and stores the full-width outputs; softmax's
+max and sum(exp(y - max)) share one online loop (running max, rescaled running sum).
+Reductions accumulate in float32 whatever the input dtype.
+"""
+from __future__ import annotations
+
+import math
+
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, wide
+from bakeoff.backends.tritongen.codegen_pointwise import pointwise_arg
+from bakeoff.backends.tritongen.exprs import pointwise_expr
+from bakeoff.backends.tritongen.indexing import row_col_offset
+from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
+from bakeoff.backends.tritongen.views import View, broadcast_view
+
+_REDUCE_INIT = {"sum": "0.0", "mean": "0.0", "max": '-float("inf")'}
+
+
+class _Row:
+    """Shared state of one row kernel: which values are per-row ('stat') and which are full width."""
+
+    def __init__(self, plan: Plan, kernel: Kernel) -> None:
+        self.g: Graph = plan.graph
+        self.k = kernel
+        self.lead, self.n = kernel.domain[:-1], kernel.domain[-1]
+        self.rows = math.prod(self.lead)
+        self.loads = dict(kernel.loads)
+        self.mine = set(kernel.nodes)
+        self.col_mask = "cmask"  # what reductions mask out; None when the tile is exactly the row
+
+
+    def is_stat(self, nid: int) -> bool:
+        shape = self.g.node(nid).shape
+        return self.n != 1 and (not shape or int(shape[-1]) == 1)
+
+    def load_line(self, nid: int, view: View, indent: str) -> str:
+        stat = self.is_stat(nid)
+        target = self.lead + (1,) if stat else self.k.domain
+        v = broadcast_view(view, target)
+        off = row_col_offset("r", None if stat else "c", v.shape, v.strides, v.offset)
+        row_dep = any(s != 0 and d != 1 for d, s in zip(v.shape[:-1], v.strides[:-1]))
+        col_dep = not stat and v.strides[-1] != 0 and v.shape[-1] != 1
+        mask = {(True, True): "mask", (True, False): "rmask", (False, True): "cmask"}.get((row_dep, col_dep))
+        m = f", mask={mask}, other=0.0" if mask else ""
+        return f"{indent}v{nid} = tl.load({v.buffer} + {off}{m}).to(tl.float32)"
+
+    def node_line(self, nid: int, indent: str) -> str:
+        n = self.g.node(nid)
+        args = [pointwise_arg(self.g, i) for i in n.inputs]
+        x = args[0]
+        if n.op in ("sum", "mean"):  # rows past the end are never stored, so only columns need masking
+            x = f"tl.where({self.col_mask}, {x}, 0.0)" if self.col_mask else x
+            expr = f"tl.sum({x}, axis=1, keep_dims=True)"
+            return f"{indent}v{nid} = {expr}" + (f" / {float(self.n)!r}" if n.op == "mean" else "")
+        if n.op == "max":
+            x = f'tl.where({self.col_mask}, {x}, -float("inf"))' if self.col_mask else x
+            return f"{indent}v{nid} = tl.max({x}, axis=1, keep_dims=True)"
+        if n.op == "div" and not self.is_stat(nid) and n.inputs[1] in self.mine and self.is_stat(n.inputs[1]):
+            return f"{indent}v{nid} = {args[0]} * (1.0 / {args[1]})"  # one division per row, not per element
+        row = f"(r % {self.lead[-1]})" if self.lead else "0"
+        return f"{indent}v{nid} = {pointwise_expr(n, args, row, 'c')}"
+
+    def store_line(self, nid: int, view: View, indent: str) -> str:
+        stat = self.is_stat(nid)
+        off = row_col_offset("r", None if stat else "c", view.shape, view.strides, view.offset)
+        mask = "rmask" if stat else "mask"
+        return f"{indent}tl.store({view.buffer} + {off}, v{nid}.to({view.buffer}.dtype.element_ty), mask={mask})"
+
+    def cone(self, roots: list[int]) -> list[int]:
+        """Full-width nodes of this kernel needed for `roots` (topological), and the loads they read."""
+        need: set[int] = set()
+        stack = list(roots)
+        while stack:
+            x = stack.pop()
+            if x in need or self.is_stat(x) or self.g.node(x).op == "const":
+                continue
+            if x in self.mine or x in self.loads:
+                need.add(x)
+                if x in self.mine:
+                    stack.extend(self.g.node(x).inputs)
+        return sorted(need)
+
+
+def _prologue(row: _Row, kernel: Kernel, plan: Plan, block_n: str) -> list[str]:
+    return [
+        "    pid = tl.program_id(0)" + (".to(tl.int64)" if wide(plan, kernel) else ""),
+        "    r = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]",
+        f"    rmask = r < {row.rows}",
+        f"    cols = tl.arange(0, {block_n})[None, :]",
+    ]
+
+
+def _persistent(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
+    if row.n == 1 << max(row.n - 1, 0).bit_length():
+        row.col_mask = None  # BLOCK_N == N: every column is real
+    lines = _prologue(row, kernel, plan, "BLOCK_N")
+    lines += ["    c = cols", f"    cmask = c < {row.n}", "    mask = rmask & cmask"]
+    lines += [row.load_line(nid, v, "    ") for nid, v in kernel.loads]
+    lines += [row.node_line(nid, "    ") for nid in kernel.nodes]
+    lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores]
+    return lines
+
+
+def _online_pairs(g: Graph, kernel: Kernel) -> dict[int, int]:
+    """max node -> sum node of softmax's pattern sum(exp(y - max(y))), both in this kernel."""
+    mine, pairs = set(kernel.nodes), {}
+    for sid in kernel.nodes:
+        s = g.node(sid)
+        e = g.node(s.inputs[0]) if s.op == "sum" else None
+        if e is None or e.id not in mine or e.op != "exp":
+            continue
+        d = g.node(e.inputs[0])
+        if d.id not in mine or d.op != "sub" or d.inputs[1] not in mine:
+            continue
+        m = g.node(d.inputs[1])
+        if m.op == "max" and m.inputs[0] == d.inputs[0]:
+            pairs[m.id] = sid
+    return pairs
+
+
+def _online_loop(row: _Row, mid: int, sid: int, y: int, loop: list[str], cone: list[str]) -> list[str]:
+    """One pass for max(y) and sum(exp(y - max)): a running max and a sum rescaled when the max grows."""
+    ind = "        "
+    return [
+        f'    m_run{mid} = tl.full([BLOCK_M, 1], -float("inf"), tl.float32)',
+        f"    l_run{sid} = tl.zeros([BLOCK_M, 1], dtype=tl.float32)",
+        *loop, *cone,
+        f'{ind}y = tl.where(cmask, v{y}, -float("inf"))',
+        f"{ind}m_new = tl.maximum(m_run{mid}, tl.max(y, axis=1, keep_dims=True))",
+        f'{ind}m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows all -inf so far: no NaN',
+        f"{ind}l_run{sid} = l_run{sid} * _exp(m_run{mid} - m_safe) + tl.sum(_exp(y - m_safe), axis=1, keep_dims=True)",
+        f"{ind}m_run{mid} = m_new",
+        f"    v{mid} = m_run{mid}",
+        f"    v{sid} = l_run{sid}",
+    ]
+
+
+def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
+    g, ind = plan.graph, "        "
+    lines = _prologue(row, kernel, plan, "BLOCK_N")
+    loop = [f"    for c0 in range(0, {row.n}, BLOCK_N):", f"{ind}c = c0 + cols", f"{ind}cmask = c < {row.n}",
+            f"{ind}mask = rmask & cmask"]
+    lines += [row.load_line(nid, v, "    ") for nid, v in kernel.loads if row.is_stat(nid)]
+
+    def cone_lines(roots: list[int]) -> list[str]:
+        out = []
+        for x in row.cone(roots):
+            out.append(row.load_line(x, row.loads[x], ind) if x in row.loads else row.node_line(x, ind))
+        return out
+
+    online = _online_pairs(g, kernel)
+    for nid in kernel.nodes:
+        if not row.is_stat(nid) or nid in online.values():
+            continue
+        n = g.node(nid)
+        if nid in online:  # softmax's max and sum in one pass over the row
+            lines += _online_loop(row, nid, online[nid], n.inputs[0], loop, cone_lines([n.inputs[0]]))
+            continue
+        if n.op not in _REDUCE_INIT:
+            lines.append(row.node_line(nid, "    "))
+            continue
+        x = n.inputs[0]
+        acc = f"acc{nid}"
+        lines.append(f"    {acc} = tl.full([BLOCK_M, BLOCK_N], {_REDUCE_INIT[n.op]}, tl.float32)")
+        lines += loop + cone_lines([x])
+        if n.op == "max":
+            lines.append(f'{ind}{acc} = tl.maximum({acc}, tl.where(cmask, v{x}, -float("inf")))')
+            lines.append(f"    v{nid} = tl.max({acc}, axis=1, keep_dims=True)")
+        else:
+            lines.append(f"{ind}{acc} += tl.where(cmask, v{x}, 0.0)")
+            scale = f" / {float(row.n)!r}" if n.op == "mean" else ""
+            lines.append(f"    v{nid} = tl.sum({acc}, axis=1, keep_dims=True){scale}")
+    lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores if row.is_stat(nid)]
+    full = [(nid, v) for nid, v in kernel.stores if not row.is_stat(nid)]
+    if full:
+        lines += loop + cone_lines([nid for nid, _ in full])
+        lines += [row.store_line(nid, v, ind) for nid, v in full]
+    return lines
+
+
+def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
+    row = _Row(plan, kernel)
+    block_n = 1 << max(row.n - 1, 0).bit_length()
+    looped = block_n > target.max_row_block
+    body = _looped(row, plan, kernel) if looped else _persistent(row, plan, kernel)
+    form = "looped" if looped else "persistent"
+    head = ["@triton.jit",
+            f"def {kernel.name}({', '.join(kernel.buffers())}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
+            f'    """Row reduction ({form}): {row.rows} rows of {row.n}; one program = BLOCK_M rows."""']
+    text = header(f"row-reduction kernel {kernel.name}", target) + "\n".join(head + body) + "\n"
+    sizes = {"rows": row.rows, "cols": row.n, "block_n": block_n}
+    return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, form)

@@ -1,0 +1,71 @@
+"""Stage 4, launch: allocate the buffers kernels write, launch the kernels in order, return output views.
+
+`run` does no host synchronisation and allocates only through torch's caching allocator, so it can be captured
+in a CUDA graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from bakeoff.backends.base import Compiled, CompileInfo
+
+from bakeoff.backends.tritongen.source import KernelSource
+from bakeoff.backends.tritongen.configs import Config, constexprs, grid, kernel_fn
+from bakeoff.backends.tritongen.kernel_plan import Plan
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel launch: the jit function, its grid, pointer arguments (buffer names) and keyword arguments."""
+
+    fn: Callable
+    grid: tuple[int, ...]
+    params: tuple[str, ...]
+    kwargs: dict[str, Any]
+
+
+def build_steps(sources: Sequence[KernelSource], modules: Sequence[Any], configs: Sequence[Config]) -> list[Step]:
+    """One launch per kernel, in plan order, under its chosen config."""
+    return [Step(kernel_fn(mod, src, cfg), grid(src, cfg), src.params,
+                 {**constexprs(src, cfg), "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+            for src, mod, cfg in zip(sources, modules, configs)]
+
+
+class TritonGenCompiled(Compiled):
+    """The executable: a plan's buffers and kernel launches."""
+
+    def __init__(self, plan: Plan, steps: list[Step], device: str, info: CompileInfo,
+                 artifacts: dict[str, Any]) -> None:
+        import torch
+
+        from bakeoff.workloads.lower_torch import TORCH_DTYPES
+
+        self.plan, self.steps, self.device, self.info = plan, steps, device, info
+        self._artifacts = artifacts
+        self._inputs = [(b.name, b.index) for b in plan.buffers if b.role == "input"]
+        self._allocs = [(b.name, b.shape, TORCH_DTYPES[b.dtype]) for b in plan.buffers if b.role != "input"]
+        self._outs = [(v.buffer, v.shape, v.strides, v.offset) for v in plan.outputs]
+        self._torch = torch
+
+    def prepare(self, inputs: Sequence[Any]) -> Any:
+        return tuple(x.contiguous() for x in inputs)
+
+    def run(self, prepared: Any) -> Any:
+        torch = self._torch
+        env = {name: prepared[i] for name, i in self._inputs}
+        for name, shape, dtype in self._allocs:
+            env[name] = torch.empty(shape, dtype=dtype, device=self.device)
+        for s in self.steps:
+            s.fn[s.grid](*[env[p] for p in s.params], **s.kwargs)
+        return tuple(torch.as_strided(env[b], shape, strides, off) for b, shape, strides, off in self._outs)
+
+    def to_torch(self, raw: Any) -> list[Any]:
+        return list(raw)
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            self._torch.cuda.synchronize()
+
+    def artifacts(self) -> dict[str, Any] | None:
+        return self._artifacts

@@ -1,0 +1,56 @@
+"""The tritongen pipeline: graph -> fusion plan -> Triton source -> compiled, tuned kernels -> launcher.
+
+Each stage's output prints: `plan.text()`, `source.text`, the configs (dicts), Triton's compiled kernels' `asm`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from bakeoff.backends.base import CompileInfo
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.backends.tritongen import artifacts, tune
+from bakeoff.backends.tritongen.codegen import generate_all
+from bakeoff.backends.tritongen.source import CodegenTarget
+from bakeoff.backends.tritongen.fusion import fuse
+from bakeoff.backends.tritongen.launcher import TritonGenCompiled, build_steps
+
+
+class _Stages:
+    """Runs and times named stages; `stages_s` holds seconds per name (repeated names add up)."""
+
+    def __init__(self) -> None:
+        self.stages_s: dict[str, float] = {}
+
+    def __call__(self, name: str, fn: Callable, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args)
+        self.stages_s[name] = self.stages_s.get(name, 0.0) + time.perf_counter() - t0
+        return out
+
+
+def compile_graph(graph: Graph, device: str, target: CodegenTarget, search: bool, device_name: str) -> TritonGenCompiled:
+    """Compile a bound graph for `device`; `search` runs the GPU config search (else the fixed configs)."""
+    t, folder = _Stages(), tune.cache_dir()
+    plan = t("fuse", fuse, graph)                                                     # 1. kernels, views
+    sources = t("codegen", generate_all, plan, target)                                # 2. source per kernel
+    modules = t("compile", tune.load_kernels, sources, folder)                        # 3a. write + import
+    configs, hit, log = t("autotune", tune.choose_configs, plan, sources, modules,
+                          target.dtype, device, device_name, search)                  # 3b. search or cache
+    compiled = t("compile", tune.compile_winners, plan, sources, modules, configs, device) \
+        if not target.interpret else None                                             # 3c. winners (GPU)
+    steps = build_steps(sources, modules, configs)                                    # 4. the launcher
+    info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log))
+    return TritonGenCompiled(plan, steps, device, info, artifacts.collect(plan, sources, configs, compiled, log))
+
+
+def _notes(plan, target: CodegenTarget, device_name: str, log: list[str]) -> list[str]:
+    """Short facts for the record; per-candidate tuning times stay in the artifacts."""
+    notes = [f"{len(plan.kernels)} kernels", "Triton interpreter" if target.interpret else device_name]
+    if target.interpret and target.dtype == "bfloat16":
+        notes.append("bf16 dot operands upcast to fp32 (Triton's interpreter multiplies bf16 as raw bits)")
+    timed = [line for line in log if line.startswith("tune ")]
+    if timed:
+        notes.append(f"autotune timed {len(timed)} configs")
+    return notes + [line for line in log if not line.startswith("tune ")]

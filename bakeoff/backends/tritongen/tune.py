@@ -1,0 +1,164 @@
+"""Stage 3, compile and tune: import the generated source, pick launch configs, compile the winners.
+
+Source is written to `<cache>/src/<kernel>_<sha>.py` and imported, so `triton.jit` sees a real file.
+Configs: on the GPU a small search (median `do_bench` time of each candidate on random data); under the
+interpreter the one fixed config. Either way the winners are kept in `<cache>/tune.json` under a key of graph
+digest, input shapes, dtype, device name, Triton version and the sources' hash, so a warm compile skips the search.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from bakeoff.backends.tritongen.source import KernelSource
+from bakeoff.backends.tritongen.configs import Config, candidates, constexprs, fixed, grid, kernel_fn
+from bakeoff.backends.tritongen.kernel_plan import Plan
+
+CACHE_ENV = "BAKEOFF_TRITONGEN_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """BAKEOFF_TRITONGEN_CACHE_DIR, else ~/.cache/bakeoff/tritongen (created)."""
+    path = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "bakeoff" / "tritongen")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def load_kernels(sources: Sequence[KernelSource], folder: Path) -> tuple[Any, ...]:
+    """Write each source to a file and import it; returns the modules (holding the `@triton.jit` functions)."""
+    out = []
+    (folder / "src").mkdir(parents=True, exist_ok=True)
+    for src in sources:
+        sha = hashlib.sha256(src.text.encode()).hexdigest()[:16]
+        name = f"bakeoff_tritongen_{src.fn}_{sha}"
+        path = folder / "src" / f"{src.fn}_{sha}.py"
+        if not path.exists() or path.read_text() != src.text:
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(src.text)
+            os.replace(tmp, path)
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        out.append(module)
+    return tuple(out)
+
+
+def tune_key(plan: Plan, sources: Sequence[KernelSource], dtype: str, device_name: str) -> str:
+    import triton
+
+    shapes = ";".join(f"{n.attr('name')}:{'x'.join(map(str, n.shape))}" for n in plan.source.inputs)
+    text = hashlib.sha256("".join(s.text for s in sources).encode()).hexdigest()[:16]
+    return f"{plan.source.digest()}|{shapes}|{dtype}|{device_name}|triton-{triton.__version__}|src-{text}"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write(path: Path, key: str, value: list[Config]) -> None:
+    data = _read(path)
+    data[key] = value
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def set_tma_allocator(device: str) -> None:
+    """Device-side TMA descriptors need scratch memory: take it from torch's caching allocator on `device`."""
+    import torch
+    import triton
+
+    def alloc(size: int, alignment: int, stream: Any) -> Any:
+        return torch.empty(size, device=device, dtype=torch.int8)
+
+    triton.set_allocator(alloc)
+
+
+def launch(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, Any]) -> Any:
+    """One launch of `src` under `cfg` on named buffers; returns Triton's compiled kernel (None interpreted)."""
+    args = [tensors[p] for p in src.params]
+    return kernel_fn(module, src, cfg)[grid(src, cfg)](*args, **constexprs(src, cfg), num_warps=cfg["num_warps"],
+                              num_stages=cfg["num_stages"])
+
+
+def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any], dtype: str,
+            device: str) -> tuple[list[Config], list[str]]:
+    """Time every candidate of every kernel on random buffers; the fastest per kernel, and notes on failures."""
+    import torch
+    from triton.testing import do_bench
+
+    if any(s.variant == "tma" for s in sources):
+        set_tma_allocator(device)
+
+    from bakeoff.workloads.lower_torch import TORCH_DTYPES
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(0)
+    tensors = {b.name: torch.randn(b.shape, generator=gen, device=device, dtype=torch.float32)
+               .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}
+    chosen, notes = [], []
+    seen: dict[tuple, Config] = {}  # same kind and sizes (e.g. the Q, K, V projections): one search
+    for src, module in zip(sources, modules):
+        same = (src.kernel.kind, src.variant, tuple(sorted(src.sizes.items())))
+        if same in seen:
+            chosen.append(seen[same])
+            continue
+        best, best_ms = None, float("inf")
+        for cfg in candidates(src, dtype, device):
+            try:
+                ms = do_bench(lambda: launch(module, src, cfg, tensors), warmup=5, rep=20, return_mode="median")
+            except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
+                notes.append(f"{src.fn}: config {cfg} failed: {type(exc).__name__}: {str(exc)[:120]}")
+                continue
+            tried = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
+            notes.append(f"tune {src.fn} {tried}: {ms:.4f} ms")
+            if ms < best_ms:
+                best, best_ms = cfg, ms
+        if best is None:
+            raise RuntimeError(f"tritongen: no config of {src.fn} compiled ({notes[-1] if notes else ''})")
+        chosen.append(best)
+        seen[same] = best
+    del tensors
+    return chosen, notes
+
+
+def choose_configs(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any], dtype: str,
+                   device: str, device_name: str, search: bool) -> tuple[list[Config], bool, list[str]]:
+    """Configs per kernel, whether they came from the cache file, and notes. `search` False: fixed configs."""
+    path = cache_dir() / "tune.json"
+    key = tune_key(plan, sources, dtype, device_name) + ("" if search else "|fixed")
+    cached = _read(path).get(key)
+    if isinstance(cached, list) and len(cached) == len(sources):
+        return cached, True, []
+    if search:
+        chosen, notes = _search(plan, sources, modules, dtype, device)
+    else:
+        chosen, notes = [fixed(s) for s in sources], []
+    _write(path, key, chosen)
+    return chosen, False, notes
+
+
+def compile_winners(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
+                    configs: Sequence[Config], device: str = "cuda") -> list[Any]:
+    """Compile each kernel under its config without launching (GPU); Triton's CompiledKernel per kernel."""
+    from bakeoff.workloads.lower_torch import TORCH_DTYPES
+
+    if any(cfg.get("TMA") for cfg in configs):
+        set_tma_allocator(device)
+    out = []
+    for src, module, cfg in zip(sources, modules, configs):
+        dtypes = [TORCH_DTYPES[plan.buffer(p).dtype] for p in src.params]
+        out.append(kernel_fn(module, src, cfg).warmup(*dtypes, grid=grid(src, cfg), **constexprs(src, cfg), num_warps=cfg["num_warps"],
+                             num_stages=cfg["num_stages"]))
+    return out

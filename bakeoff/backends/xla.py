@@ -1,0 +1,198 @@
+"""JAX/XLA: the graph's JAX lowering (`workloads.lower_jax`), jit-compiled ahead of time for one device.
+
+Compile is `jax.jit(f).trace(specs).lower().compile()`, each stage timed apart. Inputs cross from torch to
+JAX by DLPack on the device (zero-copy) in `prepare`, and outputs come back the same way in `to_torch`.
+
+Options (YAML `backends: {xla: {...}}`): `xla_flags` (str), put in XLA_FLAGS before JAX is imported.
+Cache: set JAX_COMPILATION_CACHE_DIR to use JAX's persistent compilation cache there (every entry kept).
+GPU memory: XLA_PYTHON_CLIENT_PREALLOCATE defaults to false here, since torch allocates on the same GPU.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+import time
+from typing import Any, Sequence
+
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+
+_CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
+_cache_hits = 0  # persistent-cache hits in this process, counted from JAX's monitoring events
+_listening = False
+
+
+def _count_cache_hit(event: str, **_: Any) -> None:
+    global _cache_hits
+    if event == "/jax/compilation_cache/cache_hits":
+        _cache_hits += 1
+
+
+def _apply_xla_flags(flags: str | None) -> None:
+    """Put `flags` in XLA_FLAGS. XLA reads it once, when JAX starts, so it must precede `import jax`."""
+    if flags is None:
+        return
+    if "jax" not in sys.modules:
+        os.environ["XLA_FLAGS"] = flags
+    elif os.environ.get("XLA_FLAGS", "") != flags:
+        raise RuntimeError(f"xla: option xla_flags={flags!r} cannot take effect: jax is already imported in "
+                           f"this process with XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; run the case in "
+                           "a fresh process or export XLA_FLAGS before starting Python")
+
+
+def _enable_persistent_cache() -> str | None:
+    """Point JAX's persistent compilation cache at $JAX_COMPILATION_CACHE_DIR, caching every entry.
+
+    With the variable unset (or emptied since an earlier compile in this process) the cache is off.
+    """
+    import jax
+
+    path = os.environ.get(_CACHE_ENV) or None
+    if jax.config.jax_compilation_cache_dir != path:
+        jax.config.update("jax_compilation_cache_dir", path)
+        # JAX opens the cache once per process; start over so a changed folder takes effect.
+        from jax.experimental.compilation_cache import compilation_cache
+
+        compilation_cache.reset_cache()
+    if path is None:
+        return None
+    # Defaults skip compiles under 1 s; keep everything so a second process always hits.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    # -1 = no size floor and no filesystem-specific override (0 lets JAX substitute its own floor).
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return path
+
+
+def _jax_device(device: str) -> Any:
+    """The jax Device for "cpu", "cuda" or "cuda:N" (N as torch numbers the visible GPUs)."""
+    import jax
+
+    if device == "cpu":
+        return jax.devices("cpu")[0]
+    if device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        try:
+            gpus = jax.devices("gpu")
+        except RuntimeError as e:
+            raise RuntimeError(f"xla: jax has no GPU backend here ({e}); pip install 'jax[cuda13]'") from e
+        return gpus[index]
+    raise ValueError(f"xla: unknown device {device!r}")
+
+
+def fusion_count(hlo: str) -> int:
+    """Top-level `fusion` instructions in optimized HLO text (each is one kernel, give or take).
+
+    Fusions nested inside another fusion's computation are not counted: they belong to that kernel.
+    """
+    fusion = re.compile(r"\s(?:\S+\s+)?fusion\(.*?calls=(%?[\w.\-]+)")
+    called: set[str] = set()
+    computations: dict[str, list[str]] = {}
+    current = None
+    for line in hlo.splitlines():
+        head = re.match(r"^(?:ENTRY\s+)?(%?[\w.\-]+)\s.*\{\s*$", line)
+        if head and not line.startswith(" "):
+            current = head.group(1).lstrip("%")
+            computations[current] = []
+        elif current is not None and " fusion(" in line:
+            computations[current].append(line)
+            m = fusion.search(line)
+            if m:
+                called.add(m.group(1).lstrip("%"))
+    return sum(len(lines) for name, lines in computations.items() if name not in called)
+
+
+class XlaCompiled(Compiled):
+    """An XLA executable for one device; inputs and outputs are jax arrays."""
+
+    def __init__(self, executable: Any, info: CompileInfo, artifacts: dict[str, Any]) -> None:
+        self.executable = executable
+        self.info = info
+        self._artifacts = artifacts
+        self._last: Any = None
+
+    def prepare(self, inputs: Sequence[Any]) -> tuple:
+        import jax
+
+        # DLPack: the jax array aliases the torch tensor's memory on the same device, no host round trip.
+        return tuple(jax.dlpack.from_dlpack(t.contiguous()) for t in inputs)
+
+    def run(self, prepared: Any) -> Any:
+        # Returns as soon as XLA has enqueued the work (asynchronous dispatch); sync() waits.
+        self._last = self.executable(*prepared)
+        return self._last
+
+    def sync(self) -> None:
+        import jax
+
+        if self._last is not None:
+            jax.block_until_ready(self._last)
+
+    def to_torch(self, raw: Any) -> list[Any]:
+        import torch
+
+        return [torch.from_dlpack(x) for x in raw]
+
+    def artifacts(self) -> dict[str, Any] | None:
+        return self._artifacts
+
+
+class XlaBackend(Backend):
+    name = "xla"
+    cache_env = (_CACHE_ENV,)
+
+    @classmethod
+    def available(cls) -> str | None:
+        # find_spec, not import: importing jax here would freeze XLA_FLAGS before compile() sees options.
+        if importlib.util.find_spec("jax") is None or importlib.util.find_spec("jaxlib") is None:
+            return "jax not installed (pip install 'bakeoff[xla]')"
+        return None
+
+    @classmethod
+    def version(cls) -> str | None:
+        try:
+            return f"jax {importlib.metadata.version('jax')}, jaxlib {importlib.metadata.version('jaxlib')}"
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: dict[str, Any]) -> Compiled:
+        unknown = set(options) - {"xla_flags"}
+        if unknown:
+            raise ValueError(f"xla: unknown option(s) {sorted(unknown)}; known: ['xla_flags']")
+        _apply_xla_flags(options.get("xla_flags"))
+        from bakeoff.workloads.lower_jax import input_specs, lower_jax, share_gpu_with_torch
+
+        share_gpu_with_torch()
+        import jax
+        from jax.sharding import SingleDeviceSharding
+
+        global _listening
+        cache_dir = _enable_persistent_cache()
+        if cache_dir and not _listening:
+            jax.monitoring.register_event_listener(_count_cache_hit)
+            _listening = True
+        hits_before = _cache_hits
+
+        # Argument specs carry the target device, so XLA compiles for it (CPU or one GPU).
+        arg_specs = input_specs(graph, SingleDeviceSharding(_jax_device(device)))
+        jitted = jax.jit(lower_jax(graph))
+        t0 = time.perf_counter()
+        traced = jitted.trace(*arg_specs)
+        t1 = time.perf_counter()
+        lowered = traced.lower()
+        t2 = time.perf_counter()
+        executable = lowered.compile()
+        t3 = time.perf_counter()
+
+        flags = os.environ.get("XLA_FLAGS", "")
+        info = CompileInfo(stages_s={"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2},
+                           cache_hit=(_cache_hits > hits_before) if cache_dir else None,
+                           notes=[f"XLA_FLAGS={flags!r}"] if flags else [])
+        hlo = executable.as_text() or ""
+        artifacts = {"stablehlo": lowered.as_text(), "hlo_optimized": hlo,
+                     "fusion_count": fusion_count(hlo) if hlo else None, "flags": flags.split()}
+        return XlaCompiled(executable, info, artifacts)

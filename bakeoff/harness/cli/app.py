@@ -1,0 +1,230 @@
+"""The `bakeoff` command line. Thin: each command parses arguments and calls one function.
+
+Exit codes: 0 success; 1 a run or comparison found failures/regressions where a command says so;
+2 bad input (config, arguments, unknown run) with nothing written.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVICE_HELP, check_device, default_config_text
+from bakeoff.harness.config.yaml_lines import ConfigError
+from bakeoff.harness.cli.common import DB_OPTION, console, fail, open_store
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+list_app = typer.Typer(help="List workloads or backends.", no_args_is_help=True)
+app.add_typer(list_app, name="list")
+
+
+def _check_device_option(device: str | None) -> None:
+    """--device is validated like a config's `device` field: a typo must not plan a run of skipped cases."""
+    if device is not None:
+        try:
+            check_device(device)
+        except ValueError:
+            fail(f"--device must be {DEVICE_HELP}, not {device!r}")
+
+
+@app.command()
+def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the built-in default when omitted"),
+        backend: Optional[list[str]] = typer.Option(None, "--backend", "-b", help="Run only these backends"),
+        workload: Optional[list[str]] = typer.Option(None, "--workload", "-w", help="Run only these workloads"),
+        device: Optional[str] = typer.Option(None, "--device", help=DEVICE_HELP),
+        preset: Optional[str] = typer.Option(None, "--preset", help="Shape preset: smoke, cpu, gpu"),
+        resume: Optional[str] = typer.Option(None, "--resume", help="Finish the cases of this run id"),
+        jobs: Optional[int] = typer.Option(None, "--jobs", "-j",
+                                           help="Parallel workers: N CPU workers, or workers dealt to the GPUs "
+                                                "(one per GPU when N = their number); on Ray, tasks in flight"),
+        executor: str = typer.Option("local", "--executor", help="local (this host) or ray"),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address",
+                                                  help="Ray cluster to join (default: start a local instance)"),
+        db: Optional[str] = DB_OPTION) -> None:
+    """Run a benchmark config and print its summary table.
+
+    The config is validated and planned, and the executor made, before the store is opened: a bad config
+    or argument exits 2 with nothing written. With a config file, --backend names labels of its `backends`;
+    with the built-in default, any registered backend (one the default lacks is added)."""
+    from bakeoff.results.store import StoreError
+
+    from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec, make_executor
+    from bakeoff.harness.run.orchestrator import Filters, RunBusyError, plan_run, resume_run, start_run
+    from bakeoff.harness.cli.summary import terminal_summary
+
+    if resume and (config or backend or workload or device or preset):
+        fail("--resume takes only --db, --jobs, --executor and --ray-address: the run keeps the config and "
+              "filters it started with")
+    if executor not in EXECUTORS:
+        fail(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if jobs is not None and jobs < 1:
+        fail(f"--jobs must be at least 1, not {jobs}")
+    _check_device_option(device)
+    spec = ExecutorSpec(executor, jobs, ray_address)
+    try:
+        if resume:
+            store = open_store(db)
+            run_id = resume_run(store, resume, console, spec)
+        else:
+            if config is not None:
+                try:
+                    text, path = config.read_text(), str(config)
+                except OSError as exc:
+                    fail(f"{config}: cannot read config: {exc.strerror}")
+            else:
+                text, path = default_config_text(), BUILTIN_CONFIG_PATH
+            filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device,
+                              preset)
+            planned = plan_run(text, path, filters)  # everything wrong with the config is found here
+            runner = make_executor(spec, planned.device)
+            try:
+                store = open_store(db)
+            except BaseException:
+                runner.close()
+                raise
+            run_id = start_run(store, planned, console, runner, spec)
+    except (ConfigError, ExecutorError, StoreError, RunBusyError) as exc:
+        # bad config, impossible executor, unknown run, a run still held by its orchestrator
+        fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    records = store.records(run_id)
+    console.print(terminal_summary(records, title=f"run {run_id}"))
+    bad = [r for r in records if r["status"] not in ("ok", "skipped")]
+    console.print(f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok, "
+                  f"{sum(r['status'] == 'skipped' for r in records)} skipped, {len(bad)} failed. "
+                  f"Store: {store.url}, run {run_id}")
+
+
+@list_app.command("workloads")
+def list_workloads() -> None:
+    """The built-in workloads, their category and presets."""
+    from rich.table import Table
+
+    from bakeoff.workloads.suite import builtin_workloads
+
+    t = Table("workload", "category", "what", "presets")
+    for w in builtin_workloads().values():
+        t.add_row(w.name, w.category, w.description,
+                  "; ".join(f"{p}: " + ",".join(f"{k}={v}" for k, v in dims.items()) for p, dims in w.presets.items()))
+    console.print(t)
+
+
+@list_app.command("backends")
+def list_backends() -> None:
+    """Each backend, its version, and whether it is available here (or why not)."""
+    from rich.table import Table
+
+    from bakeoff.backends import REGISTRY, backend_class
+
+    t = Table("backend", "version", "status")
+    for name in REGISTRY:
+        try:
+            cls = backend_class(name)
+            reason, version = cls.available(), cls.version()
+        except Exception as exc:  # an adapter that fails to load is reported, not fatal
+            reason, version = f"adapter failed to load: {exc}", None
+        t.add_row(name, version or "-", "[green]available[/]" if reason is None else f"[yellow]{reason}[/]")
+    console.print(t)
+
+
+@app.command()
+def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when omitted)"),
+         db: Optional[str] = DB_OPTION) -> None:
+    """Print a run's summary table."""
+    from bakeoff.results.store import StoreError
+
+    from bakeoff.harness.cli.summary import terminal_summary
+
+    store = open_store(db)
+    try:
+        run_id = run_id or store.latest_run_id()
+        run = store.run(run_id)
+    except StoreError as exc:
+        fail(str(exc))
+    env = run.get("environment") or {}
+    console.print(f"run {run_id} ({run['status']}), config {run['config_name']}, device {run['device']} "
+                  f"({env.get('gpu_name') or env.get('cpu_model')}), fingerprint {run['fingerprint']}, "
+                  f"harness {run['harness_rev']}")
+    console.print(terminal_summary(store.records(run_id), title=f"run {run_id}"))
+
+
+@app.command()
+def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
+           format: str = typer.Option("json", "--format", "-f", help="csv, json or parquet"),
+           output: Optional[Path] = typer.Option(None, "-o", "--output", help="File (json goes to stdout without)"),
+           db: Optional[str] = DB_OPTION) -> None:
+    """Write a run's records as csv, json or parquet."""
+    from bakeoff.results.export import export_records
+    from bakeoff.results.store import StoreError
+
+    if format not in ("csv", "json", "parquet"):
+        fail(f"--format must be csv, json or parquet, not {format!r}")
+    if format != "json" and output is None:
+        fail(f"--format {format} needs -o FILE")
+    store = open_store(db)
+    try:
+        run_id = store.latest_run_id() if run_id == "latest" else run_id
+        store.run(run_id)
+    except StoreError as exc:
+        fail(str(exc))
+    text = export_records(store.records(run_id), format, output)
+    if text is not None:
+        sys.stdout.write(text + "\n")
+
+
+@app.command()
+def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> None:
+    """Print the environment and what each backend needs."""
+    from bakeoff.backends import REGISTRY, backend_class
+
+    from bakeoff.harness.measure.environment import environment
+    from bakeoff.harness.plan.cases import resolve_device
+
+    _check_device_option(device)
+    env = environment(resolve_device(device))
+    for key, value in env.items():
+        console.print(f"[bold]{key}[/]: {json.dumps(value) if isinstance(value, dict | list) else value}")
+    console.print()
+    for name in REGISTRY:
+        cls = backend_class(name)
+        reason = cls.available()
+        console.print(f"[bold]{name}[/]: " + ("[green]available[/] " + (cls.version() or "") if reason is None
+                                                else f"[yellow]{reason}[/]"))
+
+
+@app.command()
+def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+              dtype: Optional[list[str]] = typer.Option(None, "--dtype",
+                                                        help=f"Matmul dtypes: {', '.join(CASE_DTYPES)} (default: all)"),
+              db: Optional[str] = DB_OPTION) -> None:
+    """Measure and store the device's ceilings (copy GB/s, matmul TFLOP/s per dtype) for its fingerprint."""
+    _check_device_option(device)
+    for name in dtype or []:
+        if name not in CASE_DTYPES:
+            fail(f"--dtype must be one of {', '.join(CASE_DTYPES)}, not {name!r}")
+    from bakeoff.harness.measure.calibrate import measure_ceilings
+    from bakeoff.harness.measure.environment import environment
+    from bakeoff.harness.plan.cases import resolve_device
+
+    dev = resolve_device(device)
+    env = environment(dev)
+    dtypes = list(dict.fromkeys(dtype)) if dtype else list(CASE_DTYPES)
+    store = open_store(db)
+    values = measure_ceilings(dev, dtypes)
+    store.add_ceilings(env["fingerprint"], dev, values, env)
+    for name, value, unit, method in values:
+        console.print(f"{name}: [bold]{value:.1f}[/] {unit}  ({method})")
+    console.print(f"stored for fingerprint {env['fingerprint']} in {store.url}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+from bakeoff.harness.cli.report_commands import register as _register_report  # noqa: E402  (report, compare, dashboard)
+
+_register_report(app)

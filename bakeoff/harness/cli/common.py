@@ -1,0 +1,29 @@
+"""What every command shares: the consoles, the --db option, `fail` (exit 2 with a message) and `open_store`."""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+# Tables are wide: when output is not a terminal (CI logs, pipes), do not wrap them at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store (default sqlite:///results/bakeoff.db)")
+
+
+def fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[red]error[/]: {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def open_store(db: str | None):
+    from bakeoff.results.store import Store, StoreError
+
+    try:
+        return Store(db)
+    except StoreError as exc:
+        fail(str(exc))
+    except Exception as exc:  # a bad URL or unreachable server: say which
+        fail(f"cannot open results store {db or 'results/bakeoff.db'}: {exc}")

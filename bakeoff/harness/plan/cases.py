@@ -1,0 +1,105 @@
+"""Config -> plan: the matrix workload x shape x dtype x backend, as self-contained cases.
+
+A case carries everything its worker needs (the bound graph as JSON, options, timing, seeds): a worker
+never reads the YAML. Combinations a backend cannot run are kept as cases with `skip_reason` set; the
+runner turns them into `skipped` records without starting a worker.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from bakeoff.backends import get_backend
+from bakeoff.workloads import costs
+from bakeoff.workloads.ir import Graph, bind
+
+from bakeoff.harness.config.schema import Config, ResolvedWorkload
+
+
+@dataclass(frozen=True)
+class Case:
+    """One unit of work: one workload at one shape and dtype, on one backend and device."""
+
+    case_id: str
+    workload: str
+    preset: str
+    shape: str  # "M=64,N=256"
+    dims: dict[str, int]
+    dtype: str
+    label: str  # the backend's label in the config (usually its name; stored as the record's `backend`)
+    device: str
+    graph: dict  # bound Graph.to_json()
+    options: dict[str, Any]
+    seeds: tuple[int, ...]
+    timing: dict[str, Any]
+    timeout_s: float
+    warm_compile: bool
+    flops: int
+    bytes_moved: int
+    memory_limit_gb: float | None = None
+    skip_reason: str | None = None
+    backend: str = ""  # the registered backend that runs it (= label unless the config says `backend:`)
+
+    def __post_init__(self) -> None:
+        if not self.backend:
+            object.__setattr__(self, "backend", self.label)
+
+    def bound_graph(self) -> Graph:
+        return Graph.from_json(self.graph)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Case":
+        data = json.loads(text)
+        data["seeds"] = tuple(data["seeds"])
+        return cls(**data)
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when a CUDA device is present, else 'cpu'."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def shape_label(dims: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in dims.items())
+
+
+def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> list[Case]:
+    """Every case of the config on `device` (already resolved), in a stable order: workload, shape, dtype, backend."""
+    dtypes = cfg.dtypes or (["float32"] if device == "cpu" else ["bfloat16"])
+    adapters = {label: opts.get("backend", label) for label, opts in cfg.backends.items()}
+    backends = {label: get_backend(adapter) for label, adapter in adapters.items()}
+    unavailable = {name: b.available() for name, b in backends.items()}
+    cases = []
+    for w in workloads:
+        for label, dims in w.shapes:
+            for dtype in dtypes:
+                graph = bind(w.graph, dims, dtype)
+                flops, nbytes = costs.flops(graph), costs.min_bytes(graph)
+                for name, backend in backends.items():
+                    options = {k: v for k, v in cfg.backends[name].items() if k != "backend"}
+                    reason = unavailable[name] or backend.supports(graph, device.split(":")[0], dtype, options)
+                    shape = shape_label(dims)
+                    cases.append(Case(
+                        case_id=f"{w.name}/{shape}/{dtype}/{name}", workload=w.name, preset=label, shape=shape,
+                        dims=dims, dtype=dtype, label=name, device=device, graph=graph.to_json(),
+                        options=options,
+                        backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
+                        timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm, flops=flops, bytes_moved=nbytes,
+                        memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason))
+    return cases
+
+
+def resolve_preset(preset: str, device: str) -> str:
+    """'auto' -> 'gpu' on CUDA, 'cpu' on the CPU."""
+    if preset != "auto":
+        return preset
+    return "cpu" if device == "cpu" else "gpu"

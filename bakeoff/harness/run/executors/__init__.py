@@ -1,0 +1,72 @@
+"""Executors: how the cases of a run are spread over workers. The orchestrator alone writes the store.
+
+`local` runs `--jobs N` worker slots on this host (threads, each waiting on one worker subprocess at a
+time); `ray` sends each case to a Ray cluster as a task. Both hand results back as they finish, and both
+can be stopped (Ctrl-C) with every in-flight worker killed. Ray is imported only when asked for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol
+
+from bakeoff.harness.plan.cases import Case
+
+EXECUTORS = ("local", "ray")
+
+
+class ExecutorError(ValueError):
+    """An executor this host cannot provide (bad --jobs, no such GPU, Ray not installed); the CLI exits 2."""
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """What the command line asked for: `kind` (local or ray), `jobs` (parallel workers; None = 1 locally,
+    as many as the Ray cluster's resources allow on Ray), `ray_address` (None = a local Ray instance)."""
+
+    kind: str = "local"
+    jobs: int | None = None
+    ray_address: str | None = None
+
+
+OnStart = Callable[[Case], None]
+
+
+class Executor(Protocol):
+    """Runs cases and yields (case, record) as each ends, calling `on_start(case)` (possibly from another
+    thread) as each starts (locally: its worker starts; on Ray: its task is submitted); `stop` kills
+    whatever is in flight; `drain` then returns the results that had ended but were not yet handed out;
+    `close` releases what it holds; `environment(device)` is the environment fingerprint of where the cases
+    run (this host locally; a node of the cluster on Ray), recorded with the run."""
+
+    def run(self, cases: list[Case], work_dir: Path,
+            on_start: OnStart | None = None) -> Iterator[tuple[Case, dict[str, Any]]]: ...
+
+    def stop(self) -> None: ...
+
+    def drain(self) -> list[tuple[Case, dict[str, Any]]]: ...
+
+    def close(self) -> None: ...
+
+    def environment(self, device: str) -> dict[str, Any]: ...
+
+
+def make_executor(spec: ExecutorSpec, device: str) -> Executor:
+    """The executor for `spec`, for cases on `device`. Raises ExecutorError for an impossible request."""
+    if spec.jobs is not None and spec.jobs < 1:
+        raise ExecutorError(f"--jobs must be at least 1, not {spec.jobs}")
+    if spec.kind == "local":
+        if spec.ray_address:
+            raise ExecutorError("--ray-address goes with --executor ray")
+        from bakeoff.harness.run.slots import local_slots
+        from bakeoff.harness.run.executors.local import LocalExecutor
+
+        try:
+            return LocalExecutor(local_slots(device, spec.jobs or 1))
+        except ValueError as exc:
+            raise ExecutorError(str(exc)) from None
+    if spec.kind == "ray":
+        from bakeoff.harness.run.executors.ray_executor import RayExecutor
+
+        return RayExecutor(device, spec.jobs, spec.ray_address)
+    raise ExecutorError(f"unknown executor {spec.kind!r}; executors: {', '.join(EXECUTORS)}")

@@ -1,0 +1,99 @@
+"""The local executor: `--jobs N` slots on this host, each a thread that runs one worker at a time.
+
+The threads only wait on their worker subprocess; the main thread receives every result and alone writes
+the store. On stop (Ctrl-C) the workers in flight are killed and their results dropped: a killed case has
+no record and runs again on resume.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from bakeoff.harness.run.case_process import Workers, execute_case
+from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.run.slots import Slot
+
+RESULT_POLL_S = 0.2  # the main thread wakes this often (seconds), so Ctrl-C is handled at once
+
+
+class LocalExecutor:
+    """Cases over `slots`, in order, each taking the next case when its worker ends."""
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self.slots = slots
+        self.workers = Workers()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._results: queue.Queue = queue.Queue()
+
+    def run(self, cases: list[Case], work_dir: Path,
+            on_start: Callable[[Case], None] | None = None) -> Iterator[tuple[Case, dict[str, Any]]]:
+        pending: queue.Queue[Case] = queue.Queue()
+        for case in cases:
+            pending.put(case)
+        results = self._results
+        self._threads = [threading.Thread(target=self._slot_loop, args=(slot, pending, results, work_dir, on_start),
+                                          name=f"slot-{slot.label}", daemon=True) for slot in self.slots]
+        for thread in self._threads:
+            thread.start()
+        for _ in cases:
+            item = self._next(results)
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def _next(self, results: queue.Queue) -> Any:
+        while True:
+            try:
+                return results.get(timeout=RESULT_POLL_S)
+            except queue.Empty:
+                if not any(t.is_alive() for t in self._threads) and results.empty():
+                    raise RuntimeError("every worker slot stopped with cases left") from None
+
+    def _slot_loop(self, slot: Slot, pending: queue.Queue, results: queue.Queue, work_dir: Path,
+                   on_start: Callable[[Case], None] | None = None) -> None:
+        while not self._stop.is_set():
+            try:
+                case = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                if on_start:
+                    on_start(case)
+                record = execute_case(case, work_dir, slot=slot, workers=self.workers)
+            except Exception as exc:  # a harness failure (disk full, ...), not a case failure: stop the run
+                results.put(exc)
+                return
+            if self._stop.is_set():
+                return  # its worker was killed by stop(): not a result
+            results.put((case, record))
+
+    def stop(self) -> None:
+        """Kill every worker in flight (and any a slot starts after this); wait for the slots to end."""
+        self._stop.set()
+        self.workers.kill_all()
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    def drain(self) -> list[tuple[Case, dict[str, Any]]]:
+        """Results that ended before stop() but were not handed out yet."""
+        out = []
+        while True:
+            try:
+                item = self._results.get_nowait()
+            except queue.Empty:
+                return out
+            if not isinstance(item, BaseException):
+                out.append(item)
+
+    def close(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    def environment(self, device: str) -> dict[str, Any]:
+        """This host's environment: the workers run here."""
+        from bakeoff.harness.measure.environment import environment
+
+        return environment(device)

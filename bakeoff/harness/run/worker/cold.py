@@ -1,0 +1,219 @@
+"""The cold run of one case, step by step: baseline, compile, check every seed, time, profile."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bakeoff.backends import get_backend
+from bakeoff.backends.base import Backend, Compiled, TensorSpec
+
+from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
+from bakeoff.harness.measure.environment import gpu_state
+from bakeoff.harness.run.gate import timing_exclusive
+from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.measure.timing import Stats, TimedCall, cuda_graph_latency_ms, host_latency, measure, profile_kernels
+from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record
+
+
+def _eager_baseline(graph, specs, case: Case, inputs) -> tuple[Compiled, list[torch.Tensor], bool]:
+    """Eager's executable and outputs; run twice, and report whether the two runs differ bitwise."""
+    eager = get_backend("eager").compile(graph, specs, case.device, {})
+    first = [o.clone() for o in eager(*inputs)]
+    second = eager(*inputs)
+    deterministic = all(_bitwise_equal(a, b) for a, b in zip(first, second))
+    _spoil(second, inputs)
+    return eager, first, deterministic
+
+
+def _spoil(outputs, inputs) -> None:
+    """Overwrite freed-to-be outputs with NaN: on the CPU (no caching allocator to poison) a block freed here
+    may be handed to the backend next, and an output it never writes would then read eager's exact answer."""
+    held = {x.untyped_storage().data_ptr() for x in inputs}
+    for out in outputs:
+        if out.is_floating_point() and out.untyped_storage().data_ptr() not in held:
+            out.fill_(float("nan"))
+
+
+def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same bits, element by element (so NaN equals NaN, and 0.0 differs from -0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
+
+
+def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck) -> list[SeedCheck]:
+    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare."""
+    checks = [first]
+    for seed in case.seeds[1:]:
+        inputs = make_inputs(graph, seed, case.device)
+        eager_out = eager(*inputs)
+        refs = reference_outputs(graph, inputs, case.device)
+        poison_allocator(graph, case.device)
+        outs = compiled(*inputs)
+        checks.append(check_outputs(graph, seed, outs, eager_out, refs))
+    return checks
+
+
+def _worst(checks: list[SeedCheck]) -> SeedCheck:
+    bad = [c for c in checks if c.verdict and c.verdict.status != "ok"]
+    if bad:
+        return bad[0]
+    return max(checks, key=lambda c: c.vs_ref.rel_l2 if c.vs_ref else 0.0)
+
+
+def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
+            eager_prepared: Any) -> dict[str, Any]:
+    """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
+    (harness/gate.py). The record gets the seconds waited for the gate and the window it was held."""
+    with timing_exclusive() as gate:
+        out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared)
+    return {**out, **(gate.summary() if gate is not None else {})}
+
+
+# The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
+# another adapter cannot collide with the interleaved eager reference.
+BACKEND_TARGET = "backend"
+EAGER_TARGET = "eager (reference)"
+
+
+def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
+                   eager_prepared: Any) -> list[TimedCall]:
+    """The backend's target and, unless the case is eager itself, eager's, interleaved with it.
+
+    Eager is timed by the same method as the backend it is paired with (CUDA events only when the backend
+    is event-timed), so speedup_vs_eager divides two figures obtained the same way."""
+    targets = [TimedCall(BACKEND_TARGET, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)]
+    if case.backend != "eager":
+        targets.append(TimedCall(EAGER_TARGET, lambda: eager.run(eager_prepared), eager.sync,
+                              backend.timed_with_events))
+    return targets
+
+
+def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
+                 eager_prepared: Any) -> dict[str, Any]:
+    t = case.timing
+    targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
+    results = measure(targets, case.device, warmup_s=t["warmup_s"], budget_s=t["budget_s"],
+                      min_reps=t["min_reps"], max_reps=t["max_reps"], target_iqr=t["target_iqr"],
+                      flush_l2=t["flush_l2"])
+    out = latency_fields(results, targets)
+    mine = results[BACKEND_TARGET]
+    if case.device.startswith("cuda"):
+        # One synchronized call at a time: the latency of a lone call, dispatch included (for host-timed
+        # backends this is what latency_ms already is).
+        lone_ms = mine.median_ms
+        if backend.timed_with_events:
+            lone_ms = host_latency(lambda: compiled.run(prepared), compiled.sync, case.device).median_ms
+            out["host_latency_ms"] = lone_ms
+        if t["cuda_graph"] and backend.graph_capturable:
+            try:
+                out["graph_latency_ms"] = cuda_graph_latency_ms(lambda: compiled.run(prepared)).median_ms
+            except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
+                out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        if t["profile"]:
+            try:
+                count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
+            except Exception as exc:  # a profiler failure costs the kernel numbers, not the case
+                out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            else:
+                out["kernel_count"], out["device_ms"] = count, device_ms
+                out["launch_overhead_share"] = 1.0 - device_ms / lone_ms if lone_ms > 0 else None
+    return out
+
+
+def latency_fields(results: dict[str, Stats], targets: list[TimedCall]) -> dict[str, Any]:
+    """The record's latency fields from `measure`'s results for `timing_targets`; with no eager target
+    (the case is eager itself) the eager figures are the backend's own."""
+    mine = results[BACKEND_TARGET]
+    eager_stats = results.get(EAGER_TARGET, mine)
+    eager_target = targets[-1] if EAGER_TARGET in results else targets[0]
+    return {
+        "latency_ms_median": mine.median_ms, "latency_ms_p20": mine.p20_ms, "latency_ms_p80": mine.p80_ms,
+        "latency_iqr_rel": mine.iqr_rel, "n_samples": mine.n, "timing_method": mine.method,
+        "samples": targets[0].samples_ms,
+        "eager_latency_ms_median": eager_stats.median_ms, "eager_latency_ms_p20": eager_stats.p20_ms,
+        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples": eager_target.samples_ms,
+        "eager_timing_method": eager_stats.method,
+        "speedup_vs_eager": eager_stats.median_ms / mine.median_ms if mine.median_ms > 0 else None,
+    }
+
+
+def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str, Any]:
+    """Write text artifacts to files; return a summary (sizes, numbers) for the record."""
+    arts = compiled.artifacts() or {}
+    summary: dict[str, Any] = {}
+    for key, value in arts.items():
+        if isinstance(value, str | bytes) and artifacts_dir is not None:
+            artifacts_dir.mkdir(parents=True, exist_ok=True)
+            data = value.encode() if isinstance(value, str) else value
+            (artifacts_dir / key.replace("/", "_")).write_bytes(data)
+            summary[f"{key}_bytes"] = len(data)
+        elif isinstance(value, int | float | bool | list | dict) or value is None:
+            summary[key] = value
+    return summary
+
+
+def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
+    """The whole case in this (fresh) process. Returns the record's measured fields."""
+    graph = case.bound_graph()
+    backend = get_backend(case.backend)
+    specs = TensorSpec.of_inputs(graph)
+    rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
+    torch.manual_seed(case.seeds[0])
+    inputs = make_inputs(graph, case.seeds[0], case.device)
+    eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
+    rec["eager_deterministic"] = deterministic
+    refs = reference_outputs(graph, inputs, case.device)
+    cache_before = count_cache_files(backend.cache_env)
+    poison_allocator(graph, case.device)
+    try:
+        compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
+    except Exception as exc:
+        return {**rec, **error_record("compile_error", exc)}
+    rec.update(compile_s=compile_s, compile_total_s=total_s, compile_stages_s=dict(compiled.info.stages_s),
+               compile_notes=list(compiled.info.notes), cache_hit_cold=compiled.info.cache_hit,
+               cache_files_cold=count_cache_files(backend.cache_env) - cache_before)
+    try:
+        first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
+        checks = _check_seeds(graph, case, compiled, eager, first)
+    except Exception as exc:
+        return {**rec, **error_record("runtime_error", exc)}
+    worst = _worst(checks)
+    rec["status"] = worst.verdict.status if worst.verdict else "mismatch"
+    rec["reason"] = worst.verdict.reason if worst.verdict else "no output checked"
+    rec["err_ratio_vs_eager"] = worst.verdict.err_ratio_vs_eager if worst.verdict else None
+    rec["checked_seeds"] = [c.seed for c in checks]
+    rec["check_problems"] = sorted({p for c in checks for p in c.problems})
+    for prefix, suffix, stats in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
+                                  ("eager_err", "vs_fp64", worst.eager_vs_ref)):
+        if stats is not None:
+            rec.update(stats.as_dict(suffix, prefix))
+    if worst.verdict and worst.verdict.reason and worst.verdict.reason.startswith("output shape"):
+        return rec
+    try:
+        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs)))
+    except Exception as exc:
+        return {**rec, **error_record("runtime_error", exc)}
+    rec.update(_derived(case, rec))
+    rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
+    rec["gpu_state_after"] = gpu_state(case.device)
+    return rec
+
+
+def _derived(case: Case, rec: dict[str, Any]) -> dict[str, Any]:
+    """Achieved throughput from the analytic cost model, and break-even calls (from the whole time before
+    the first result: compile, module load or session, first run)."""
+    ms = rec.get("latency_ms_median")
+    out: dict[str, Any] = {}
+    if ms and ms > 0:
+        out["achieved_gbps"] = case.bytes_moved / (ms * 1e-3) / 1e9
+        out["achieved_tflops"] = case.flops / (ms * 1e-3) / 1e12
+    eager_ms = rec.get("eager_latency_ms_median")
+    if case.backend != "eager" and ms and eager_ms and eager_ms > ms:
+        out["break_even_calls"] = rec["compile_total_s"] / ((eager_ms - ms) * 1e-3)
+    return out
+

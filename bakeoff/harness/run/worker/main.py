@@ -1,0 +1,77 @@
+"""The worker: one case in one fresh process. Compile, check on every seed, measure, write one record.
+
+Run as ``python -m bakeoff.harness.run.worker.main CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` by the runner, with the
+backend's cache folders in the environment. PHASE is ``cold`` (the full case) or ``warm`` (compile only,
+reusing the caches the cold process filled, to measure warm compile time and verify the cache hit).
+The record is written to OUT_JSON atomically; anything that kills the process leaves no file and the
+runner records the crash.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record, limit_host_memory
+
+
+def run_warm(case: Case) -> dict[str, Any]:
+    """Compile again in a fresh process with the caches the cold run filled; verify the hit."""
+    import torch
+
+    from bakeoff.backends import get_backend
+    from bakeoff.backends.base import TensorSpec
+
+    from bakeoff.harness.run.worker.inputs import make_inputs
+
+    graph = case.bound_graph()
+    backend = get_backend(case.backend)
+    specs = TensorSpec.of_inputs(graph)
+    inputs = make_inputs(graph, case.seeds[0], case.device)
+    before = count_cache_files(backend.cache_env)
+    torch.manual_seed(case.seeds[0])
+    compiled, _, _, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
+    after = count_cache_files(backend.cache_env)
+    hit = compiled.info.cache_hit
+    if hit is None and backend.cache_env:
+        hit = before > 0 and after == before  # nothing new written: everything came from the cache
+    return {"compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
+            "cache_files_before_warm": before, "cache_files_after_warm": after,
+            "compile_stages_warm_s": dict(compiled.info.stages_s)}
+
+
+def main(argv: list[str]) -> int:
+    case = Case.from_json(Path(argv[0]).read_text())
+    out_path, phase = Path(argv[1]), argv[2]
+    artifacts_dir = Path(argv[3]) if len(argv) > 3 else None
+    limit_host_memory(case)
+    try:
+        if phase == "warm":
+            record = run_warm(case)
+        else:
+            from bakeoff.harness.run.worker.cold import run_cold
+
+            record = run_cold(case, artifacts_dir)
+    except BaseException as exc:  # a failure outside the guarded steps is still a record
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        record = error_record("runtime_error", exc)
+    tmp = out_path.with_suffix(".part")
+    tmp.write_text(json.dumps(record, default=_json_default))
+    os.replace(tmp, out_path)
+    return 0
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "as_dict"):
+        return obj.as_dict()
+    if hasattr(obj, "__dict__"):
+        return obj.__dict__
+    return str(obj)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

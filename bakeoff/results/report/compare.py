@@ -1,0 +1,178 @@
+"""Compare two runs case by case: latency (Mann-Whitney U on the raw samples plus a minimum change), compile
+time cold and warm, numeric error, status, cases the candidate lacks, and what changed in the environment.
+
+Noise floors: a compile time must move by the relative minimum AND by at least `compile_abs_s` seconds (0.5 s by
+default; eager's "compile" is its first call, milliseconds, so its jitter is never a regression), and errors vs
+fp64 below `error_floor` unit roundoffs of the case's dtype count as that floor (so 0 → 1e-7 in float32 is no
+regression: both are rounding-level)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy.stats import mannwhitneyu
+
+from bakeoff.results.report.data import RunData, case_key, fnum, unit_roundoff
+from bakeoff.results.report.envdiff import EnvChange, env_diff
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Minimum relative changes (0.05 = 5%) that count, the significance level for latency, the factor by
+    which error vs fp64 must grow to count, and the absolute noise floors: a compile time change must also be
+    at least `compile_abs_s` seconds, and errors below `error_floor` × the dtype's unit roundoff count as
+    equal to that floor."""
+
+    latency: float = 0.05
+    compile_warm: float = 0.10
+    compile_cold: float = 0.15
+    alpha: float = 0.01
+    error_factor: float = 2.0
+    compile_abs_s: float = 0.5
+    error_floor: float = 1.0
+
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One metric of one case. `rel` = candidate / base − 1; `p_value` only for latency (two-sided U test);
+    verdict: regressed, improved, unchanged, not significant (changed by more than the minimum but p ≥ alpha)."""
+
+    metric: str
+    base: float | None
+    candidate: float | None
+    rel: float | None
+    verdict: str
+    p_value: float | None = None
+
+
+@dataclass(frozen=True)
+class CaseComparison:
+    """A case present in both runs (same workload, shape, dtype, backend)."""
+
+    key: tuple[str, str, str, str]
+    base_status: str
+    candidate_status: str  # "missing" when the candidate has no record of the case (a partial or killed run)
+    # same, regressed (ok → failure, or missing from the candidate), fixed (failure → ok), changed (failure →
+    # other failure), missing (absent from the candidate, not counted: --allow-missing)
+    status_verdict: str
+    changes: list[MetricChange] = field(default_factory=list)
+    candidate_reason: str | None = None
+
+    @property
+    def regressed(self) -> bool:
+        return self.status_verdict == "regressed" or any(c.verdict == "regressed" for c in self.changes)
+
+    @property
+    def improved(self) -> bool:
+        return not self.regressed and (self.status_verdict == "fixed" or any(c.verdict == "improved"
+                                                                              for c in self.changes))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    base_run: dict[str, Any]
+    candidate_run: dict[str, Any]
+    thresholds: Thresholds
+    cases: list[CaseComparison]
+    only_base: list[tuple[str, str, str, str]]
+    only_candidate: list[tuple[str, str, str, str]]
+    env_changes: list[EnvChange]
+    allow_missing: bool = False
+
+    @property
+    def matched(self) -> list[CaseComparison]:
+        """Cases present in both runs."""
+        return [c for c in self.cases if c.candidate_status != "missing"]
+
+    @property
+    def regressions(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.regressed]
+
+    @property
+    def same_fingerprint(self) -> bool:
+        return self.base_run.get("fingerprint") == self.candidate_run.get("fingerprint")
+
+
+def _status_verdict(base: str, cand: str) -> str:
+    if base == cand:
+        return "same"
+    if base == "ok" and cand != "skipped":
+        return "regressed"
+    if cand == "ok":
+        return "fixed"
+    return "changed"
+
+
+def _threshold_change(metric: str, base: Any, cand: Any, minimum: float, absolute: float = 0.0) -> MetricChange | None:
+    """A change counts when it is at least `minimum` relative and at least `absolute` in the metric's unit."""
+    b, c = fnum(base), fnum(cand)
+    if b is None or c is None or b <= 0:
+        return None
+    rel = c / b - 1
+    big = abs(c - b) >= absolute
+    verdict = ("regressed" if rel >= minimum and big else ("improved" if rel <= -minimum and big else "unchanged"))
+    return MetricChange(metric, b, c, rel, verdict)
+
+
+def _latency_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange | None:
+    change = _threshold_change("latency_ms_median", base.get("latency_ms_median"), cand.get("latency_ms_median"),
+                               t.latency)
+    if change is None:
+        return None
+    xs, ys = base.get("samples") or [], cand.get("samples") or []
+    p = None
+    if len(xs) >= 2 and len(ys) >= 2:
+        p = float(mannwhitneyu(xs, ys, alternative="two-sided").pvalue) if xs != ys else 1.0
+    verdict = change.verdict
+    if verdict != "unchanged" and (p is None or p >= t.alpha):
+        verdict = "not significant"
+    return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, p)
+
+
+def _error_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange | None:
+    b, c = fnum(base.get("err_rel_l2_vs_fp64")), fnum(cand.get("err_rel_l2_vs_fp64"))
+    if b is None or c is None:
+        return None
+    floor = t.error_floor * unit_roundoff(cand.get("dtype"))
+    if max(b, c) <= 0 or (floor <= 0 and b == 0):
+        return MetricChange("err_rel_l2_vs_fp64", b, c, None, "unchanged" if c <= 0 else "regressed")
+    ratio = max(c, floor) / max(b, floor)
+    verdict = "regressed" if ratio > t.error_factor else ("improved" if ratio < 1 / t.error_factor else "unchanged")
+    return MetricChange("err_rel_l2_vs_fp64", b, c, ratio - 1, verdict)
+
+
+def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> CaseComparison:
+    """One matched case. Metrics are compared only when both runs passed; a status change says the rest."""
+    bs, cs = str(base.get("status")), str(cand.get("status"))
+    changes: list[MetricChange | None] = []
+    if bs == "ok" and cs == "ok":
+        changes = [_latency_change(base, cand, t),
+                   _threshold_change("compile_s", base.get("compile_s"), cand.get("compile_s"), t.compile_cold,
+                                     t.compile_abs_s),
+                   _threshold_change("compile_warm_s", base.get("compile_warm_s"), cand.get("compile_warm_s"),
+                                     t.compile_warm, t.compile_abs_s),
+                   _error_change(base, cand, t)]
+        if base.get("cache_hit_warm") is True and cand.get("cache_hit_warm") is False:
+            changes.append(MetricChange("cache_hit_warm", 1.0, 0.0, None, "regressed"))
+    return CaseComparison(case_key(cand), bs, cs, _status_verdict(bs, cs), [c for c in changes if c is not None],
+                          cand.get("reason"))
+
+
+def missing_case(base: dict[str, Any], allow: bool) -> CaseComparison:
+    """A case of the base run that the candidate has no record of: a regression (the candidate run was cut short,
+    or lost a case) unless `allow`."""
+    return CaseComparison(case_key(base), str(base.get("status")), "missing", "missing" if allow else "regressed",
+                          [], "no record in the candidate run: a partial or killed run?")
+
+
+def compare_runs(base: RunData, cand: RunData, t: Thresholds = Thresholds(), allow_missing: bool = False
+                 ) -> Comparison:
+    """Every case of `cand` matched against `base` by (workload, shape, dtype, backend); then every case of
+    `base` that `cand` lacks, as status "missing" (a regression unless `allow_missing`)."""
+    b = {case_key(c): c for c in base.cases}
+    c = {case_key(x): x for x in cand.cases}
+    cases = [compare_case(b[k], c[k], t) for k in c if k in b]
+    cases += [missing_case(b[k], allow_missing) for k in b if k not in c]
+    return Comparison(base.run, cand.run, t, cases, [k for k in b if k not in c], [k for k in c if k not in b],
+                      env_diff(base.env, cand.env), allow_missing)

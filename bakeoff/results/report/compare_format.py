@@ -1,0 +1,127 @@
+"""Render a Comparison as plain text, Markdown (for a PR comment) or JSON."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from bakeoff.results.report.compare import CaseComparison, Comparison, MetricChange
+from bakeoff.results.report.envdiff import describe
+
+METRIC_TITLES = {"latency_ms_median": "latency ms", "compile_s": "compile s cold", "compile_warm_s": "compile s warm",
+                 "err_rel_l2_vs_fp64": "err vs fp64", "cache_hit_warm": "warm cache hit"}
+COLUMNS = ("latency_ms_median", "compile_s", "compile_warm_s", "err_rel_l2_vs_fp64")
+MARK = {"regressed": "REGRESSED", "improved": "improved", "unchanged": "", "not significant": "n.s."}
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def metric_text(m: MetricChange | None) -> str:
+    """'1.23 → 1.60 (+30.1%, p=0.008) REGRESSED'."""
+    if m is None:
+        return "-"
+    if m.metric == "cache_hit_warm":
+        return "hit → miss REGRESSED"
+    rel = "" if m.rel is None else f"{m.rel * 100:+.1f}%"
+    p = f", p={m.p_value:.2g}" if m.p_value is not None else ""
+    inner = ", ".join(x for x in (rel, p.lstrip(", ")) if x)
+    mark = MARK.get(m.verdict, m.verdict)
+    return f"{_fmt(m.base)} → {_fmt(m.candidate)}" + (f" ({inner})" if inner else "") + (f" {mark}" if mark else "")
+
+
+def _by_metric(c: CaseComparison) -> dict[str, MetricChange]:
+    return {m.metric: m for m in c.changes}
+
+
+def _status_text(c: CaseComparison) -> str:
+    if c.status_verdict == "same":
+        return c.candidate_status
+    text = f"{c.base_status} → {c.candidate_status}"
+    if c.status_verdict == "missing":
+        return text + " (allowed)"
+    return text + (" REGRESSED" if c.status_verdict == "regressed" else f" ({c.status_verdict})")
+
+
+def headline(cmp: Comparison) -> str:
+    n = len(cmp.regressions)
+    improved = sum(c.improved for c in cmp.cases)
+    missing = f", {len(cmp.only_base)} missing from the candidate" if cmp.only_base else ""
+    return (f"{n} regression(s), {improved} improvement(s) in {len(cmp.matched)} matched case(s){missing}: "
+            f"{cmp.base_run['run_id']} (base) → {cmp.candidate_run['run_id']} (candidate)")
+
+
+def _notes(cmp: Comparison) -> list[str]:
+    t = cmp.thresholds
+    out = [f"Environment: {describe(cmp.env_changes)}."]
+    if not cmp.same_fingerprint:
+        out.append(f"Fingerprints differ ({cmp.base_run.get('fingerprint')} vs {cmp.candidate_run.get('fingerprint')}):"
+                   " numbers were measured under different conditions.")
+    if cmp.only_base:
+        out.append(f"Missing from the candidate ({'allowed: --allow-missing' if cmp.allow_missing else 'each a regression'}"
+                   f"): " + ", ".join("/".join(k) for k in cmp.only_base) + ".")
+    if cmp.only_candidate:
+        out.append("Only in candidate: " + ", ".join("/".join(k) for k in cmp.only_candidate) + ".")
+    out.append(f"Rule: latency regresses when the median grows ≥ {t.latency:.0%} and Mann-Whitney U p < {t.alpha:g} "
+               f"on the raw samples; compile ≥ {t.compile_cold:.0%} cold, ≥ {t.compile_warm:.0%} warm and by ≥ "
+               f"{t.compile_abs_s:g} s; error vs fp64 > {t.error_factor:g}× (errors below {t.error_floor:g} unit "
+               f"roundoff of the dtype count as equal); any ok → failure status"
+               + ("." if cmp.allow_missing else "; any case missing from the candidate."))
+    return out
+
+
+def to_text(cmp: Comparison) -> str:
+    lines = [headline(cmp), *_notes(cmp), ""]
+    for c in sorted(cmp.cases, key=lambda c: not c.regressed):
+        ms = _by_metric(c)
+        flag = "REGRESSION " if c.regressed else ("improved   " if c.improved else "           ")
+        lines.append(f"{flag}{'/'.join(c.key)}: status {_status_text(c)}"
+                     + (f" ({c.candidate_reason[:120]})" if c.status_verdict == "regressed" and c.candidate_reason
+                        else ""))
+        for metric in (*COLUMNS, "cache_hit_warm"):
+            if metric in ms:
+                lines.append(f"    {METRIC_TITLES[metric]:<15} {metric_text(ms[metric])}")
+    return "\n".join(lines)
+
+
+def _md_row(c: CaseComparison) -> str:
+    ms = _by_metric(c)
+    cells = ["/".join(c.key), _status_text(c)] + [metric_text(ms.get(m)) for m in COLUMNS]
+    if "cache_hit_warm" in ms:
+        cells[4] += " (cache hit → miss)"
+    return "| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |"
+
+
+def to_markdown(cmp: Comparison) -> str:
+    head = "| case | status | latency ms | compile s cold | compile s warm | err vs fp64 |\n|---|---|---|---|---|---|"
+    regs = [c for c in cmp.cases if c.regressed]
+    icon = ":x:" if regs else ":white_check_mark:"
+    out = [f"### bakeoff compare {icon}", "", f"**{headline(cmp)}**", ""]
+    out += [f"- {n}" for n in _notes(cmp)] + [""]
+    if regs:
+        out += ["#### Regressions", "", head, *[_md_row(c) for c in regs], ""]
+    improved = [c for c in cmp.cases if c.improved]
+    if improved:
+        out += ["#### Improvements", "", head, *[_md_row(c) for c in improved], ""]
+    out += ["<details><summary>All cases</summary>", "", head, *[_md_row(c) for c in cmp.cases], "",
+            "</details>", ""]
+    return "\n".join(out)
+
+
+def to_json(cmp: Comparison) -> str:
+    def case(c: CaseComparison) -> dict[str, Any]:
+        return {**asdict(c), "key": dict(zip(("workload", "shape", "dtype", "backend"), c.key, strict=True)),
+                "regressed": c.regressed, "improved": c.improved}
+
+    doc = {"base": cmp.base_run["run_id"], "candidate": cmp.candidate_run["run_id"],
+           "thresholds": asdict(cmp.thresholds), "regressions": len(cmp.regressions),
+           "same_fingerprint": cmp.same_fingerprint,
+           "environment_changes": [asdict(e) for e in cmp.env_changes],
+           "only_base": ["/".join(k) for k in cmp.only_base],
+           "only_candidate": ["/".join(k) for k in cmp.only_candidate],
+           "cases": [case(c) for c in cmp.cases]}
+    return json.dumps(doc, indent=1, default=str)
+
+
+FORMATS = {"text": to_text, "markdown": to_markdown, "json": to_json}

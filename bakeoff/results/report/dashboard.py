@@ -1,0 +1,140 @@
+"""The static dashboard over the store's history: index.html (flags, workloads, runs) and one page per
+workload with a trend chart per metric, breaching points marked. Reads the store only."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from bakeoff.results.report.data import hardware_name
+from bakeoff.results.report.envdiff import describe
+from bakeoff.results.report.figures_common import PALETTE, styled
+from bakeoff.results.report.history import METRICS, CaseHistory, History, Series, load_history
+from bakeoff.results.report.html import PLOTLY_FILE, Cell, esc, figure_div, page, table
+from bakeoff.results.report.trend import MIN_RISE, WINDOW
+
+TITLES = {"latency_ms_median": "Latency, median (ms)", "compile_s": "Compile, cold (s)",
+          "compile_warm_s": "Compile, warm (s)", "err_rel_l2_vs_fp64": "Error vs fp64 (relative L2)"}
+SEVERITY = {"regression": 0, "accuracy": 0, "status": 0, "suspicious": 1}
+
+
+def page_name(workload: str) -> str:
+    """The file of a workload's page: workload-<name>.html with unsafe characters replaced."""
+    return "workload-" + re.sub(r"[^A-Za-z0-9_.-]", "_", workload) + ".html"
+
+
+def trend_figure(series: list[Series], metric: str) -> go.Figure | None:
+    """One line per series of `metric` over run start time; breaches as red ×, flagged series named so."""
+    mine = [s for s in series if s.metric == metric]
+    if not mine:
+        return None
+    fig = go.Figure()
+    bx, by, bh = [], [], []
+    for i, s in enumerate(mine):
+        label = s.name + (f" ⚠ {s.flag.kind}" if s.flag else "")
+        hover = [f"{s.name}<br>run {p.run_id}<br>harness {p.env.get('harness_rev')}<br>{p.value:.4g}"
+                 + (f"<br>baseline {p.baseline:.4g}, limit {p.limit:.2f}×" if p.baseline else "<br>(no baseline yet)")
+                 for p in s.points]
+        fig.add_trace(go.Scatter(x=[p.started_at for p in s.points], y=[p.value for p in s.points],
+                                 mode="lines+markers", name=label, hovertext=hover, hoverinfo="text",
+                                 line=dict(color=PALETTE[i % len(PALETTE)], width=3 if s.flag else 1.5)))
+        for p, h in zip(s.points, hover, strict=True):
+            if p.breach:
+                bx.append(p.started_at)
+                by.append(p.value)
+                bh.append("<b>breach</b><br>" + h)
+    if bx:
+        fig.add_trace(go.Scatter(x=bx, y=by, mode="markers", name="breach", hovertext=bh, hoverinfo="text",
+                                 marker=dict(symbol="x", size=13, color="#d62728", line=dict(width=1))))
+    fig.update_yaxes(type="log" if metric == "err_rel_l2_vs_fp64" else "linear", title_text=TITLES[metric])
+    fig.update_xaxes(title_text="run start (UTC)")
+    return styled(fig, f"{TITLES[metric]} — threshold T = {MIN_RISE[metric]:.0%}", height=420)
+
+
+def _flag_rows(series: list[Series], cases: list[CaseHistory], link: bool) -> list[list[Cell]]:
+    rows = []
+    for s in series:
+        if s.flag:
+            last = s.points[-1]
+            rows.append((SEVERITY[s.flag.kind], s.workload, [
+                Cell(s.flag.kind, SEVERITY[s.flag.kind], "bad" if s.flag.kind == "regression" else "warn"),
+                _wl_cell(s.workload, link), Cell(s.name), Cell(s.metric), Cell(f"{last.value:.4g}", last.value, "num"),
+                Cell(f"{last.baseline:.4g}" if last.baseline else "-", last.baseline, "num"),
+                Cell(s.flag.text), Cell(describe(s.flag.env_changes))]))
+    for c in cases:
+        if c.flag:
+            rows.append((0, c.key[0], [
+                Cell(c.flag.kind, 0, "bad"), _wl_cell(c.key[0], link),
+                Cell(f"{c.key[3]} · {c.key[1]} · {c.key[2]} · {c.device_name} [{c.hardware}]"), Cell("status"),
+                Cell(c.statuses[-1][1]), Cell(c.statuses[-2][1] if len(c.statuses) > 1 else "-"),
+                Cell(c.flag.text), Cell(describe(c.flag.env_changes))]))
+    return [r for _, _, r in sorted(rows, key=lambda t: (t[0], t[1]))]
+
+
+def _wl_cell(workload: str, link: bool) -> Cell:
+    return Cell(f'<a href="{esc(page_name(workload))}">{esc(workload)}</a>' if link else esc(workload),
+                workload, raw=True)
+
+
+FLAG_HEADERS = ["flag", "workload", "series", "metric", "latest", "baseline", "why", "environment change"]
+
+
+def _rule_note() -> str:
+    return (f'<p class="note">A point breaches when value / baseline &gt; 1 + max(T, 3·MAD/baseline), baseline = '
+            f"median of the series' previous {WINDOW} runs (at least 3). Two breaches in a row at the end = "
+            "regression, one = suspicious; ok → mismatch (accuracy) or ok → another failure is flagged at once. "
+            "A series is one workload, shape, dtype and backend on one kind of device (hardware only, so a driver "
+            "or library change stays inside the series and is named).</p>")
+
+
+def render_index(h: History) -> str:
+    flags = _flag_rows(h.series, h.cases, link=True)
+    n_reg = sum(1 for r in flags if r[0].text in ("regression", "accuracy", "status"))
+    workloads = sorted({s.workload for s in h.series} | {c.key[0] for c in h.cases})
+    wl_rows = [[_wl_cell(w, True), Cell(str(sum(s.workload == w for s in h.series)), None, "num"),
+                Cell(str(sum(bool(s.flag) for s in h.series if s.workload == w)
+                         + sum(bool(c.flag) for c in h.cases if c.key[0] == w)), None, "num")] for w in workloads]
+    run_rows = [[Cell(r["run_id"], r["run_id"]), Cell(str(r.get("started_at"))), Cell(str(r.get("config_name"))),
+                 Cell(hardware_name(r.get("environment") or {})),
+                 Cell(str(r.get("harness_rev"))), Cell(str(r.get("fingerprint"))), Cell(str(r.get("status")))]
+                for r in reversed(h.runs)]
+    body = [f"<h1>bakeoff dashboard</h1><p>{len(h.runs)} runs, {len(h.series)} series; "
+            f'<span class="{"bad" if n_reg else "ok"}" id="summary">{n_reg} regression(s)</span>, '
+            f"{sum(1 for r in flags if r[0].text == 'suspicious')} suspicious.</p>", _rule_note(),
+            "<h2>Flags</h2>", table(FLAG_HEADERS, flags, table_id="flags") if flags else "<p>No flags.</p>",
+            "<h2>Workloads</h2>", table(["workload", "series", "flags"], wl_rows),
+            "<h2>Runs</h2>",
+            table(["run", "started", "config", "device", "harness", "fingerprint", "status"], run_rows)]
+    return page("bakeoff dashboard", "\n".join(body), "file")
+
+
+def render_workload(h: History, workload: str) -> tuple[str, int]:
+    """A workload's page and how many charts it draws."""
+    series = [s for s in h.series if s.workload == workload]
+    cases = [c for c in h.cases if c.key[0] == workload]
+    flags = _flag_rows(series, cases, link=False)
+    body = [f'<p><a href="index.html">← all workloads</a></p><h1>{esc(workload)}</h1>', _rule_note(),
+            "<h2>Flags</h2>", table(FLAG_HEADERS, flags, table_id="flags") if flags else "<p>No flags.</p>"]
+    charts = 0
+    for metric in METRICS:
+        fig = trend_figure(series, metric)
+        charts += fig is not None
+        body += [f"<h2>{esc(TITLES[metric])}</h2>", figure_div(fig, f"trend-{metric}", "no passing values")]
+    return page(f"bakeoff: {workload}", "\n".join(body), "file"), charts
+
+
+def build_dashboard(store: Any, out_dir: Path) -> dict[str, int]:
+    """Write the site into `out_dir`; returns {file name: number of charts on it}."""
+    h = load_history(store)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / PLOTLY_FILE).write_text(get_plotlyjs())
+    written = {"index.html": 0}
+    (out_dir / "index.html").write_text(render_index(h))
+    for workload in sorted({s.workload for s in h.series} | {c.key[0] for c in h.cases}):
+        text, charts = render_workload(h, workload)
+        (out_dir / page_name(workload)).write_text(text)
+        written[page_name(workload)] = charts
+    return written

@@ -1,0 +1,154 @@
+"""Speed charts: speedup-over-eager heatmap, latency bars with p20–p80 whiskers, compile vs latency Pareto."""
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from bakeoff.results.report.data import RunData, case_label, first_result_s, fnum, series_name
+from bakeoff.results.report.figures_common import case_order, rows, series_colors, styled
+
+
+def speedup_heatmap(runs: list[RunData]) -> go.Figure | None:
+    """Workload × backend, coloured by log2 speedup over eager (median latency ratio); failures marked ✗
+    with their status and reason on hover."""
+    ys = case_order(runs)
+    xs: list[str] = []
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for _, label, c in rows(runs):
+        x = series_name(c, label)
+        xs.append(x) if x not in xs else None
+        cells[(case_label(c), x)] = c
+    if not cells:
+        return None
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    hover: list[list[str]] = []
+    fail_x, fail_y, fail_text = [], [], []
+    for y in ys:
+        cols = [_heat_cell(cells.get((y, x)), x, y) for x in xs]
+        z.append([c[0] for c in cols])
+        text.append([c[1] for c in cols])
+        hover.append([c[2] for c in cols])
+        for x, cell, col in zip(xs, (cells.get((y, x)) for x in xs), cols, strict=True):
+            if cell is not None and col[0] is None:
+                fail_x.append(x)
+                fail_y.append(y)
+                fail_text.append(f"{x} / {y}<br><b>{cell.get('status')}</b><br>{_wrap(cell.get('reason') or '')}")
+    lim = max([abs(v) for row in z for v in row if v is not None] + [1.0])
+    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, text=text, texttemplate="%{text}", hovertext=hover,
+                               hoverinfo="text", colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
+                               colorbar=dict(title="log2 speedup")))
+    if fail_x:
+        fig.add_trace(go.Scatter(x=fail_x, y=fail_y, mode="markers+text", text=["✗"] * len(fail_x),
+                                 textposition="middle center", marker=dict(symbol="square", size=28, color="#eee",
+                                                                           line=dict(color="#c00", width=2)),
+                                 textfont=dict(color="#c00", size=16), hovertext=fail_text, hoverinfo="text",
+                                 name="failed", showlegend=False))
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category", autorange="reversed")
+    return styled(fig, "Speedup over eager (median latency ratio; ✗ = failed, reason on hover)",
+                  height=max(320, 60 + 40 * len(ys)))
+
+
+def _heat_cell(cell: dict[str, Any] | None, x: str, y: str) -> tuple[float | None, str, str]:
+    """(log2 speedup or None, shown text, hover text) of one heatmap cell; None for a failed or absent case."""
+    if cell is None:
+        return None, "", f"{x} / {y}: not run"
+    sp = fnum(cell.get("speedup_vs_eager"))
+    if cell.get("status") != "ok" or sp is None or sp <= 0:
+        return None, "", ""
+    eager_ms, ms = fnum(cell.get("eager_latency_ms_median")) or 0.0, fnum(cell.get("latency_ms_median")) or 0.0
+    return math.log2(sp), f"{sp:.2f}×", f"{x} / {y}<br>speedup {sp:.3g}× (eager {eager_ms:.4g} ms → {ms:.4g} ms)"
+
+
+def _wrap(text: str, width: int = 90) -> str:
+    """Hover text: at most 600 characters, escaped, broken into lines of `width`."""
+    text = text[:600]
+    return "<br>".join(html.escape(text[i:i + width]) for i in range(0, len(text), width))
+
+
+def latency_bars(runs: list[RunData]) -> go.Figure | None:
+    """Median latency (ms) per workload and series, whiskers from p20 to p80; log axis."""
+    colors = series_colors(runs)
+    traces: dict[str, dict[str, list]] = {}
+    for _, label, c in rows(runs):
+        med = fnum(c.get("latency_ms_median"))
+        if med is None or c.get("status") != "ok":
+            continue
+        lo, hi = fnum(c.get("latency_ms_p20")) or med, fnum(c.get("latency_ms_p80")) or med
+        t = traces.setdefault(series_name(c, label), {"x": [], "y": [], "plus": [], "minus": [], "n": []})
+        t["x"].append(case_label(c))
+        t["y"].append(med)
+        t["plus"].append(max(hi - med, 0.0))
+        t["minus"].append(max(med - lo, 0.0))
+        t["n"].append(c.get("n_samples"))
+    if not traces:
+        return None
+    fig = go.Figure()
+    for name, t in traces.items():
+        fig.add_trace(go.Bar(name=name, x=t["x"], y=t["y"], marker_color=colors.get(name), customdata=t["n"],
+                             error_y=dict(type="data", symmetric=False, array=t["plus"], arrayminus=t["minus"]),
+                             hovertemplate=f"{name}<br>%{{x}}<br>median %{{y:.4g}} ms<br>n=%{{customdata}}"
+                                           "<extra></extra>"))
+    fig.update_layout(barmode="group", yaxis=dict(type="log", title="latency ms (median, p20–p80)"))
+    return styled(fig, "Latency per workload (median; whiskers p20–p80)")
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of points not dominated in (compile s, latency ms), both lower-is-better, by compile time."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front, best = [], math.inf
+    for i in order:
+        if points[i][1] < best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def compile_vs_latency(runs: list[RunData], columns: int = 3) -> go.Figure | None:
+    """One panel per workload/shape/dtype (and run): cold time to first result (compile_total_s) vs latency
+    ms per backend, log-log,
+    the Pareto front joined and ringed; break-even calls (compile ÷ latency saved vs eager) on hover."""
+    colors = series_colors(runs)
+    panels: dict[str, list[dict[str, Any]]] = {}
+    for _, label, c in rows(runs):
+        if c.get("status") == "ok" and fnum(c.get("latency_ms_median")) and first_result_s(c):
+            panels.setdefault(case_label(c) + (f" {label}" if label else ""), []).append({**c, "_label": label})
+    if not panels:
+        return None
+    n_rows = math.ceil(len(panels) / columns)
+    fig = make_subplots(rows=n_rows, cols=columns, subplot_titles=list(panels), horizontal_spacing=0.08,
+                        vertical_spacing=min(0.12, 0.5 / max(n_rows, 1)))
+    shown: set[str] = set()
+    for k, cases in enumerate(panels.values()):
+        r, col = k // columns + 1, k % columns + 1
+        pts = [(first_result_s(c) or 0.0, fnum(c["latency_ms_median"]) or 0.0) for c in cases]
+        front = pareto_front(pts)
+        fx, fy = [pts[i][0] for i in front], [pts[i][1] for i in front]
+        fig.add_trace(go.Scatter(x=fx, y=fy, mode="lines+markers", line=dict(color="#444", dash="dot"),
+                                 marker=dict(size=16, symbol="circle-open", color="#444"), name="Pareto front",
+                                 legendgroup="front", showlegend="front" not in shown, hoverinfo="skip"),
+                      row=r, col=col)
+        shown.add("front")
+        for i, c in enumerate(cases):
+            name = series_name(c, c["_label"])
+            be = fnum(c.get("break_even_calls"))
+            be_text = f"{be:,.0f} calls" if be is not None else ("n/a (eager)" if c.get("backend") == "eager"
+                                                                  else "never (not faster than eager)")
+            fig.add_trace(go.Scatter(
+                x=[pts[i][0]], y=[pts[i][1]], mode="markers+text", name=name, legendgroup=name,
+                text=[f"{be:.3g} calls" if be is not None else ""], textposition="top center",
+                textfont=dict(size=9),
+                showlegend=name not in shown, marker=dict(size=10, color=colors.get(name)),
+                hovertext=f"{name}<br>first result after {pts[i][0]:.3g} s cold<br>latency {pts[i][1]:.4g} ms<br>"
+                          f"break-even {be_text}" + ("<br><b>on the Pareto front</b>" if i in front else ""),
+                hoverinfo="text"), row=r, col=col)
+            shown.add(name)
+    fig.update_xaxes(type="log", title_text="cold s to first result (compile_total_s)")
+    fig.update_yaxes(type="log", title_text="latency ms")
+    return styled(fig, "Compile time vs latency (Pareto front ringed; break-even calls on hover)",
+                  height=140 + 300 * n_rows)

@@ -1,0 +1,118 @@
+"""The tables of the HTML report: every case, the recommendation per workload, each run's environment."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from bakeoff.results.report.data import RunData, fnum, hardware_name, run_labels
+from bakeoff.results.report.envdiff import describe, env_diff
+from bakeoff.results.report.html import Cell, esc, table
+from bakeoff.results.report.weights import Recommendation
+
+
+def _n(value: Any, fmt: str, suffix: str = "") -> Cell:
+    x = fnum(value)
+    return Cell("-" if x is None else format(x, fmt) + suffix, x, "num")
+
+
+def _status(c: dict[str, Any]) -> Cell:
+    status = str(c.get("status") or "?")
+    cls = "ok" if status == "ok" else ("dim" if status == "skipped" else "bad")
+    reason = c.get("reason")
+    text = esc(status) + (f'<br><span class="note">{esc(str(reason)[:160])}</span>' if reason and status != "ok"
+                          else "")
+    return Cell(text, status, cls, raw=True)
+
+
+def _latency(c: dict[str, Any]) -> Cell:
+    med, lo, hi = (fnum(c.get(k)) for k in ("latency_ms_median", "latency_ms_p20", "latency_ms_p80"))
+    if med is None:
+        return Cell("-", None, "num")
+    spread = f" [{lo:.3g}–{hi:.3g}]" if lo is not None and hi is not None else ""
+    return Cell(f"{med:.4g}{spread}", med, "num")
+
+
+def _warm(c: dict[str, Any]) -> Cell:
+    warm = fnum(c.get("compile_warm_s"))
+    if warm is None:
+        return Cell("-", None, "num")
+    hit = c.get("cache_hit_warm")
+    return Cell(f"{warm:.3g}" + ("" if hit is None else (" hit" if hit else " miss")), warm, "num")
+
+
+def runs_table_html(runs: list[RunData]) -> str:
+    """One sortable row per case of every run."""
+    labels = run_labels(runs)
+    headers = (["run"] if len(runs) > 1 else []) + [
+        "workload", "shape", "dtype", "backend", "status", "latency ms [p20–p80]", "speedup vs eager",
+        "compile s cold", "compile s warm", "err vs fp64 (rel L2)", "× eager's error", "kernels", "% of ceiling",
+        "break-even calls"]
+    body = []
+    for r in runs:
+        for c in r.cases:
+            row = [Cell(labels[r.run_id] or r.run_id)] if len(runs) > 1 else []
+            row += [Cell(str(c.get(k) or ""), str(c.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")]
+            row += [_status(c), _latency(c), _n(c.get("speedup_vs_eager"), ".3g", "×"), _n(c.get("compile_s"), ".3g"),
+                    _warm(c), _n(c.get("err_rel_l2_vs_fp64"), ".2e"), _n(c.get("err_ratio_vs_eager"), ".3g"),
+                    _n(c.get("kernel_count"), ".0f"), _n(c.get("pct_of_ceiling"), ".1f", "%"),
+                    _n(c.get("break_even_calls"), ",.0f")]
+            body.append(row)
+    return table(headers, body, table_id="cases")
+
+
+def recommendation_table(recs: list[Recommendation], several_runs: bool) -> str:
+    """Best backend per workload/shape/dtype under the weights, with the reason in words."""
+    headers = (["run"] if several_runs else []) + ["workload", "shape", "dtype", "recommended", "score", "why"]
+    body = []
+    for rec in recs:
+        row = [Cell(rec.run_label)] if several_runs else []
+        row += [Cell(rec.workload, rec.workload), Cell(rec.shape, rec.shape), Cell(rec.dtype, rec.dtype),
+                Cell(rec.backend or "none", rec.backend or "", "ok" if rec.backend else "bad"),
+                Cell("-" if rec.score is None else f"{rec.score:.3f}", rec.score, "num"), Cell(rec.reason)]
+        body.append(row)
+    return table(headers, body, table_id="recommendations")
+
+
+ENV_ROWS = ("device", "gpu_name", "driver", "cuda_runtime", "compute_capability", "gpu_memory_mb", "cpu_model",
+            "cpu_count", "python", "platform", "hostname", "harness_rev", "fingerprint", "load_avg")
+
+
+def _env_getter(key: str) -> Callable[[RunData], Any]:
+    return lambda r: r.env.get(key)
+
+
+def _version_getter(name: str) -> Callable[[RunData], Any]:
+    return lambda r: (r.env.get("versions") or {}).get(name)
+
+
+def environment_table(runs: list[RunData]) -> str:
+    """Each run's environment side by side, package versions included; differing rows marked."""
+    labels = run_labels(runs)
+    headers = ["field"] + [f"{labels[r.run_id]} {r.run_id}".strip() for r in runs]
+    names = sorted({n for r in runs for n in (r.env.get("versions") or {})})
+    fields: list[tuple[str, Callable[[RunData], Any]]] = [
+        ("run status", lambda r: r.run.get("status")), ("config", lambda r: r.run.get("config_name")),
+        ("started", lambda r: r.run.get("started_at"))]
+    fields += [(k, _env_getter(k)) for k in ENV_ROWS]
+    fields += [(f"versions.{n}", _version_getter(n)) for n in names]
+    fields += [("ceilings", lambda r: ", ".join(f"{k}={v:.4g}" for k, v in sorted(r.ceilings.items())) or None)]
+    body = []
+    for name, get in fields:
+        values = [get(r) for r in runs]
+        differs = len({json.dumps(v, default=str) for v in values}) > 1 and name not in ("started", "load_avg")
+        body.append([Cell(name, cls="warn" if differs else "")] +
+                    [Cell("-" if v is None else (json.dumps(v) if isinstance(v, list | dict) else str(v)),
+                          cls="warn" if differs else "") for v in values])
+    return table(headers, body, sortable=False, table_id="environment")
+
+
+def fingerprint_warning(runs: list[RunData]) -> str:
+    """A banner when the runs shown come from different environment fingerprints, naming what differs."""
+    if len({r.run.get("fingerprint") for r in runs}) <= 1:
+        return ""
+    first = runs[0]
+    lines = [f"{r.run_id} ({hardware_name(r.env)}) vs {first.run_id}: {describe(env_diff(first.env, r.env))}"
+             for r in runs[1:] if r.run.get("fingerprint") != first.run.get("fingerprint")]
+    return ('<div class="banner warn" id="fingerprint-warning">Warning: these runs come from different environment '
+            "fingerprints, so their numbers are not measured under the same conditions.<ul>"
+            + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul></div>")

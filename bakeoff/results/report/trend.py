@@ -1,0 +1,90 @@
+"""The regression rule over a history series (one metric of one case on one kind of device, run after run).
+
+A point breaches when value / baseline > 1 + max(T, 3·MAD / baseline), where baseline is the median and MAD the
+median absolute deviation of the series' previous (up to) 14 values. A series is a regression when its last
+two points breach, suspicious when only the last one does. A case whose status goes from ok to a failure
+(accuracy: ok → mismatch) between its last two runs is flagged at once.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from bakeoff.results.report.envdiff import EnvChange, env_diff
+
+# T per metric: the minimum relative rise that counts. Errors vs fp64 are deterministic for fixed seeds (MAD 0),
+# and a new summation order may move them by tens of percent harmlessly: there a rise must exceed 2×.
+MIN_RISE = {"latency_ms_median": 0.05, "compile_warm_s": 0.10, "compile_s": 0.15, "err_rel_l2_vs_fp64": 1.0}
+WINDOW = 14
+MIN_BASELINE = 3  # fewer previous values than this: no judgement
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run's value of a series; `limit` is the ratio the value may reach, `breach` whether it exceeded it."""
+
+    run_id: str
+    started_at: Any
+    value: float
+    env: dict[str, Any]
+    baseline: float | None = None
+    limit: float | None = None
+    breach: bool = False
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A series' verdict: kind is 'regression', 'suspicious' or 'accuracy'/'status' (ok → failure)."""
+
+    kind: str
+    text: str
+    env_changes: list[EnvChange] = field(default_factory=list)
+
+
+def judge(points: list[Point], metric: str) -> list[Point]:
+    """The points with baseline, limit and breach filled in by the rule above."""
+    t = MIN_RISE[metric]
+    out = []
+    for i, p in enumerate(points):
+        prev = [q.value for q in points[max(0, i - WINDOW):i]]
+        if len(prev) < MIN_BASELINE:
+            out.append(p)
+            continue
+        base = statistics.median(prev)
+        if base <= 0:
+            out.append(p)
+            continue
+        mad = statistics.median(abs(v - base) for v in prev)
+        limit = 1 + max(t, 3 * mad / base)
+        out.append(Point(p.run_id, p.started_at, p.value, p.env, base, limit, p.value / base > limit))
+    return out
+
+
+def flag_series(points: list[Point]) -> Flag | None:
+    """Regression when the last two judged points breach, suspicious when only the last one does. The flag
+    names what changed in the environment where the breaches began."""
+    if not points or not points[-1].breach:
+        return None
+    start = len(points) - 1
+    while start > 0 and points[start - 1].breach:
+        start -= 1
+    before = points[start - 1] if start > 0 else None
+    changes = env_diff(before.env, points[start].env) if before else []
+    last = points[-1]
+    assert last.baseline is not None and last.limit is not None  # a breach always has both
+    rise = f"{last.value / last.baseline:.2f}× the baseline {last.baseline:.4g} (limit {last.limit:.2f}×)"
+    if len(points) - start >= 2:
+        return Flag("regression", f"last {len(points) - start} runs breach: latest {last.value:.4g} is {rise}",
+                    changes)
+    return Flag("suspicious", f"last run breaches once: {last.value:.4g} is {rise}", changes)
+
+
+def flag_status(statuses: list[tuple[str, dict[str, Any], str | None]]) -> Flag | None:
+    """(status, environment, reason) of a case run after run: flag a pass → fail between the last two at once."""
+    runs = [s for s in statuses if s[0] != "skipped"]
+    if len(runs) < 2 or runs[-2][0] != "ok" or runs[-1][0] == "ok":
+        return None
+    kind = "accuracy" if runs[-1][0] == "mismatch" else "status"
+    reason = f": {runs[-1][2][:200]}" if runs[-1][2] else ""
+    return Flag(kind, f"ok → {runs[-1][0]}{reason}", env_diff(runs[-2][1], runs[-1][1]))

@@ -1,0 +1,141 @@
+"""User weights (latency, compile, error) and the recommended backend per workload under them.
+
+Each candidate (a backend whose case passed) is scored by a weighted sum of log ratios to the best candidate
+of the same workload, shape and dtype: score = w_lat·ln(lat/lat_best) + w_compile·ln(compile/compile_best)
++ w_err·ln(err/err_best). Lower is better; 0 means best on every axis. Log ratios make the three axes
+unit-free, so a weight says how much one factor of e on that axis matters.
+
+Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
+milliseconds, and without the floor a 10 s compile would cost 0.2·ln(10 s / 5 ms) ≈ 1.5, more than a 4×
+speedup earns (ln 4 ≈ 1.4). With the floor, anything that compiles within a second ties with eager on that
+axis, and a 10 s compile costs 0.2·ln 10 ≈ 0.46 by default: less than a 2× speedup earns (ln 2 ≈ 0.69).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bakeoff.results.report.data import case_key, first_result_s, fnum, unit_roundoff
+
+DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
+# Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
+# telling apart, and eager's first-call milliseconds must not make every compiler look thousands of times
+# slower to start.
+COMPILE_FLOOR_S = 1.0
+
+
+class WeightsError(ValueError):
+    pass
+
+
+def parse_weights(text: str | None, file: Path | None = None) -> dict[str, float]:
+    """Weights from 'latency=1,compile=0.2,error=0.5' and/or a YAML file holding either that mapping or
+    `report: {weights: {...}}`; the text overrides the file, both override the defaults."""
+    weights = dict(DEFAULT_WEIGHTS)
+    if file is not None:
+        try:
+            data = yaml.safe_load(file.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise WeightsError(f"{file}: cannot read weights: {exc}") from exc
+        if isinstance(data, dict) and isinstance(data.get("report"), dict):
+            data = data["report"].get("weights", {})
+        if not isinstance(data, dict):
+            raise WeightsError(f"{file}: expected a mapping latency/compile/error -> number")
+        weights.update(_checked(data, str(file)))
+    if text:
+        pairs = {}
+        for part in text.split(","):
+            if "=" not in part:
+                raise WeightsError(f"--weights: {part!r} is not NAME=NUMBER")
+            k, v = part.split("=", 1)
+            pairs[k.strip()] = v.strip()
+        weights.update(_checked(pairs, "--weights"))
+    return weights
+
+
+def _checked(data: dict[str, Any], where: str) -> dict[str, float]:
+    out = {}
+    for k, v in data.items():
+        if k not in DEFAULT_WEIGHTS:
+            raise WeightsError(f"{where}: unknown weight {k!r}; known: {', '.join(DEFAULT_WEIGHTS)}")
+        try:
+            out[k] = float(v)
+        except (TypeError, ValueError):
+            raise WeightsError(f"{where}: weight {k}={v!r} is not a number") from None
+        if not math.isfinite(out[k]) or out[k] < 0:
+            raise WeightsError(f"{where}: weight {k} must be a finite number >= 0")
+    return out
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The pick for one (workload, shape, dtype[, run]); `backend` None when nothing passed."""
+
+    workload: str
+    shape: str
+    dtype: str
+    run_label: str
+    backend: str | None
+    score: float | None
+    reason: str
+
+
+def _axes(c: dict[str, Any]) -> tuple[float, float, float] | None:
+    lat, comp, err = fnum(c.get("latency_ms_median")), first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
+    if c.get("status") != "ok" or lat is None or lat <= 0:
+        return None
+    floor = 0.01 * unit_roundoff(c.get("dtype"))  # errors below 1% of it count as equal (log 0 is undefined)
+    return lat, max(comp or 0.0, COMPILE_FLOOR_S), max(err or 0.0, floor)
+
+
+def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label: str = "") -> list[Recommendation]:
+    """The best passing backend of each workload/shape/dtype in one run's cases, with the reason in words."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for c in cases:
+        if c.get("status") != "skipped":
+            groups.setdefault(case_key(c)[:3], []).append(c)
+    out = []
+    for (wl, shape, dtype), members in groups.items():
+        scored = [(c, a) for c in members if (a := _axes(c)) is not None]
+        if not scored:
+            failed = ", ".join(f"{c.get('backend')} {c.get('status')}" for c in members)
+            out.append(Recommendation(wl, shape, dtype, run_label, None, None, f"no backend passed ({failed})"))
+            continue
+        best = [min(a[i] for _, a in scored) for i in range(3)]
+        w = (weights["latency"], weights["compile"], weights["error"])
+        ranked = sorted(((sum(w[i] * math.log(a[i] / best[i]) for i in range(3)), c, a) for c, a in scored),
+                        key=lambda t: t[0])
+        score, pick, axes = ranked[0]
+        out.append(Recommendation(wl, shape, dtype, run_label, str(pick.get("backend")), score,
+                                  _reason(pick, axes, ranked, members, weights)))
+    return out
+
+
+def _reason(pick: dict[str, Any], axes: tuple[float, float, float], ranked: list, members: list,
+            weights: dict[str, float]) -> str:
+    lat, comp, err = axes
+    parts = [f"{lat:.3g} ms"]
+    sp = fnum(pick.get("speedup_vs_eager"))
+    if sp is not None and pick.get("backend") != "eager":
+        parts.append(f"{sp:.2f}× eager's speed")
+    comp = first_result_s(pick) or comp  # the measured time, not the score's floored one
+    warm = fnum(pick.get("compile_warm_total_s")) or fnum(pick.get("compile_warm_s"))
+    parts.append(f"first result {comp:.3g} s after a cold start" + (f" ({warm:.3g} s warm)" if warm is not None
+                                                                     else ""))
+    be = fnum(pick.get("break_even_calls"))
+    if be is not None:
+        parts.append(f"pays back its compile after {be:,.0f} calls")
+    ratio = fnum(pick.get("err_ratio_vs_eager"))
+    parts.append(f"error vs fp64 {err:.2g}" + (f" ({ratio:.2g}× eager's)" if ratio is not None else ""))
+    text = f"{pick.get('backend')}: " + ", ".join(parts)
+    if len(ranked) > 1:
+        runner_score, runner, _ = ranked[1]
+        text += f"; next {runner.get('backend')} (score {runner_score:.2f} vs {ranked[0][0]:.2f})"
+    failed = [f"{c.get('backend')} {c.get('status')}" for c in members if c.get("status") != "ok"]
+    if failed:
+        text += f"; excluded: {', '.join(failed)}"
+    return text + " — weights " + ", ".join(f"{k}={v:g}" for k, v in weights.items())

@@ -1,0 +1,215 @@
+"""Lower a bound graph to a pure JAX function, and print it as StableHLO.
+
+The mirror of `lower_torch`: one JAX (jax.numpy / jax.lax) expression per op, composites written out with
+the numerics PyTorch's native kernels use (statistics of 16-bit inputs computed in float32, softmax shifted
+by its row max). JAX is imported inside the functions only, so this module imports without JAX installed.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from bakeoff.workloads.decompose import sdpa_scale
+from bakeoff.workloads.ir import Graph, Node
+
+# 16-bit floats whose reductions PyTorch accumulates in float32; we do the same so errors compare fairly.
+_HALF = ("float16", "bfloat16")
+
+
+def share_gpu_with_torch() -> None:
+    """Stop JAX from grabbing 75% of GPU memory when its GPU client starts: torch shares the GPU here.
+
+    XLA reads the variable when the client starts (first use, not import); a value set by the user wins.
+    """
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def jax_dtype(name: str) -> Any:
+    """The jax.numpy dtype of an IR dtype name (float64 needs jax_enable_x64)."""
+    import jax.numpy as jnp
+
+    return {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16,
+            "float64": jnp.float64}[name]
+
+
+def _upcast(x: Any) -> Any:
+    """x in float32 if it is a 16-bit float, else unchanged (the accumulation dtype PyTorch uses)."""
+    import jax.numpy as jnp
+
+    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+
+
+def _matmul(a: Any, b: Any) -> Any:
+    """Batched matmul: float32 at full precision, 16-bit floats accumulated in float32 then rounded.
+
+    JAX's default precision lets XLA use TF32 for float32 on Ampere and later GPUs; PyTorch's matmul does
+    not by default, and TF32 would blow the float32 error budget, so float32 asks for HIGHEST. For 16-bit
+    inputs the explicit float32 accumulator is what cuBLAS does for PyTorch; it also keeps IREE 3.13's CUDA
+    codegen working (a bf16-accumulating dot_general fails there with "failed to distribute").
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if a.dtype in (jnp.float16, jnp.bfloat16):
+        return jnp.matmul(a, b, preferred_element_type=jnp.float32).astype(a.dtype)
+    return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
+def _causal_mask(x: Any) -> Any:
+    """-inf where column j > row i over the last two axes (top-left aligned, as torch's is_causal)."""
+    import jax.numpy as jnp
+
+    import jax
+
+    shape = (x.shape[-2], x.shape[-1])
+    # iota, not jnp.arange: stays in the traced program instead of becoming a device constant.
+    masked = jax.lax.broadcasted_iota(jnp.int32, shape, 1) > jax.lax.broadcasted_iota(jnp.int32, shape, 0)
+    return jnp.where(masked, jnp.asarray(-jnp.inf, x.dtype), x)
+
+
+def _softmax(x: Any) -> Any:
+    """Softmax over the last axis, shifted by the row max so exp never overflows; float32 inside for 16-bit."""
+    import jax.numpy as jnp
+
+    xf = _upcast(x)
+    e = jnp.exp(xf - jnp.max(xf, axis=-1, keepdims=True))
+    return (e / jnp.sum(e, axis=-1, keepdims=True)).astype(x.dtype)
+
+
+def _layer_norm(x: Any, w: Any, b: Any, eps: float) -> Any:
+    """(x - mean) / sqrt(var + eps) * w + b over the last axis; statistics in float32 for 16-bit x."""
+    import jax
+    import jax.numpy as jnp
+
+    xf = _upcast(x)
+    mean = jnp.mean(xf, axis=-1, keepdims=True)
+    xc = xf - mean
+    y = xc * jax.lax.rsqrt(jnp.mean(xc * xc, axis=-1, keepdims=True) + eps)
+    if w is not None:
+        y = y * _upcast(w)
+    if b is not None:
+        y = y + _upcast(b)
+    return y.astype(x.dtype)
+
+
+def _rms_norm(x: Any, w: Any, eps: float) -> Any:
+    """x / sqrt(mean(x^2) + eps) * w over the last axis; float32 inside for 16-bit x."""
+    import jax
+    import jax.numpy as jnp
+
+    xf = _upcast(x)
+    y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
+    if w is not None:
+        y = y * _upcast(w)
+    return y.astype(x.dtype)
+
+
+def _sdpa(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
+    """softmax(q @ k^T * scale [causal]) @ v, batched over leading axes."""
+    import jax.numpy as jnp
+
+    s = _matmul(q, jnp.swapaxes(k, -1, -2)) * scale
+    if causal:
+        s = _causal_mask(s)
+    return _matmul(_softmax(s), v)
+
+
+def _pow(x: Any, exponent: float) -> Any:
+    """x ** exponent; integer exponents as repeated multiplication, exact for negative x as in PyTorch."""
+    import jax
+    import jax.numpy as jnp
+
+    if float(exponent).is_integer():
+        return jax.lax.integer_pow(x, int(exponent))
+    return jnp.power(x, jnp.asarray(exponent, x.dtype))
+
+
+def _eval(n: Node, a: list, graph: Graph) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    op = n.op
+    unary: dict[str, Callable] = {
+        "neg": jnp.negative, "exp": jnp.exp, "log": jnp.log, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt,
+        "tanh": jnp.tanh, "erf": jax.lax.erf, "sigmoid": jax.nn.sigmoid, "relu": jax.nn.relu,
+        "silu": jax.nn.silu, "causal_mask": _causal_mask,
+    }
+    binary: dict[str, Callable] = {"add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply,
+                                   "div": jnp.divide, "maximum": jnp.maximum, "matmul": _matmul}
+    if op in unary:
+        return unary[op](a[0])
+    if op in binary:
+        return binary[op](a[0], a[1])
+    if op == "gelu":
+        return jax.nn.gelu(a[0], approximate=n.attr("approximate") == "tanh")
+    if op == "pow":
+        return _pow(a[0], n.attr("exponent"))
+    if op == "cast":
+        return a[0].astype(jax_dtype(n.attr("dtype")))
+    if op == "sum":
+        return jnp.sum(a[0], axis=-1, keepdims=True)
+    if op == "mean":
+        return jnp.mean(a[0], axis=-1, keepdims=True)
+    if op == "max":
+        return jnp.max(a[0], axis=-1, keepdims=True)
+    if op == "var":
+        return jnp.var(a[0], axis=-1, keepdims=True, ddof=n.attr("correction"))
+    if op == "reshape":
+        return jnp.reshape(a[0], n.attr("shape"))
+    if op == "transpose":
+        return jnp.transpose(a[0], n.attr("perm"))
+    if op == "broadcast":
+        return jnp.broadcast_to(a[0], n.attr("shape"))
+    if op == "layer_norm":
+        w, b = (a + [None, None])[1:3]
+        return _layer_norm(a[0], w, b, n.attr("eps"))
+    if op == "rms_norm":
+        return _rms_norm(a[0], a[1] if len(a) > 1 else None, n.attr("eps"))
+    if op == "softmax":
+        return _softmax(a[0])
+    if op == "sdpa":
+        q = graph.node(n.inputs[0])
+        return _sdpa(a[0], a[1], a[2], sdpa_scale(n, q.shape[-1]), bool(n.attr("causal")))
+    raise NotImplementedError(f"no JAX lowering for op {op!r}")
+
+
+def lower_jax(graph: Graph) -> Callable[..., tuple]:
+    """A pure function of the graph's inputs (jax arrays, in graph order) returning its outputs as a tuple.
+
+    Constants stay Python floats: JAX treats them as weakly typed, so they take the tensor's dtype.
+    """
+    if not graph.is_bound():
+        raise ValueError("lower_jax needs a bound graph (workloads.ir.bind)")
+    input_ids = [n.id for n in graph.inputs]
+    nodes = [n for n in graph.nodes if n.op != "input"]
+
+    def run(*arrays: Any) -> tuple:
+        env: dict[int, Any] = dict(zip(input_ids, arrays))
+        for n in nodes:
+            env[n.id] = n.attr("value") if n.op == "const" else _eval(n, [env[i] for i in n.inputs], graph)
+        return tuple(env[i] for i in graph.outputs)
+
+    run.__name__ = f"bakeoff_{graph.name}"
+    return run
+
+
+def input_specs(graph: Graph, sharding: Any = None) -> list:
+    """One jax.ShapeDtypeStruct per graph input; `sharding` (e.g. a SingleDeviceSharding) pins the device."""
+    import jax
+
+    return [jax.ShapeDtypeStruct(tuple(int(d) for d in n.shape), jax_dtype(n.dtype), sharding=sharding)
+            for n in graph.inputs]
+
+
+def stablehlo_text(graph: Graph, platform: str | None = None) -> str:
+    """The StableHLO (MLIR text) of `lower_jax(graph)` under jax.jit, entry function `main`.
+
+    Lowered from device-less ShapeDtypeStructs: arguments that carry a device (e.g. arrays imported by
+    DLPack) make JAX emit Shardy (`sdy`) ops, which IREE rejects. `platform` ("cpu", "cuda") picks JAX's
+    lowering rules for that platform without needing its device; None means JAX's default backend.
+    """
+    share_gpu_with_torch()
+    import jax
+
+    traced = jax.jit(lower_jax(graph)).trace(*input_specs(graph))
+    return traced.lower(lowering_platforms=(platform,) if platform else None).as_text()
