@@ -4,6 +4,10 @@ Modes: none (behaves like eager), abort (os.abort in run), segfault (a null read
 (sleeps forever in run), compile_error, run_error, nan (outputs NaN), wrong_shape (drops the last row),
 unwritten (returns torch.empty: never written), perturb (adds relative noise of `scale`), host_oom
 (allocates until the host memory cap stops it), cuda_oom (asks the GPU for more than it has).
+Wrong answers a verdict must catch: nonfinite_zero (0 where the output is +-inf or NaN: a causal mask
+written as 0), zeros (every output 0), spike (the middle element set to `value`, default 5.0), wrong_after
+(correct for the first `calls` calls, default 4, then zeros: an output that goes stale with reuse),
+stale_cache (zeros from an executable "loaded" from its cache folder: what a warm process gets).
 """
 from __future__ import annotations
 
@@ -17,12 +21,14 @@ from bakeoff.workloads.ir import Graph
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
 
 MODES = ("none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape", "unwritten",
-         "perturb", "host_oom", "cuda_oom")
+         "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after", "stale_cache")
+CACHE_ENV = "BAKEOFF_FAULTY_CACHE_DIR"
 
 
 class FaultyBackend(Backend):
     name = "faulty"
     timed_with_events = True
+    cache_env = (CACHE_ENV,)
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: dict[str, Any]) -> Compiled:
         import torch
@@ -36,9 +42,12 @@ class FaultyBackend(Backend):
             raise RuntimeError("faulty backend: injected compile error")
         fn = lower_torch(graph)
         scale = float(options.get("scale", 1e-2))
+        from_cache = _cached(graph)
+        calls = [0]
 
         def run(*xs):
             outs = fn(*xs)
+            calls[0] += 1
             if mode == "abort":
                 os.abort()
             if mode == "segfault":
@@ -60,9 +69,33 @@ class FaultyBackend(Backend):
                 hog = []
                 while True:
                     hog.append(bytearray(2**28))
+            if mode == "nonfinite_zero":
+                return tuple(o.nan_to_num(0.0, 0.0, 0.0) for o in outs)
+            if mode == "zeros" or (mode == "wrong_after" and calls[0] > int(options.get("calls", 4))) or (
+                    mode == "stale_cache" and from_cache):
+                return tuple(torch.zeros_like(o) for o in outs)
+            if mode == "spike":
+                for o in outs:
+                    o.view(-1)[o.numel() // 2] = float(options.get("value", 5.0))
             if mode == "cuda_oom":
                 free, total = torch.cuda.mem_get_info()
                 torch.empty(total * 2, dtype=torch.uint8, device=device)
             return outs
 
-        return TorchCompiled(run, device, CompileInfo(notes=[f"faulty mode {mode}"]))
+        return TorchCompiled(run, device, CompileInfo(notes=[f"faulty mode {mode}"], cache_hit=from_cache))
+
+
+def _cached(graph: Graph) -> bool | None:
+    """Whether this graph was compiled before with the same cache folder (a warm process); marks it compiled.
+    None without a cache folder."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        return None
+    marker = Path(folder) / hashlib.sha256(json.dumps(graph.to_json(), sort_keys=True).encode()).hexdigest()
+    hit = marker.exists()
+    marker.write_text("compiled\n")
+    return hit

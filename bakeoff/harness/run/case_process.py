@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bakeoff.harness.measure.extra_checks import fold_extra_check
 from bakeoff.harness.run.gate import ENV_PREFIX, ENV_WAIT_FILE, waited_s
 from bakeoff.harness.run.worker.entry import ENV_PARENT
 from bakeoff.harness.plan.cases import Case
@@ -255,6 +256,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
                 record["stderr_tail_warm"] = warm_tail
             if "compile_warm_s" in warm:
                 record.update(warm)
+                fold_extra_check(record, "warm")  # a wrong cache-loaded executable fails the case
             else:
                 record["warm_error"] = warm.get("reason")
         if staged.exists():

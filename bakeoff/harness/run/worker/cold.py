@@ -10,6 +10,7 @@ from bakeoff.backends import get_backend
 from bakeoff.backends.base import Backend, Compiled, TensorSpec
 
 from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
+from bakeoff.harness.measure.extra_checks import extra_check_fields, fold_extra_check
 from bakeoff.harness.measure.environment import gpu_state
 from bakeoff.harness.run.gate import timing_exclusive
 from bakeoff.harness.run.worker.inputs import make_inputs
@@ -199,6 +200,15 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     rec.update(_derived(case, rec))
+    try:  # one more call after the timed loop, on the first seed's inputs, checked like the first
+        poison_allocator(graph, case.device)
+        raw = compiled.run(prepared)
+        compiled.sync()
+        after = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
+    except Exception as exc:
+        return {**rec, **error_record("runtime_error", exc)}
+    rec.update(extra_check_fields(after, "post_timing"))
+    fold_extra_check(rec, "post_timing")
     rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
     rec["gpu_state_after"] = gpu_state(case.device)
     return rec

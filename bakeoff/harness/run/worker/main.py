@@ -25,22 +25,30 @@ def run_warm(case: Case) -> dict[str, Any]:
     from bakeoff.backends import get_backend
     from bakeoff.backends.base import TensorSpec
 
+    from bakeoff.harness.measure.checks import check_outputs, poison_allocator, reference_outputs
+    from bakeoff.harness.measure.extra_checks import extra_check_fields
     from bakeoff.harness.run.worker.inputs import make_inputs
 
     graph = case.bound_graph()
     backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
     inputs = make_inputs(graph, case.seeds[0], case.device)
+    # The cache-loaded executable's output is checked as the cold one's: eager and the reference first, as
+    # in the cold run, so both compiles start from the same state.
+    eager_out = get_backend("eager").compile(graph, specs, case.device, {})(*inputs)
+    refs = reference_outputs(graph, inputs, case.device)
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
-    compiled, _, _, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
+    poison_allocator(graph, case.device)
+    compiled, _, raw, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
     after = count_cache_files(backend.cache_env)
+    check = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
     hit = compiled.info.cache_hit
     if hit is None and backend.cache_env:
         hit = before > 0 and after == before  # nothing new written: everything came from the cache
     return {"compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
             "cache_files_before_warm": before, "cache_files_after_warm": after,
-            "compile_stages_warm_s": dict(compiled.info.stages_s)}
+            "compile_stages_warm_s": dict(compiled.info.stages_s), **extra_check_fields(check, "warm")}
 
 
 def main(argv: list[str]) -> int:
