@@ -33,11 +33,17 @@ def _compile(r: dict[str, Any]) -> str:
     return text
 
 
+def _noise(r: dict[str, Any]) -> str:
+    """'noisy' (measurement_quality; the reasons are in the record), '' when clean, '-' when not timed."""
+    quality = r.get("measurement_quality") or (r.get("details") or {}).get("measurement_quality")
+    return "-" if quality is None else ("[yellow]noisy[/]" if quality == "noisy" else "")
+
+
 def terminal_summary(records: Iterable[dict[str, Any]], title: str = "") -> Table:
     """One row per case: status, compile (cold / warm), latency median [p20–p80], speedup and errors."""
     t = Table(title=title, show_lines=False, header_style="bold")
     for col, justify in (("workload", "left"), ("shape", "left"), ("dtype", "left"), ("backend", "left"),
-                         ("status", "left"), ("compile s cold / warm", "right"), ("latency ms [p20–p80]", "right"),
+                         ("status", "left"), ("noise", "left"), ("compile s cold / warm", "right"), ("latency ms [p20–p80]", "right"),
                          ("speedup vs eager", "right"), ("err vs eager (rel L2)", "right"),
                          ("err vs fp64 (rel L2)", "right"), ("× eager err", "right")):
         t.add_column(col, justify=justify, overflow="fold")
@@ -47,7 +53,7 @@ def terminal_summary(records: Iterable[dict[str, Any]], title: str = "") -> Tabl
         reason = r.get("reason")
         status_text = f"[{style}]{status}[/]" + (f"\n[dim]{reason[:80]}[/]" if reason and status != "ok" else "")
         t.add_row(r.get("workload", ""), r.get("shape", ""), r.get("dtype", ""), r.get("backend", ""), status_text,
-                  _compile(r), _latency(r), _num(r.get("speedup_vs_eager"), ".3g") + ("×" if r.get("speedup_vs_eager") else ""),
+                  _noise(r), _compile(r), _latency(r), _num(r.get("speedup_vs_eager"), ".3g") + ("×" if r.get("speedup_vs_eager") else ""),
                   _num(r.get("err_rel_l2_vs_eager"), ".2e"), _num(r.get("err_rel_l2_vs_fp64"), ".2e"),
                   _num(r.get("err_ratio_vs_eager"), ".3g"))
     return t

@@ -12,6 +12,8 @@ from bakeoff.backends.base import Backend, Compiled, TensorSpec
 from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
 from bakeoff.harness.measure.extra_checks import extra_check_fields, fold_extra_check
 from bakeoff.harness.measure.environment import gpu_state
+from bakeoff.harness.measure.load_watch import LoadWatch
+from bakeoff.harness.measure.noise import assess as assess_noise
 from bakeoff.harness.run.gate import timing_exclusive
 from bakeoff.harness.run.worker.inputs import make_inputs
 from bakeoff.harness.plan.cases import Case
@@ -70,8 +72,10 @@ def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eag
             eager_prepared: Any) -> dict[str, Any]:
     """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
     (harness/gate.py). The record gets the seconds waited for the gate and the window it was held."""
-    with timing_exclusive() as gate:
+    with timing_exclusive() as gate, LoadWatch(case.device) as load:
         out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared)
+    out.update(load.fields())  # what else ran meanwhile, then the quality judged from it and the samples
+    out.update(assess_noise(out, case.timing["target_iqr"], paired=case.backend != "eager"))
     return {**out, **(gate.summary() if gate is not None else {})}
 
 
