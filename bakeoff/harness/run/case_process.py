@@ -24,6 +24,7 @@ from bakeoff.harness.measure.extra_checks import fold_extra_check
 from bakeoff.harness.run.gate import ENV_PREFIX, ENV_WAIT_FILE, waited_s
 from bakeoff.harness.run.worker.entry import ENV_PARENT
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.plan.digests import case_digests
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
 from bakeoff.harness.run.worker.steps import mentions_oom
@@ -273,4 +274,5 @@ def case_fields(case: Case) -> dict[str, Any]:
     """The record fields that come from the case itself."""
     return {"case_id": case.case_id, "workload": case.workload, "preset": case.preset, "shape": case.shape,
             "dtype": case.dtype, "backend": case.label, "adapter": case.backend, "device": case.device, "flops": case.flops,
-            "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds)}
+            "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds),
+            **case_digests(case.graph, case.options, case.timing)}

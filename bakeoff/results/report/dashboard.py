@@ -37,6 +37,7 @@ def trend_figure(series: list[Series], metric: str) -> go.Figure | None:
         label = s.name + (f" ⚠ {s.flag.kind}" if s.flag else "")
         hover = [f"{s.name}<br>run {p.run_id}<br>harness {p.env.get('harness_rev')}<br>{p.value:.4g}"
                  + (f"<br>baseline {p.baseline:.4g}, limit {p.limit:.2f}×" if p.baseline else "<br>(no baseline yet)")
+                 + (f"<br>{esc(p.note)}" if p.note else "") + (f"<br>noisy: {esc(p.noise[:200])}" if p.noise else "")
                  for p in s.points]
         fig.add_trace(go.Scatter(x=[p.started_at for p in s.points], y=[p.value for p in s.points],
                                  mode="lines+markers", name=label, hovertext=hover, hoverinfo="text",
@@ -84,10 +85,13 @@ FLAG_HEADERS = ["flag", "workload", "series", "metric", "latest", "baseline", "w
 
 def _rule_note() -> str:
     return (f'<p class="note">A point breaches when value / baseline &gt; 1 + max(T, 3·MAD/baseline), baseline = '
-            f"median of the series' previous {WINDOW} runs (at least 3). Two breaches in a row at the end = "
+            f"median of the series' previous {WINDOW} comparable runs (at least 3: the same bound graph and backend "
+            "options, and for latency the same timing settings and method; a change of them starts a new baseline "
+            "and is never a regression). Two breaches in a row at the end = "
             "regression, one = suspicious; ok → mismatch (accuracy) or ok → another failure is flagged at once. "
             "A series is one workload, shape, dtype and backend on one kind of device (hardware only, so a driver "
-            "or library change stays inside the series and is named).</p>")
+            "or library change stays inside the series and is named). A flag resting on a measurement marked "
+            "noisy says so.</p>")
 
 
 def render_index(h: History) -> str:

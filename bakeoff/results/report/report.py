@@ -47,14 +47,16 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              fingerprint_warning(runs),
              "<h2>Recommendation</h2>",
              '<p class="note">Per workload, the passing backend with the lowest score = Σ weight × ln(value / best '
-             "value among passing backends) over latency (median ms), cold time to first result (s, "
+             "value among passing backends) over latency (1 / speedup vs eager: the backend's median over that of "
+             "eager timed beside it, the figure of the speedup column), cold time to first result (s, "
              f"compile_total_s) and error vs fp64 (rel L2). Times under {COMPILE_FLOOR_S:g} s count as "
              f"{COMPILE_FLOOR_S:g} s, so eager's millisecond first call does not make every compiler look thousands "
              f"of times slower to start: with these weights a 10 s compile costs {weights.get('compile', 0):g} × "
              f"ln 10 ≈ {weights.get('compile', 0) * math.log(10):.2f} against eager, a 2× speedup earns "
              f"{weights.get('latency', 0):g} × ln 2 ≈ {weights.get('latency', 0) * math.log(2):.2f}. Weights: "
              + esc(", ".join(f"{k}={v:g}" for k, v in weights.items()))
-             + " (change with --weights or --weights-file).</p>",
+             + " (change with --weights or --weights-file). A pick marked (noisy) rests on a noisy measurement of "
+             "itself or of the runner-up.</p>",
              recommendation_table(recs, len(runs) > 1),
              "<h2>Every case</h2><p class=\"note\">Click a header to sort. Latency is the median with p20–p80; "
              "speedup is eager's median over the backend's, measured interleaved; error is relative L2 against "

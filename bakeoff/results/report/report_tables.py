@@ -24,6 +24,17 @@ def _status(c: dict[str, Any]) -> Cell:
     return Cell(text, status, cls, raw=True)
 
 
+def _noise(c: dict[str, Any]) -> Cell:
+    """'noisy' with its reasons (measurement_quality), 'clean', or '-' for a case that was not timed."""
+    quality = c.get("measurement_quality")
+    if quality is None:
+        return Cell("-", "")
+    if quality != "noisy":
+        return Cell(esc(quality), quality)
+    reasons = "; ".join(c.get("noise_reasons") or [])
+    return Cell(f'noisy<br><span class="note">{esc(reasons[:240])}</span>', quality, "warn", raw=True)
+
+
 def _latency(c: dict[str, Any]) -> Cell:
     med, lo, hi = (fnum(c.get(k)) for k in ("latency_ms_median", "latency_ms_p20", "latency_ms_p80"))
     if med is None:
@@ -44,7 +55,7 @@ def runs_table_html(runs: list[RunData]) -> str:
     """One sortable row per case of every run."""
     labels = run_labels(runs)
     headers = (["run"] if len(runs) > 1 else []) + [
-        "workload", "shape", "dtype", "backend", "status", "latency ms [p20–p80]", "speedup vs eager",
+        "workload", "shape", "dtype", "backend", "status", "noise", "latency ms [p20–p80]", "speedup vs eager",
         "compile s cold", "compile s warm", "err vs fp64 (rel L2)", "× eager's error", "kernels", "% of ceiling",
         "break-even calls"]
     body = []
@@ -52,7 +63,7 @@ def runs_table_html(runs: list[RunData]) -> str:
         for c in r.cases:
             row = [Cell(labels[r.run_id] or r.run_id)] if len(runs) > 1 else []
             row += [Cell(str(c.get(k) or ""), str(c.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")]
-            row += [_status(c), _latency(c), _n(c.get("speedup_vs_eager"), ".3g", "×"), _n(c.get("compile_s"), ".3g"),
+            row += [_status(c), _noise(c), _latency(c), _n(c.get("speedup_vs_eager"), ".3g", "×"), _n(c.get("compile_s"), ".3g"),
                     _warm(c), _n(c.get("err_rel_l2_vs_fp64"), ".2e"), _n(c.get("err_ratio_vs_eager"), ".3g"),
                     _n(c.get("kernel_count"), ".0f"), _n(c.get("pct_of_ceiling"), ".1f", "%"),
                     _n(c.get("break_even_calls"), ",.0f")]
@@ -67,7 +78,8 @@ def recommendation_table(recs: list[Recommendation], several_runs: bool) -> str:
     for rec in recs:
         row = [Cell(rec.run_label)] if several_runs else []
         row += [Cell(rec.workload, rec.workload), Cell(rec.shape, rec.shape), Cell(rec.dtype, rec.dtype),
-                Cell(rec.backend or "none", rec.backend or "", "ok" if rec.backend else "bad"),
+                Cell((rec.backend or "none") + (" (noisy)" if rec.noisy else ""), rec.backend or "",
+                     ("warn" if rec.noisy else "ok") if rec.backend else "bad"),
                 Cell("-" if rec.score is None else f"{rec.score:.3f}", rec.score, "num"), Cell(rec.reason)]
         body.append(row)
     return table(headers, body, table_id="recommendations")

@@ -5,6 +5,12 @@ of the same workload, shape and dtype: score = w_lat·ln(lat/lat_best) + w_compi
 + w_err·ln(err/err_best). Lower is better; 0 means best on every axis. Log ratios make the three axes
 unit-free, so a weight says how much one factor of e on that axis matters.
 
+The latency axis is the paired figure of the speedup column: lat = 1 / speedup_vs_eager, the backend's median
+over the median of the eager reference timed interleaved with it in the same worker (eager's own case: 1).
+Medians from different workers are never set against each other, so load that hit one worker and not another
+cannot make the recommendation contradict the speedups shown beside it. A recommendation whose pick or
+runner-up was measured `noisy` says so.
+
 Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
 milliseconds, and without the floor a 10 s compile would cost 0.2·ln(10 s / 5 ms) ≈ 1.5, more than a 4×
 speedup earns (ln 4 ≈ 1.4). With the floor, anything that compiles within a second ties with eager on that
@@ -82,12 +88,15 @@ class Recommendation:
     backend: str | None
     score: float | None
     reason: str
+    noisy: tuple[str, ...] = ()  # the pick and the runner-up, those of them whose measurement was noisy
 
 
 def _axes(c: dict[str, Any]) -> tuple[float, float, float] | None:
-    lat, comp, err = fnum(c.get("latency_ms_median")), first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
-    if c.get("status") != "ok" or lat is None or lat <= 0:
+    """(latency relative to the interleaved eager, seconds to first result, error) of a passing case."""
+    speedup, comp, err = fnum(c.get("speedup_vs_eager")), first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
+    if c.get("status") != "ok" or speedup is None or speedup <= 0:
         return None
+    lat = 1.0 / speedup
     floor = 0.01 * unit_roundoff(c.get("dtype"))  # errors below 1% of it count as equal (log 0 is undefined)
     return lat, max(comp or 0.0, COMPILE_FLOOR_S), max(err or 0.0, floor)
 
@@ -110,18 +119,27 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
         ranked = sorted(((sum(w[i] * math.log(a[i] / best[i]) for i in range(3)), c, a) for c, a in scored),
                         key=lambda t: t[0])
         score, pick, axes = ranked[0]
+        noisy = tuple(str(c.get("backend")) for _, c, _ in ranked[:2] if c.get("measurement_quality") == "noisy")
         out.append(Recommendation(wl, shape, dtype, run_label, str(pick.get("backend")), score,
-                                  _reason(pick, axes, ranked, members, weights)))
+                                  _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2]), noisy))
     return out
+
+
+def _noise_note(decisive: list) -> str:
+    """'; rests on noisy measurements: inductor (host load: ...)' when the pick or the runner-up was noisy."""
+    notes = [f"{c.get('backend')} ({'; '.join(c.get('noise_reasons') or ['noisy'])[:160]})"
+             for _, c, _ in decisive if c.get("measurement_quality") == "noisy"]
+    return f" — rests on noisy measurements: {', '.join(notes)}" if notes else ""
 
 
 def _reason(pick: dict[str, Any], axes: tuple[float, float, float], ranked: list, members: list,
             weights: dict[str, float]) -> str:
-    lat, comp, err = axes
-    parts = [f"{lat:.3g} ms"]
+    _, comp, err = axes
+    ms = fnum(pick.get("latency_ms_median"))
+    parts = [f"{ms:.3g} ms" if ms is not None else "latency -"]
     sp = fnum(pick.get("speedup_vs_eager"))
-    if sp is not None and pick.get("backend") != "eager":
-        parts.append(f"{sp:.2f}× eager's speed")
+    if sp is not None and pick.get("adapter", pick.get("backend")) != "eager":
+        parts.append(f"{sp:.2f}× eager's speed (timed beside it)")
     comp = first_result_s(pick) or comp  # the measured time, not the score's floored one
     warm = fnum(pick.get("compile_warm_total_s")) or fnum(pick.get("compile_warm_s"))
     parts.append(f"first result {comp:.3g} s after a cold start" + (f" ({warm:.3g} s warm)" if warm is not None
