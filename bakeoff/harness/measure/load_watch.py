@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# /proc/stat counts in clock ticks (usually 10 ms): a window shorter than this many ticks over all our CPUs
+# would judge others' share to worse than 2% (two ticks of rounding), so it is not judged (None).
+MIN_TICKS = 100
 
 
 def _cpus() -> set[int]:
@@ -97,7 +100,8 @@ class LoadWatch:
 
     def fields(self) -> dict[str, Any]:
         """host_cpus (CPUs available: affinity, capped by a cgroup quota), host_other_cpu_share (other
-        processes' CPU time on those CPUs over window x host_cpus; None where /proc/stat is unreadable),
+        processes' CPU time on those CPUs over window x host_cpus; None where /proc/stat is unreadable or the
+        window is under MIN_TICKS clock ticks of all those CPUs together),
         host_run_delay_share (time the timing thread waited for a CPU over the window), host_load_avg (1-minute
         load at the start and the end), timing_window_s, and on a GPU gpu_other_processes."""
         assert self.start is not None and self.end is not None
@@ -106,7 +110,7 @@ class LoadWatch:
         quota = _cpu_quota()
         ncpu = min(len(self.cpus), quota) if quota else len(self.cpus)
         other = None
-        if s.busy_s is not None and e.busy_s is not None:
+        if s.busy_s is not None and e.busy_s is not None and wall * ncpu * _CLOCK_TICKS >= MIN_TICKS:
             # Busy time on our CPUs minus our own; never below 0 (tick rounding, our threads elsewhere).
             other = max(0.0, (e.busy_s - s.busy_s) - (e.own_s - s.own_s)) / (wall * ncpu)
         delay = None
