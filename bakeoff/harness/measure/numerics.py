@@ -106,53 +106,47 @@ def error_stats(out: torch.Tensor, ref: torch.Tensor) -> ErrorStats:
     """Compare `out` (any float dtype) with `ref` (any float dtype; upcast to float64)."""
     if out.shape != ref.shape:
         raise ValueError(f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
+    if out.numel() == 0:
+        return ErrorStats(0.0, 0.0, 0.0, 0.0, float("nan"), 0.0, 0.0, 0, True)
     ref64 = ref.to(device=out.device, dtype=torch.float64)
     o64 = out.to(torch.float64)
     expected = ref64.to(out.dtype).to(torch.float64) if out.dtype != torch.float64 else ref64
     finite = torch.isfinite(expected)  # where a number is due (rounded to the dtype, not only in float64)
     zero = torch.zeros((), dtype=torch.float64, device=out.device)
     bad_finite = ~torch.isfinite(o64) & finite
-    nonfinite = int(bad_finite.sum())
     wrong_kind = ~finite & ~_same_kind(o64, expected)
-    nonfinite_mismatch = int(wrong_kind.sum())
-    ref_f = ref64.where(finite, zero)
-    diff = (o64 - ref64).where(finite, zero)
-    absdiff = diff.abs()
-    ref_norm = ref_f.norm()
-    n_finite = int(finite.sum())
-    ref_rms = float(ref_norm) / math.sqrt(n_finite) if n_finite else 0.0
-    scale = (ref_f.abs() + ref_rms).clamp_min(torch.finfo(out.dtype).tiny)
-    scaled = absdiff / scale
-    denom = ref_f.abs().clamp_min(torch.finfo(out.dtype).tiny)
-    o_flat, r_flat = o64.where(finite, zero).flatten(), ref_f.flatten()
-    cosine = (float(torch.nn.functional.cosine_similarity(o_flat, r_flat, dim=0, eps=0.0))
-              if ref_norm > 0 and nonfinite == 0 else float("nan"))
+    nonfinite, nonfinite_mismatch = int(bad_finite.sum()), int(wrong_kind.sum())
+    n_finite = max(int(finite.sum()), 1)
+    ref_f = ref64.where(finite, zero)  # errors are measured where a number is due, zero elsewhere
+    absdiff = (o64 - ref64).where(finite, zero).abs()
+    ref_norm = float(ref_f.norm())
+    tiny = torch.finfo(out.dtype).tiny
+    scaled = absdiff / (ref_f.abs() + ref_norm / math.sqrt(n_finite)).clamp_min(tiny)
+    cosine = (float(torch.nn.functional.cosine_similarity(o64.where(finite, zero).flatten(), ref_f.flatten(), dim=0,
+                                                          eps=0.0)) if ref_norm > 0 and nonfinite == 0 else float("nan"))
     ulp = ulp_distance(out, ref64).where(finite, torch.zeros((), dtype=torch.int64, device=out.device))
     rtol, atol = ASSERT_CLOSE_TOL.get(out.dtype, (0.0, 0.0))
-    within = bool((absdiff <= atol + rtol * ref_f.abs()).all())
-    flaws = (bad_finite | wrong_kind).flatten()
-    if out.numel() == 0:
-        worst = -1
-    elif nonfinite or nonfinite_mismatch:
-        worst = int(flaws.nonzero()[0, 0])
+    within = bool((absdiff <= atol + rtol * ref_f.abs()).all()) and nonfinite == 0 and nonfinite_mismatch == 0
+    if nonfinite or nonfinite_mismatch:
+        worst = int((bad_finite | wrong_kind).flatten().nonzero()[0, 0])
     else:
         worst = int(scaled.flatten().argmax())
+    diff_norm = float(absdiff.norm())
     return ErrorStats(
-        max_abs=float(absdiff.max()) if nonfinite == 0 and out.numel() else (0.0 if not out.numel() else math.inf),
-        max_rel=float((absdiff / denom).max()) if nonfinite == 0 and out.numel() else (
-            0.0 if not out.numel() else math.inf),
-        rel_l2=float(diff.norm() / ref_norm) if ref_norm > 0 else float(diff.norm()),
-        rmse=float(diff.pow(2).mean().sqrt()) if out.numel() else 0.0,
+        max_abs=float(absdiff.max()) if nonfinite == 0 else math.inf,
+        max_rel=float((absdiff / ref_f.abs().clamp_min(tiny)).max()) if nonfinite == 0 else math.inf,
+        rel_l2=diff_norm / ref_norm if ref_norm > 0 else diff_norm,
+        rmse=diff_norm / math.sqrt(n_finite),
         cosine=cosine,
-        ulp_max=float(ulp.max()) if out.numel() else 0.0,
+        ulp_max=float(ulp.max()),
         ulp_p99=_quantile_int(ulp, 0.99),
         nonfinite=nonfinite,
-        within_tol=within and nonfinite == 0 and nonfinite_mismatch == 0,
+        within_tol=within,
         nonfinite_mismatch=nonfinite_mismatch,
-        max_scaled=(float(scaled.max()) if nonfinite == 0 else math.inf) if out.numel() else 0.0,
+        max_scaled=float(scaled.max()) if nonfinite == 0 else math.inf,
         worst_index=worst,
-        worst_out=float(o64.flatten()[worst]) if worst >= 0 else float("nan"),
-        worst_ref=float(ref64.flatten()[worst]) if worst >= 0 else float("nan"),
+        worst_out=float(o64.flatten()[worst]),
+        worst_ref=float(ref64.flatten()[worst]),
     )
 
 
