@@ -4,9 +4,10 @@ Triton is imported lazily: this package imports without it. On the CPU kernels r
 which needs TRITON_INTERPRET=1 in the environment before compile (read at compile time, not import time).
 Options: autotune (bool, default true; GPU only), max_row_block (int, elements: longest row kept in one tile),
 matmul_tma (bool, default true: on the GPU also try matmul and attention tiles loaded through TMA descriptors),
-fp32_dot ("tf32x3" default, "ieee" or "tf32": how float32 matmul and attention products run on the GPU's tensor
-cores; tf32x3 splits each operand into two TF32 parts and keeps float32 accuracy, tf32 is faster and less
-accurate, and the record's notes name the one used), search ("pruned" default: the few configs per kernel kind
+fp32_dot ("auto" default, "tf32x3", "ieee" or "tf32": how float32 matmul and attention products run on the GPU;
+tf32x3 splits each operand into two TF32 parts on the tensor cores and keeps float32 accuracy, ieee is SIMT
+float32, tf32 is faster and less accurate; auto = tf32x3 for attention, ieee for matmul, the faster float32-accurate
+choice of each on the H200; the record's notes name what each kernel kind used), search ("pruned" default: the few configs per kernel kind
 that won on H100/H200, or "wide": the whole space, slower to compile; winners are cached either way).
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ _NO_TRITON = "triton not installed (pip install 'bakeoff[triton]')"
 _NO_INTERP = ("on the CPU tritongen needs TRITON_INTERPRET=1 (Triton's interpreter) set before triton is "
               "imported; the harness sets it in its workers")
 _OPTIONS = {"autotune", "max_row_block", "matmul_tma", "fp32_dot", "search"}
-FP32_DOTS = ("tf32x3", "ieee", "tf32")
+FP32_DOTS = ("auto", "tf32x3", "ieee", "tf32")
 SEARCHES = ("pruned", "wide")
 
 
@@ -96,7 +97,7 @@ def target_from_options(options: dict[str, Any], interpret: bool, dtype: str):
     """The CodegenTarget that `options` ask for (values checked: a bad one is a ValueError naming it)."""
     from bakeoff.backends.tritongen.source import CodegenTarget
 
-    fp32_dot = options.get("fp32_dot", "tf32x3")
+    fp32_dot = options.get("fp32_dot", "auto")
     if fp32_dot not in FP32_DOTS:
         raise ValueError(f"tritongen: option fp32_dot={fp32_dot!r}; known: {list(FP32_DOTS)}")
     search = options.get("search", "pruned")

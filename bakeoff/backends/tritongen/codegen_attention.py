@@ -92,7 +92,8 @@ class _Attn:
             km = f", mask={kmask}, other=0.0" if kmask else ""
             out.append(f"{ind}kt = tl.load(k_base + offs_n[:, None] * {k.strides[-2]} + offs_d[None, :] * "
                        f"{k.strides[-1]}{km})")
-        out.append(f"{ind}qk = tl.dot({t.dot_operand('q')}, {t.dot_operand('tl.trans(kt)')}{t.dot_kwargs})")
+        kw = t.dot_kwargs("attention")
+        out.append(f"{ind}qk = tl.dot({t.dot_operand('q')}, {t.dot_operand('tl.trans(kt)')}{kw})")
         if masked:
             valid = f"(offs_n[None, :] < {sk})" + (" & (offs_n[None, :] <= offs_m[:, None])" if self.causal else "")
             out.append(f'{ind}qk = tl.where({valid}, qk, -float("inf"))')
@@ -108,7 +109,7 @@ class _Attn:
             vm = f", mask={vmask}, other=0.0" if vmask else ""
             out.append(f"{ind}vt = tl.load(v_base + offs_n[:, None] * {v.strides[-2]} + offs_dv[None, :] * "
                        f"{v.strides[-1]}{vm})")
-        out += [f"{ind}acc = tl.dot({t.dot_operand('p.to(vt.dtype)')}, {t.dot_operand('vt')}, acc{t.dot_kwargs})",
+        out += [f"{ind}acc = tl.dot({t.dot_operand('p.to(vt.dtype)')}, {t.dot_operand('vt')}, acc{kw})",
                 f"{ind}m_i = m_new"]
         return out
 

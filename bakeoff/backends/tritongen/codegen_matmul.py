@@ -52,7 +52,8 @@ def _tma_ok(plan: Plan, o: dict) -> bool:
 def _mainloop(o: dict, target: CodegenTarget, i64: str, tma: bool) -> list[str]:
     """The K loop: pointer loads (wrapped M/N edges, masked ragged K) or TMA descriptor loads (zero-filled edges)."""
     a, b, m, n, k = o["a"], o["b"], o["m"], o["n"], o["k"]
-    dot = f"        acc = tl.dot({target.dot_operand('a')}, {target.dot_operand('b')}, acc{target.dot_kwargs})"
+    kw = target.dot_kwargs("matmul")
+    dot = f"        acc = tl.dot({target.dot_operand('a')}, {target.dot_operand('b')}, acc{kw})"
     if tma:
         return [
             "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",

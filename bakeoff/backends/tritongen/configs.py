@@ -32,7 +32,7 @@ def fixed(src: KernelSource) -> Config:
 
 # Pruned search: the first few candidates of each kind's ordered list (the orders put the configs that won on
 # the H200 first, see NOTES.md); the wide search times them all.
-PRUNED = {"pointwise": 2, "copy": 1, "rowreduce": 5, "matmul": 3, "attention": 3}
+PRUNED = {"pointwise": 2, "copy": 1, "rowreduce": 2, "matmul": 2, "attention": 2}
 
 
 def candidates(src: KernelSource, dtype: str, device: str = "cuda", sms: int | None = None,
@@ -55,7 +55,7 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
                     ((1024, 4), (2048, 8), (4096, 8))]
         bn = s["block_n"]
         out = []
-        for bm, w in ((1, 4), (2, 8), (1, 8), (4, 16)):
+        for bm, w in ((2, 8), (1, 4), (1, 8), (4, 16)):
             if bm * bn <= 32768 and bm <= _pow2(s["rows"]) and w * 32 <= max(bm * bn, 128):
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": 1})
         out = out or [{"BLOCK_M": 1, "BLOCK_N": bn, "num_warps": 4, "num_stages": 1}]
@@ -64,7 +64,7 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
             # resident (<= 128 registers a thread: 16 warps a multiprocessor), so no program waits for a slot
             rows = [{**c, "ROWS": 1, "NUM_PROGRAMS": sms * 512 // (32 * c["num_warps"])}
                     for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)]
-            out = sorted(rows, key=lambda c: -c["num_warps"]) + out
+            out = out + sorted(rows, key=lambda c: -c["num_warps"])  # measured slower on the H200: wide only
         return out
     if kind == "matmul":
         tiles = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4),
@@ -76,11 +76,11 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
                if m <= max(64, _pow2(s["m"])) and n <= max(64, _pow2(s["n"])) and k <= max(32, _pow2(s["k"]))]
         big = [c for c in out if c["BLOCK_M"] * c["BLOCK_N"] >= 128 * 128]
         out = (big if s["m"] * s["n"] >= 2048 * 2048 and big else out)[:2]
-        if src.variant == "tma":  # persistent TMA first (it won on the H200), then TMA (+ TMA epilogue), pointers
-            sms = sms or _sm_count(device)
+        if src.variant == "tma":  # 16-bit: persistent TMA first (it won on the H200), pointers, then the rest;
+            sms = sms or _sm_count(device)  # float32: pointers first (TMA lost there)
             ptma = [{**c, "TMA": 2, "NUM_SMS": sms} for c in out[:2]]
             tma = [{**c, "TMA": 1} for c in out[:2]]
-            out = [ptma[0], tma[0], out[0]] + ptma[1:] + tma[1:] + out[1:]
+            out = ([out[0], ptma[0]] if dtype == "float32" else [ptma[0], out[0]]) + ptma[1:] + out[1:] + tma
         return out or [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
     return _attention(src, dtype)
 
@@ -96,8 +96,9 @@ def _attention(src: KernelSource, dtype: str) -> list[Config]:
     out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st} for m, n, w, st in tiles
            if m <= max(16, _pow2(s["sq"]))]
     out = (out[:3] if s["sq"] >= 1024 else out) or [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}]
-    if src.variant == "tma":
-        out = out[:1] + [{**c, "TMA": 1} for c in out[:2]] + out[1:]
+    if src.variant == "tma":  # TMA won for float32 (64 x 32 tiles) and lost for 16-bit inputs on the H200
+        tma = [{**c, "TMA": 1} for c in out[:2]]
+        out = tma[:1] + out[:1] + tma[1:] + out[1:] if dtype == "float32" else out[:2] + tma + out[2:]
     return out
 
 

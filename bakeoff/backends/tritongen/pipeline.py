@@ -50,11 +50,13 @@ def _notes(plan, target: CodegenTarget, device_name: str, log: list[str]) -> lis
     notes = [f"{len(plan.kernels)} kernels", "Triton interpreter" if target.interpret else device_name]
     if target.interpret and target.dtype == "bfloat16":
         notes.append("bf16 dot operands upcast to fp32 (Triton's interpreter multiplies bf16 as raw bits)")
-    if target.dtype == "float32" and any(k.kind in ("matmul", "attention") for k in plan.kernels):
-        notes.append("float32 dots: full float32 (interpreter)" if target.interpret else
-                     f"float32 dots: input_precision={target.fp32_dot}" +
-                     {"tf32x3": " (3xTF32 split, float32 accuracy)", "tf32": " (plain TF32: 10-bit mantissa "
-                      "products, below float32 accuracy)", "ieee": " (SIMT float32, no tensor cores)"}[target.fp32_dot])
+    kinds = sorted({k.kind for k in plan.kernels} & {"matmul", "attention"})
+    if target.dtype == "float32" and kinds:
+        what = {"tf32x3": "3xTF32 split, float32 accuracy", "ieee": "SIMT float32",
+                "tf32": "plain TF32: 10-bit mantissa products, below float32 accuracy"}
+        notes.append("float32 dots: full float32 (interpreter)" if target.interpret else "float32 dots: " + "; ".join(
+            f"{kind} input_precision={target.fp32_precision(kind)} ({what[target.fp32_precision(kind)]})"
+            for kind in kinds))
     if not target.interpret:
         notes.append(f"config search: {target.search}")
     timed = [line for line in log if line.startswith("tune ")]

@@ -87,18 +87,27 @@ class CodegenTarget:
     dtype: str
     max_row_block: int = 16384  # largest persistent row tile (elements); longer rows use the looped form
     tma: bool = False  # GPU only: also emit matmul/attention twins that load tiles through TMA descriptors
-    fp32_dot: str = "tf32x3"  # float32 tl.dot on the GPU: "tf32x3" (float32 accuracy), "ieee" or "tf32"
+    fp32_dot: str = "auto"  # float32 tl.dot on the GPU: "auto", "tf32x3", "ieee" or "tf32" (fp32_precision)
     search: str = "pruned"  # GPU config search: "pruned" (the few configs that won on H100/H200) or "wide"
 
     def dot_operand(self, expr: str) -> str:
         """Triton 3.9's interpreter multiplies bf16 dot operands as raw bits: give it float32 operands."""
         return f"{expr}.to(tl.float32)" if self.interpret and self.dtype == "bfloat16" else expr
 
-    @property
-    def dot_kwargs(self) -> str:
-        """float32 operands on the GPU: the `fp32_dot` precision (Triton's default, plain tf32, would miss the
-        float32 tolerance; tf32x3 = three TF32 products of split operands, near float32 accuracy)."""
-        return f', input_precision="{self.fp32_dot}"' if self.dtype == "float32" and not self.interpret else ""
+    def fp32_precision(self, kind: str) -> str:
+        """The input_precision of float32 dots in a `kind` kernel. "auto" takes the faster of the two that keep
+        float32 accuracy, as measured on the H200: tf32x3 (three TF32 products of split operands) for attention,
+        ieee (SIMT float32) for matmul, where Triton's tf32x3 re-splits the operands every K step and ran slower
+        than ieee. Plain tf32 (Triton's default) misses the float32 tolerance: only when asked."""
+        if self.fp32_dot != "auto":
+            return self.fp32_dot
+        return "tf32x3" if kind == "attention" else "ieee"
+
+    def dot_kwargs(self, kind: str) -> str:
+        """Keyword text for tl.dot in a `kind` kernel: float32 operands on the GPU get `fp32_precision(kind)`."""
+        if self.dtype != "float32" or self.interpret:
+            return ""
+        return ', input_precision="' + self.fp32_precision(kind) + '"'
 
 
 @dataclass(frozen=True)
