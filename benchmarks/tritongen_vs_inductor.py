@@ -45,7 +45,8 @@ SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # issue 12's targets: fraction of copy bandwidth per memory-bound workload; GEMM vs torch.mm; attention vs
 # F.sdpa; blocks vs Inductor; everywhere at least as fast as Inductor and eager; float32 err ratio <= 2
 COPY_TARGET = {"layernorm_gelu": 0.90, "rmsnorm": 0.92, "softmax": 0.92, "softmax_large": 0.92}
-ELEMENTWISE_TARGET, GEMM_TARGET, ATTN_TARGET, BLOCK_TARGET, GEOMEAN_TARGET, ERR_RATIO_MAX = 0.95, 1.0, 1.0, 1.15, 1.3, 2.0
+ELEMENTWISE_TARGET, GEMM_TARGET, ATTN_TARGET, BLOCK_TARGET = 0.95, 1.0, 1.0, 1.15
+GEOMEAN_TARGET, ERR_RATIO_MAX = 1.3, 2.0
 SLICE = {"B": 1, "M": 256}  # fp64 reference on this many batch entries / rows
 
 

@@ -396,7 +396,8 @@ def test_offline_report_compiles_for_sm90_without_a_gpu(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-m", "bakeoff.backends.tritongen.offline", "ew_sigmoid_relu", "--preset",
-                          "smoke", "--dtype", "float16"], capture_output=True, text=True, env=env, timeout=600)
+                          "smoke", "--dtype", "float16"], capture_output=True, text=True, env=env, timeout=600,
+                         check=False)
     if "ptxas" in out.stderr and out.returncode:
         pytest.skip("no ptxas for sm_90 here")
     assert out.returncode == 0, out.stderr[-2000:]

@@ -6,9 +6,10 @@ Options: autotune (bool, default true; GPU only), max_row_block (int, elements: 
 matmul_tma (bool, default true: on the GPU also try matmul and attention tiles loaded through TMA descriptors),
 fp32_dot ("auto" default, "tf32x3", "ieee" or "tf32": how float32 matmul and attention products run on the GPU;
 tf32x3 splits each operand into two TF32 parts on the tensor cores and keeps float32 accuracy, ieee is SIMT
-float32, tf32 is faster and less accurate; auto = tf32x3 for attention, ieee for matmul, the faster float32-accurate
-choice of each on the H200; the record's notes name what each kernel kind used), search ("pruned" default: the few configs per kernel kind
-that won on H100/H200, or "wide": the whole space, slower to compile; winners are cached either way).
+float32, tf32 is faster and less accurate; auto = tf32x3 for attention, ieee for matmul, the faster
+float32-accurate choice of each on the H200; the record's notes name what each kernel kind used),
+search ("pruned" default: the few configs per kernel kind that won on the H200, or "wide": the whole space,
+slower to compile; winners are cached either way).
 """
 from __future__ import annotations
 

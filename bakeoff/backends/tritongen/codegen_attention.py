@@ -143,7 +143,8 @@ class _Attn:
         else:
             lines += [f"    q_base = {self.base(q)}", f"    k_base = {self.base(k)}", f"    v_base = {self.base(v)}",
                       f"    o_base = {self.base(o)}", f"    offs_d = tl.arange(0, {self.bd})",
-                      f"    q = tl.load(q_base + offs_m[:, None] * {q.strides[-2]} + offs_d[None, :] * {q.strides[-1]}, "
+                      f"    q = tl.load(q_base + offs_m[:, None] * {q.strides[-2]} + offs_d[None, :] * "
+                      f"{q.strides[-1]}, "
                       f"mask=(offs_m[:, None] < {sq}){self.dmask}, other=0.0)"]
         lines += [
             "    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float(\"inf\")",
@@ -159,6 +160,7 @@ class _Attn:
         if tma:
             lines.append(f"    o_desc.store([start_m * BLOCK_M, 0], acc.to({o.buffer}.dtype.element_ty))")
         else:
-            lines.append(f"    tl.store(o_base + offs_m[:, None] * {o.strides[-2]} + offs_dv[None, :] * {o.strides[-1]}, "
+            lines.append(f"    tl.store(o_base + offs_m[:, None] * {o.strides[-2]} + offs_dv[None, :] * "
+                         f"{o.strides[-1]}, "
                          f"acc.to({o.buffer}.dtype.element_ty), mask=(offs_m[:, None] < {sq}){self.dvmask})")
         return lines

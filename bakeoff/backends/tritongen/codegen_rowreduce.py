@@ -55,7 +55,8 @@ class _Row:
         v = broadcast_view(view, target)
         off = row_col_offset(row, None if stat else "c", v.shape, v.strides, v.offset)
         rmask = "rmask" if row == "r" else f"({row} < {self.rows})"
-        mask = {(True, True): f"{rmask} & cmask", (True, False): rmask, (False, True): "cmask"}.get(self.deps(nid, view))
+        masks = {(True, True): f"{rmask} & cmask", (True, False): rmask, (False, True): "cmask"}
+        mask = masks.get(self.deps(nid, view))
         m = f", mask={mask}, other=0.0" if mask else ""
         return f"{indent}{var}{nid} = tl.load({v.buffer} + {off}{m})" + (".to(tl.float32)" if convert else "")
 

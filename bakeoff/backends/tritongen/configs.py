@@ -60,8 +60,8 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": 1})
         out = out or [{"BLOCK_M": 1, "BLOCK_N": bn, "num_warps": 4, "num_stages": 1}]
         sms = sms or _sm_count(device)
-        if s["rows"] >= 8 * sms:  # enough rows to walk: the row-loop twins first, as many programs as stay
-            # resident (<= 128 registers a thread: 16 warps a multiprocessor), so no program waits for a slot
+        if s["rows"] >= 8 * sms:  # enough rows to walk: the row-loop twins, as many programs as stay resident
+            # (<= 128 registers a thread: 16 warps a multiprocessor), so no program waits for a slot
             rows = [{**c, "ROWS": 1, "NUM_PROGRAMS": sms * 512 // (32 * c["num_warps"])}
                     for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)]
             out = out + sorted(rows, key=lambda c: -c["num_warps"])  # measured slower on the H200: wide only
@@ -69,7 +69,7 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
     if kind == "matmul":
         tiles = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4),
                  (64, 64, 32, 4, 4))
-        if dtype == "float32":  # tf32x3: three wgmma per K step
+        if dtype == "float32":  # SIMT ieee by default (fp32_dot auto); tf32x3 runs three wgmma per K step
             tiles = ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (64, 128, 32, 4, 3), (64, 64, 32, 4, 3))
         out = [{"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": st}
                for m, n, k, w, st in tiles
@@ -88,7 +88,7 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
 def _attention(src: KernelSource, dtype: str) -> list[Config]:
     """Flash-attention tiles: 128-row query blocks over 8 warps (two wgmma warpgroups) for 16-bit inputs; float32
     (three TF32 products per dot under tf32x3, whose split operands take registers) gets 64-row blocks.
-    Order: the best pointer tile, then TMA twins, then the rest."""
+    Order: what won on the H200 first (16-bit: pointer tiles; float32: the TMA twin), then the rest."""
     s = src.sizes
     tiles = ((128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
     if dtype == "float32" or s["d"] > 128:
@@ -129,7 +129,8 @@ def constexprs(src: KernelSource, cfg: Config) -> dict[str, int]:
 def kernel_fn(module: object, src: KernelSource, cfg: Config):
     """The jit function `cfg` launches: the template's, its TMA twin (TMA=1, persistent TMA=2) or its row-loop
     twin (ROWS=1)."""
-    return getattr(module, src.fn + ("_rows" if cfg.get("ROWS") else {0: "", 1: "_tma", 2: "_ptma"}[cfg.get("TMA", 0)]))
+    suffix = "_rows" if cfg.get("ROWS") else {0: "", 1: "_tma", 2: "_ptma"}[cfg.get("TMA", 0)]
+    return getattr(module, src.fn + suffix)
 
 
 def _sm_count(device: str = "cuda") -> int:

@@ -139,7 +139,7 @@ def choose_configs(plan: Plan, sources: Sequence[KernelSource], modules: Sequenc
     """Configs per kernel, whether they came from the cache file, and notes. `search` False: fixed configs;
     `wide`: search the whole candidate space instead of the pruned one."""
     path = cache_dir() / "tune.json"
-    key = tune_key(plan, sources, dtype, device_name) + ("|wide" if wide else "" if search else "|fixed")
+    key = tune_key(plan, sources, dtype, device_name) + ("|fixed" if not search else "|wide" if wide else "")
     cached = _read(path).get(key)
     if isinstance(cached, list) and len(cached) == len(sources):
         return cached, True, []
