@@ -132,7 +132,8 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
     except Exception as exc:
         return {**rec, **error_record("compile_error", exc)}
     rec.update(compile_s=compile_s, compile_total_s=total_s, compile_stages_s=dict(compiled.info.stages_s),
-               compile_notes=list(compiled.info.notes), cache_hit_cold=compiled.info.cache_hit,
+               compile_notes=list(compiled.info.notes), lowering=dict(compiled.info.lowering),
+               cache_hit_cold=compiled.info.cache_hit,
                cache_files_cold=count_cache_files(backend.cache_env) - cache_before)
     try:
         first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
