@@ -151,3 +151,30 @@ def test_clock_sampler_reads_the_sm_clock_through_the_window(monkeypatch):
     with ClockSampler("cuda") as none:
         pass
     assert none.fields() == {"sm_clock_error": "NVML unavailable"}
+
+
+def _record(backend: str, timer_ms: float, headline: float | None, method: str = "cupti-span") -> dict:
+    rec = {"workload": "ew", "shape": "M=8", "dtype": "bfloat16", "backend": backend, "status": "ok",
+           "latency_ms_median": timer_ms, "compile_total_s": 2.0, "err_rel_l2_vs_fp64": 1e-3,
+           "timing_method": "host-clock+sync+flush"}
+    if headline is not None:
+        rec.update(headline_ms=headline, headline_p20_ms=headline * 0.98, headline_p80_ms=headline * 1.02,
+                   headline_method=method)
+    return rec
+
+
+def test_recommendation_and_report_rank_by_the_headline_not_the_timer():
+    from bakeoff.results.report.report_tables import _latency
+    from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
+
+    # The case: XLA host-timed at 0.28 ms, its kernels 0.10 ms; Inductor 0.0975 ms event-timed, 0.12
+    # ms span. By the timer XLA looks 2.9x slower; by one figure for both it is the faster.
+    cases = [_record("inductor", 0.0975, 0.12), _record("xla", 0.28, 0.10)]
+    [rec] = recommend(cases, DEFAULT_WEIGHTS)
+    assert rec.backend == "xla" and "0.1 ms (cupti-span)" in rec.reason
+    assert "different methods" not in rec.reason
+    cell = _latency(cases[1])
+    assert cell.sort == pytest.approx(0.10) and "cupti-span" in cell.text
+    # An old record (no headline) reads with its timer's figure, and the reason says the methods differ.
+    [old] = recommend([_record("inductor", 0.0975, None), _record("xla", 0.28, 0.10)], DEFAULT_WEIGHTS)
+    assert old.backend == "inductor" and "latencies of different methods compared" in old.reason
