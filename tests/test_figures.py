@@ -178,3 +178,24 @@ def test_recommendation_and_report_rank_by_the_headline_not_the_timer():
     # An old record (no headline) reads with its timer's figure, and the reason says the methods differ.
     [old] = recommend([_record("inductor", 0.0975, None), _record("xla", 0.28, 0.10)], DEFAULT_WEIGHTS)
     assert old.backend == "inductor" and "latencies of different methods compared" in old.reason
+
+
+def test_sustained_load_runs_before_sampling_and_is_recorded():
+    calls = []
+    backend = TimedCall(BACKEND_TARGET, lambda: calls.append(time.perf_counter()), lambda: None)
+    t0 = time.perf_counter()
+    out = measure_figures(backend, None, "cpu", {**TIMING, "sustained_s": 0.2}, capturable=False, bytes_per_call=1)
+    assert out["sustained_s"] >= 0.2
+    assert sum(1 for t in calls if t < t0 + 0.2) > 100  # the load ran back to back first
+
+
+def test_timing_options_are_checked_at_load():
+    from bakeoff.harness.config.schema import parse_config
+    from bakeoff.harness.config.yaml_lines import ConfigError
+
+    base = "name: t\nworkloads: [softmax]\ntiming: {%s}\n"
+    cfg, _ = parse_config(base % "sustained_s: 0.5, profile_calls: 10", "<t>")
+    assert cfg.timing.sustained_s == 0.5 and cfg.timing.profile_calls == 10
+    for bad in ("sustained_s: -1", "profile_calls: 1"):
+        with pytest.raises(ConfigError, match=bad.split(":")[0]):
+            parse_config(base % bad, "<t>")
