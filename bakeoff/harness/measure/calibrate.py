@@ -162,7 +162,8 @@ def _copy_candidates(device: str) -> Iterator[Candidate]:
 BUDGET_S = {"cuda": 1.0, "cpu": 0.3}
 
 
-def measure_ceilings(device: str, dtypes: list[str], budget_s: float | None = None) -> list[tuple[str, float, str, str]]:
+def measure_ceilings(device: str, dtypes: list[str],
+                     budget_s: float | None = None) -> list[tuple[str, float, str, str]]:
     """[(name, value, unit, method)]: copy_gbps (read + write counted) and matmul_tflops_<dtype> for each dtype,
     each the best of its candidates; then the datasheet's spec_copy_gbps and spec_matmul_tflops_<dtype> where
     the GPU is in measure.spec_peaks. `budget_s` is each candidate's timing budget (default BUDGET_S)."""

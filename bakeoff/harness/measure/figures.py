@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
-from bakeoff.harness.measure.device_time import SPAN_METHOD, DeviceFigures, profile_device_time
+from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, host_latency, measure,
                                             pipeline_calls, pipelined_latency)
 
@@ -102,16 +102,7 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, ti
                         min_reps=timing["min_reps"], max_reps=timing["max_reps"], target_iqr=timing["target_iqr"],
                         flush_l2=timing["flush_l2"])
         out.update(latency_fields(timer, targets))
-        side_budget_s = max(0.05, 0.25 * float(timing["budget_s"]))
-        single = {t.name: host_latency(t.call, t.sync, device, budget_s=side_budget_s) for t in targets}
-        batch = {t.name: pipeline_calls(single[t.name].median_ms, bytes_per_call) for t in targets}
-        pipelined = {t.name: pipelined_latency(t.call, t.sync, device, batch[t.name], budget_s=side_budget_s)
-                     for t in targets}
-        for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
-            if name in single:
-                out.update(_stat_fields(f"{prefix}host_latency", single[name]))
-                out.update(_stat_fields(f"{prefix}pipelined", pipelined[name]))
-                out[f"{prefix}pipelined_calls"] = batch[name]
+        pipelined = _host_figures(targets, device, timing, bytes_per_call, out)
         if cuda and timing.get("cuda_graph", True) and capturable:
             try:
                 out["graph_latency_ms"] = cuda_graph_latency_ms(backend.call).median_ms
@@ -121,22 +112,44 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, ti
         if cuda and timing.get("profile", True):
             if sustained:
                 out["sustained_s"] += sustain_load(targets, sustained, device)
-            try:
-                profiled = profile_device_time(targets, device, int(timing.get("profile_calls")
-                                                                    or DEFAULT_PROFILE_CALLS), timing["flush_l2"])
-            except Exception as exc:  # a profiler failure costs the device figures, not the case
-                note = out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            profiled, note = _device_figures(targets, device, timing, out)
         elif cuda:
             note = "timing.profile is off"
-    if profiled is not None:
-        for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
-            if name in profiled:
-                out.update(profiled[name].fields(prefix))
-        lone = out["host_latency_ms"]
-        out["launch_overhead_share"] = 1.0 - out["device_ms"] / lone if lone > 0 else None
     out.update(headline_fields(device, timer, profiled, pipelined, note))
     out.update(clock.fields())
     return out
 
 
-__all__ = ["BACKEND_TARGET", "EAGER_TARGET", "SPAN_METHOD", "headline_fields", "latency_fields", "measure_figures"]
+def _host_figures(targets: list[TimedCall], device: str, timing: dict[str, Any], bytes_per_call: int,
+                  out: dict[str, Any]) -> dict[str, Stats]:
+    """The single synchronized call and the pipelined call of each target, into `out`; returns the pipelined
+    Stats by target name. Each gets a quarter of the timer's budget (at least 50 ms)."""
+    budget_s = max(0.05, 0.25 * float(timing["budget_s"]))
+    single = {t.name: host_latency(t.call, t.sync, device, budget_s=budget_s) for t in targets}
+    batch = {t.name: pipeline_calls(single[t.name].median_ms, bytes_per_call) for t in targets}
+    pipelined = {t.name: pipelined_latency(t.call, t.sync, device, batch[t.name], budget_s=budget_s)
+                 for t in targets}
+    for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
+        if name in single:
+            out.update(_stat_fields(f"{prefix}host_latency", single[name]))
+            out.update(_stat_fields(f"{prefix}pipelined", pipelined[name]))
+            out[f"{prefix}pipelined_calls"] = batch[name]
+    return pipelined
+
+
+def _device_figures(targets: list[TimedCall], device: str, timing: dict[str, Any],
+                    out: dict[str, Any]) -> tuple[dict[str, DeviceFigures] | None, str | None]:
+    """The CUPTI pass, into `out` (span, kernel sum, kernel count, launch overhead share); returns the
+    figures by target name, or None and the profiler's error (also kept as `profile_error`)."""
+    try:
+        profiled = profile_device_time(targets, device, int(timing.get("profile_calls") or DEFAULT_PROFILE_CALLS),
+                                       timing["flush_l2"])
+    except Exception as exc:  # a profiler failure costs the device figures, not the case
+        out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        return None, out["profile_error"]
+    for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
+        if name in profiled:
+            out.update(profiled[name].fields(prefix))
+    lone = out["host_latency_ms"]
+    out["launch_overhead_share"] = 1.0 - out["device_ms"] / lone if lone > 0 else None
+    return profiled, None
