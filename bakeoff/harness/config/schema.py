@@ -52,6 +52,10 @@ class TimingConfig(_Strict):
     flush_l2: bool = True
     cuda_graph: bool = True
     profile: bool = True
+    # Calls profiled by CUPTI per target (the headline's distribution on a GPU), and seconds of continuous
+    # load before sampling (0: none; the clock during sampling is recorded either way).
+    profile_calls: int = Field(20, ge=3, le=10_000)
+    sustained_s: float = Field(0.0, ge=0, le=600)
 
     @model_validator(mode="after")
     def _reps(self) -> "TimingConfig":

@@ -26,11 +26,13 @@ def run_warm(case: Case) -> dict[str, Any]:
     from bakeoff.backends.base import TensorSpec
 
     from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.run.worker.process_setup import warm_up_process
 
     graph = case.bound_graph()
     backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
     inputs = make_inputs(graph, case.seeds[0], case.device)
+    setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
     compiled, _, _, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
@@ -38,7 +40,7 @@ def run_warm(case: Case) -> dict[str, Any]:
     hit = compiled.info.cache_hit
     if hit is None and backend.cache_env:
         hit = before > 0 and after == before  # nothing new written: everything came from the cache
-    return {"compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
+    return {**setup, "compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
             "cache_files_before_warm": before, "cache_files_after_warm": after,
             "compile_stages_warm_s": dict(compiled.info.stages_s)}
 
