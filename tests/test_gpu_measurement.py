@@ -16,8 +16,11 @@ def test_profile_counts_kernels_not_copies():
         upload = host.to("cuda", non_blocking=True)  # a host-to-device copy: CUPTI sees a Memcpy, not a kernel
         return a + upload  # one elementwise kernel
 
-    count, device_ms = profile_kernels(call, torch.cuda.synchronize)
-    assert count == 1 and device_ms > 0
+    prof = profile_kernels(call, torch.cuda.synchronize)
+    assert prof.count == 1 and prof.device_ms > 0
+    (kernel,) = prof.kernels  # the one kernel, by name, with its share of the call
+    assert "elementwise" in kernel["name"] and kernel["launches"] == 1.0
+    assert kernel["share"] == pytest.approx(1.0) and kernel["device_ms"] == pytest.approx(prof.device_ms)
 
     from torch.profiler import ProfilerActivity, profile
 

@@ -162,6 +162,9 @@ class OrtCompiled(Compiled):
                 opt = onnx.load(so.optimized_model_filepath)
             ops = Counter((f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
                           for n in opt.graph.node)
+            from bakeoff.workloads.onnx_text import node_list
+
+            out["optimized_nodes.txt"] = node_list(opt)
             out["optimized_op_types"] = dict(sorted(ops.items()))
             out["optimized_nodes"] = len(opt.graph.node)
             out["casts_added_by_ort"] = ops.get("Cast", 0) - out["op_types"].get("Cast", 0)
@@ -254,6 +257,7 @@ class OnnxRuntimeBackend(Backend):
         import onnxruntime as ort
 
         from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, model_summary
+        from bakeoff.workloads.onnx_text import node_list
 
         so = _session_options(device, options)   # validates option values before any work
         t0 = time.perf_counter()
@@ -264,6 +268,7 @@ class OnnxRuntimeBackend(Backend):
         t2 = time.perf_counter()
 
         artifacts = model_summary(model)
+        artifacts["nodes.txt"] = node_list(model)
         artifacts["providers"] = session.get_providers()
         artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
         if options.get("artifacts_dir"):

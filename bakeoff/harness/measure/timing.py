@@ -193,8 +193,19 @@ def cuda_graph_latency_ms(call: Callable[[], object], calls_per_graph: int = 10,
     return stats(samples, f"cuda-graph-replay x{calls_per_graph}")
 
 
-def profile_kernels(call: Callable[[], object], sync: Callable[[], None], calls: int = 5) -> tuple[int, float]:
-    """Kernels launched per call and their summed device time per call (ms), seen by CUPTI (torch.profiler).
+@dataclass(frozen=True)
+class KernelProfile:
+    """What CUPTI saw per call: kernels launched, their summed device time (ms), and per kernel name its
+    launches, device ms and share (measure/kernel_times.py), longest first."""
+
+    count: int
+    device_ms: float
+    kernels: list[dict]
+
+
+def profile_kernels(call: Callable[[], object], sync: Callable[[], None], calls: int = 5) -> KernelProfile:
+    """Kernels launched per call, their summed device time per call (ms) and each kernel's, seen by CUPTI
+    (torch.profiler).
 
     CUPTI sees the kernels of every library in the process (JAX, IREE, ONNX Runtime too). Only kernels
     count: memory copies and memsets (CUPTI's gpu_memcpy / gpu_memset activities, e.g. a host-to-device
@@ -210,12 +221,13 @@ def profile_kernels(call: Callable[[], object], sync: Callable[[], None], calls:
             call()
             sync()
         torch.cuda.synchronize()
-    count, device_us = 0, 0.0
-    for evt in prof.events():
-        if is_kernel_event(evt):
-            count += 1
-            device_us += evt.device_time if hasattr(evt, "device_time") else evt.cuda_time
-    return count // calls if count % calls == 0 else round(count / calls), device_us / calls / 1e3
+    from bakeoff.harness.measure.kernel_times import kernel_times
+
+    launched = [(str(evt.name), evt.device_time if hasattr(evt, "device_time") else evt.cuda_time)
+                for evt in prof.events() if is_kernel_event(evt)]
+    count, device_us = len(launched), sum(us for _, us in launched)
+    return KernelProfile(count // calls if count % calls == 0 else round(count / calls), device_us / calls / 1e3,
+                         kernel_times(launched, calls))
 
 
 # Names CUPTI/Kineto give memory operations on the device timeline ("Memcpy HtoD (Pageable -> Device)",

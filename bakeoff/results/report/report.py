@@ -5,6 +5,7 @@ import datetime as dt
 import math
 from typing import Any
 
+from bakeoff.results.report.code_view import CODE_CSS, CODE_JS, code_section
 from bakeoff.results.report.data import RunData, hardware_name, load_run, run_labels
 from bakeoff.results.report.figures_perf import compile_vs_latency, latency_bars, speedup_heatmap
 from bakeoff.results.report.figures_quality import error_chart, roofline
@@ -36,6 +37,7 @@ def chart_count(runs: list[RunData]) -> int:
 def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: PlotlyJs = "inline") -> str:
     labels = run_labels(runs)
     recs = [rec for r in runs for rec in recommend(r.cases, weights, labels[r.run_id])]
+    code = code_section(runs)
     n_cases = sum(len(r.cases) for r in runs)
     title = "bakeoff report: " + ", ".join(r.run_id for r in runs)
     parts = [f"<h1>{esc(title)}</h1>",
@@ -58,9 +60,9 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              recommendation_table(recs, len(runs) > 1),
              "<h2>Every case</h2><p class=\"note\">Click a header to sort. Latency is the median with p20–p80; "
              "speedup is eager's median over the backend's, measured interleaved; error is relative L2 against "
-             "the float64 reference.</p>",
-             runs_table_html(runs)]
+             "the float64 reference; code opens the case's generated code and kernels.</p>",
+             runs_table_html(runs, code.case_of)]
     for div_id, heading, fn, missing in CHARTS:
         parts += [f"<h2>{esc(heading)}</h2>", figure_div(fn(runs), div_id, missing)]
-    parts += ["<h2>Environment</h2>", environment_table(runs)]
-    return page(title, "\n".join(parts), plotly_js)
+    parts += ['<h2 id="code">Code and kernels</h2>', code.html, "<h2>Environment</h2>", environment_table(runs)]
+    return page(title, "\n".join(parts), plotly_js, CODE_CSS, CODE_JS)

@@ -116,12 +116,12 @@ def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any
                 out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
         if t["profile"]:
             try:
-                count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
+                prof = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
             except Exception as exc:  # a profiler failure costs the kernel numbers, not the case
                 out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
             else:
-                out["kernel_count"], out["device_ms"] = count, device_ms
-                out["launch_overhead_share"] = 1.0 - device_ms / lone_ms if lone_ms > 0 else None
+                out["kernel_count"], out["device_ms"], out["kernel_times"] = prof.count, prof.device_ms, prof.kernels
+                out["launch_overhead_share"] = 1.0 - prof.device_ms / lone_ms if lone_ms > 0 else None
     return out
 
 
