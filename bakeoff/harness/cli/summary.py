@@ -244,7 +244,8 @@ def wide_table(records: Iterable[dict[str, Any]], title: str = "") -> Table:
         speedup = r.get("speedup_vs_eager")
         t.add_row(*(Text(str(r.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")), status_text,
                   *(Text(v) for v in (_compile(r), _latency(r), fmt_speedup(speedup) if speedup else "-",
-                                      _num(r.get("err_rel_l2_vs_eager"), ".2e"), _num(r.get("err_rel_l2_vs_fp64"), ".2e"),
+                                      _num(r.get("err_rel_l2_vs_eager"), ".2e"),
+                                      _num(r.get("err_rel_l2_vs_fp64"), ".2e"),
                                       _num(r.get("err_ratio_vs_eager"), ".3g"))))
     return t
 

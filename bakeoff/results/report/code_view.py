@@ -114,8 +114,9 @@ CODE_CSS = """
 .code-text{position:relative;max-height:640px;overflow:auto;background:#fafafa;border:1px solid #e4e4e4;
   padding:6px;margin:6px 0 0;font-size:12px;line-height:1.35;tab-size:4}
 .code-text mark{background:#ffe58a}
-table.kernel-table{font-size:12px;width:100%} table.kernel-table td.kname{font-family:monospace;
-  overflow-wrap:anywhere;max-width:26em} table.kernel-table button{font-size:11px;cursor:pointer}
+.kernel-wrap{max-height:360px;overflow:auto}
+table.kernel-table{font-size:12px;width:100%;margin:0} table.kernel-table td.kname{font-family:monospace;
+  min-width:12em;max-width:26em} table.kernel-table button{font-size:11px;cursor:pointer;white-space:nowrap}
 """
 
 CODE_JS = r"""
@@ -184,27 +185,35 @@ CODE_JS = r"""
                                      ? ' on a CPU' : '') + ': the kernels as generated';
     p.kernels.appendChild(el('p', head, 'note'));
     if (!b.kernels.length) { return; }
-    var t = el('table', undefined, 'kernel-table'), tr = el('tr');
-    ['kernel', 'launches / call', 'device ms / call', 'share', 'made by', 'computes', 'facts', 'source']
-      .forEach(function (h) { tr.appendChild(el('th', h)); });
+    // Columns with nothing to show are left out: the profile's without a profile, facts where none is known.
+    var facts = b.kernels.some(function (k) { return k.facts; });
+    var heads = ['kernel'].concat(b.profiled ? ['launches / call', 'device ms / call', 'share'] : [],
+                                  ['made by', 'computes'], facts ? ['facts'] : [], ['source']);
+    var wrap = el('div', undefined, 'kernel-wrap'), t = wrap.appendChild(el('table', undefined, 'kernel-table'));
+    var tr = el('tr');
+    heads.forEach(function (h) { tr.appendChild(el('th', h)); });
     t.appendChild(el('thead')).appendChild(tr);
     var body = t.appendChild(el('tbody'));
     b.kernels.forEach(function (k) {
-      var row = body.appendChild(el('tr'));
-      row.appendChild(el('td', k.name, 'kname'));
-      row.appendChild(el('td', fixed(k.launches, 1), 'num'));
-      row.appendChild(el('td', fixed(k.device_ms, 4), 'num'));
-      row.appendChild(el('td', k.share === null ? '-' : (100 * k.share).toFixed(1) + '%', 'num'));
+      var row = body.appendChild(el('tr')), name = row.appendChild(el('td', undefined, 'kname'));
+      k.name.split(/(?<=[_:<>,.])/).forEach(function (part) {  // break long names at _ : < > , . only
+        name.append(part); name.appendChild(document.createElement('wbr'));
+      });
+      if (b.profiled) {
+        row.appendChild(el('td', fixed(k.launches, 1), 'num'));
+        row.appendChild(el('td', fixed(k.device_ms, 4), 'num'));
+        row.appendChild(el('td', k.share === null ? '-' : (100 * k.share).toFixed(1) + '%', 'num'));
+      }
       row.appendChild(el('td', k.origin + (k.matched && k.matched !== 'name' ? ' (by ' + k.matched + ')' : '')));
       row.appendChild(el('td', k.fused));
-      row.appendChild(el('td', k.facts));
+      if (facts) { row.appendChild(el('td', k.facts)); }
       var src = row.appendChild(el('td'));
       if (k.artifact) {
         var btn = src.appendChild(el('button', k.artifact + (k.line ? ':' + k.line : ''), 'open-source'));
         btn.addEventListener('click', function () { showArtifact(p, k.artifact, k.line); });
       }
     });
-    p.kernels.appendChild(t);
+    p.kernels.appendChild(wrap);
   }
   function showBackend(p, name, artifact, line) {
     var b = entry(name);
