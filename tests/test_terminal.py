@@ -155,3 +155,16 @@ def test_compare_says_when_a_run_is_compared_with_itself(store_with_run):
     assert proc.returncode == 0, proc.stderr
     assert f"are the same run, {run_id}: it is compared with itself" in proc.stderr
     json.loads(proc.stdout)  # stdout stays the comparison alone
+
+
+def test_error_messages_print_brackets_as_they_are(monkeypatch):
+    import typer
+
+    from bakeoff.harness.cli import common
+
+    out = io.StringIO()
+    monkeypatch.setattr(common, "err_console", Console(file=out, width=100))
+    with pytest.raises(typer.Exit) as exit_info:
+        common.fail("c.yaml:3: timing.budget_s [p20–p80] must be > 0, not [bold]-1[/]")
+    assert exit_info.value.exit_code == 2
+    assert out.getvalue() == "error: c.yaml:3: timing.budget_s [p20–p80] must be > 0, not [bold]-1[/]\n"
