@@ -90,7 +90,9 @@ class InductorCompiled(TorchCompiled):
         try:
             from torch._inductor.codecache import PyCodeCache
 
-            paths = list(dict.fromkeys(m.__file__ for m in PyCodeCache.modules if getattr(m, "__file__", None)))
+            # `modules` (torch >= 2.6), else the older `cache` dict of key -> module
+            loaded = getattr(PyCodeCache, "modules", None) or list(getattr(PyCodeCache, "cache", {}).values())
+            paths = list(dict.fromkeys(m.__file__ for m in loaded if getattr(m, "__file__", None)))
             texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
         except Exception as exc:  # noqa: BLE001  (private API: a missing artifact, not a failed case)
             out["output_code_error"] = f"{type(exc).__name__}: {exc}"[:500]

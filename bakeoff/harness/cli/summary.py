@@ -139,6 +139,17 @@ def _notes(records: list[dict[str, Any]], shown: set[str], all_skipped: dict[str
     return out
 
 
+def _skipped_everywhere(rows: list[_Row], backends: list[str]) -> dict[str, str]:
+    """The backends skipped in every case they have (a column of 'skipped' says nothing), with the first
+    skip reason of each."""
+    out = {}
+    for b in backends:
+        cells = [r.cells[b] for r in rows if b in r.cells]
+        if all(c.get("status") == "skipped" for c in cells):
+            out[b] = str(cells[0].get("reason") or "no reason recorded")
+    return out
+
+
 def natural_width(console: Console, renderable: RenderableType) -> int:
     """The width `renderable` takes when given all it wants (rich clamps measurements to the console's)."""
     return Measurement.get(console, console.options.update(width=UNBOUNDED), renderable).maximum
@@ -160,10 +171,8 @@ class CompactSummary:
             yield Text("no records", style="dim")
             return
         rows, backends = _rows(self.records)
-        all_skipped = {b: str(next(iter({str(r.cells[b].get("reason") or "") for r in rows if b in r.cells})))
-                       for b in backends
-                       if all(r.cells.get(b) is None or r.cells[b].get("status") == "skipped" for r in rows)}
-        shown = [b for b in backends if b not in all_skipped] or backends
+        all_skipped = _skipped_everywhere(rows, backends)
+        shown = [b for b in backends if b not in all_skipped] or backends  # all skipped: show them all
         all_skipped = {b: v for b, v in all_skipped.items() if b not in shown}
         dtypes = {r.dtype for r in rows}
         title = self.title + (f" · {next(iter(dtypes))}" if len(dtypes) == 1 and self.title else "")

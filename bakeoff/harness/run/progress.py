@@ -57,11 +57,14 @@ class RunProgress:
             self._task = self._bar.add_task("starting", total=self.total)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if self._bar is not None:
             if self.done == self.total:
                 self._bar.update(self._task, description="done")
-            self._bar.__exit__(*exc)
+            elif exc_type is not None:
+                self._bar.update(self._task, description="interrupted" if exc_type is KeyboardInterrupt
+                                 else "stopped")
+            self._bar.__exit__(exc_type, *exc)
 
     def started(self, case: Case) -> None:
         with self._lock:

@@ -65,6 +65,8 @@ def _read(path: Path) -> Artifact:
 def case_artifacts(case: dict[str, Any]) -> tuple[list[Artifact], str]:
     """The artifacts of a (flattened) record, the most telling first, and a note when there are none."""
     folder = case.get("artifacts_dir")
+    if not folder and case.get("status") == "skipped":
+        return [], f"skipped: {case.get('reason') or 'no reason recorded'}"
     if not folder:
         status = case.get("status")
         return [], ("no artifacts: the case ended before they were saved (" + str(status) + ")"
