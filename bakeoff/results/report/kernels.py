@@ -11,7 +11,7 @@ from bakeoff.results.report.kernel_sources import (Generated, inductor_kernels, 
                                                    tritongen_kernels, xla_kernels)
 
 # Who made a kernel, from its name alone (first match wins).
-LIBRARIES = ((r"^triton_", "Triton (Inductor)"), (r"^cpp_fused", "C++ (Inductor)"),
+LIBRARIES = ((r"^triton_", "Triton"), (r"^cpp_fused", "C++ (Inductor)"),
              (r"cudnn", "cuDNN"), (r"flash|fmha", "fused attention"),
              (r"gemm|xmma|cutlass|cublas|gemv|wgmma|^sm\d+_", "cuBLAS / CUTLASS"),
              (r"onnxruntime", "ONNX Runtime"), (r"__myl|myelin|tensorrt|^trt_", "TensorRT"),
