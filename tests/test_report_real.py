@@ -203,21 +203,21 @@ def test_code_view_in_chromium_opens_a_case_and_two_backends_side_by_side(coded)
         page = browser.open(coded, {f"#code-left {ready}": 1, f"#code-right {ready}": 1})
         p = page.page
         p.locator('#cases a.open-code[data-backend="tritongen"]').click()  # the case table's code link
-        p.wait_for_selector(f'#code-left .code-text[data-artifact="k0_rowreduce.py"][data-state=ready]')
+        p.wait_for_selector('#code-left .code-text[data-artifact="k0_rowreduce.py"][data-state=ready]')
         source = p.inner_text("#code-left .code-text")
         table = p.inner_text("#code-left .kernel-table")
         p.click("#code-left .kernel-table button.open-source")  # the kernel's source line, highlighted
         p.wait_for_selector("#code-left .code-text mark")
         marked = p.inner_text("#code-left .code-text mark")
         p.select_option("#code-right .code-backend", "inductor")
-        p.wait_for_selector(f'#code-right .code-text[data-artifact="output_code.py"][data-state=ready]')
+        p.wait_for_selector('#code-right .code-text[data-artifact="output_code.py"][data-state=ready]')
         right = p.inner_text("#code-right .code-text")
         right_table = p.inner_text("#code-right .kernel-table")
         shot = page.screenshot(artifacts_dir() / "report-code.png")
         # A click on a heatmap cell opens that case and backend (plotly's click event, as a user's click emits).
         p.evaluate("""document.getElementById('speedup').emit('plotly_click',
                       {points: [{x: 'xla', y: document.getElementById('code-case').selectedOptions[0].text}]})""")
-        p.wait_for_selector(f'#code-left .code-text[data-artifact="hlo_optimized"][data-state=ready]')
+        p.wait_for_selector('#code-left .code-text[data-artifact="hlo_optimized"][data-state=ready]')
         hlo = p.inner_text("#code-left .code-text")
     assert page.errors == [], page.errors
     assert "@triton.jit" in source and "def k0_rowreduce(" in source
