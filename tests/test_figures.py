@@ -61,7 +61,9 @@ def _stats(ms: float, method: str) -> Stats:
 
 
 def _device(ms: float):
-    calls = [SimpleNamespace(span_ms=ms, sum_ms=ms / 2, kernels=3)] * 5
+    from bakeoff.harness.measure.device_time import CallTimes
+
+    calls = [CallTimes(ms, ms / 2, 3, (("k0", ms * 250), ("k1", ms * 250)))] * 5
     return figures_of(calls)
 
 

@@ -22,6 +22,9 @@ def test_profile_counts_kernels_not_copies():
     figs = profile_device_time([TimedCall("t", call, torch.cuda.synchronize)], "cuda", 5, True)["t"]
     assert figs.kernel_count == 1 and figs.kernel_sum.median_ms > 0 and figs.span.n == 5
     assert figs.span.median_ms == pytest.approx(figs.kernel_sum.median_ms)  # one kernel: span = its duration
+    (kernel,) = figs.kernel_times  # the one kernel, by name, with its share of the call
+    assert "elementwise" in kernel["name"] and kernel["launches"] == 1.0
+    assert kernel["share"] == pytest.approx(1.0) and kernel["device_ms"] == pytest.approx(figs.kernel_sum.median_ms, rel=0.2)
 
     from torch.profiler import ProfilerActivity, profile
 

@@ -97,3 +97,28 @@ class InductorCompiled(TorchCompiled):
     @info.setter
     def info(self, value: CompileInfo) -> None:
         self._info = value
+
+    def artifacts(self) -> dict[str, Any] | None:
+        """The graph, and `output_code.py`: the module(s) Inductor generated and loaded in this process (the
+        wrapper that calls the kernels, with each Triton or C++ kernel's source inline), as TORCH_LOGS=
+        output_code prints them. Read through PyCodeCache, a private API: when it is missing or changed,
+        `output_code_error` says so instead."""
+        out = dict(self._artifacts or {})
+        try:
+            from torch._inductor.codecache import PyCodeCache
+
+            # `modules` (torch >= 2.6), else the older `cache` dict of key -> module
+            loaded = getattr(PyCodeCache, "modules", None) or list(getattr(PyCodeCache, "cache", {}).values())
+            paths = list(dict.fromkeys(m.__file__ for m in loaded if getattr(m, "__file__", None)))
+            texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
+        except Exception as exc:  # noqa: BLE001  (private API: a missing artifact, not a failed case)
+            out["output_code_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            return out
+        if len(texts) == 1:
+            out["output_code.py"] = texts[0]
+        elif texts:  # several graphs (a graph break): each module under its path
+            out["output_code.py"] = "".join(f"# ---- output code {i}: {p}\n{t}\n" for i, (p, t)
+                                            in enumerate(zip(paths, texts)))
+        else:
+            out["output_code_error"] = "no output code module was loaded in this process"
+        return out

@@ -231,12 +231,17 @@ class IreeBackend(Backend):
         with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
             stats_path = Path(tmp) / "stats.json"
             # IREE's own scheduling statistics count the dispatches the program launches per call.
+            # The dispatches' sources (one executable each, with locations back into the StableHLO) are written
+            # too, for the report: a few small files, inside the timed compile as the statistics are.
             stats_flags = ["--iree-scheduling-dump-statistics-format=json",
-                           f"--iree-scheduling-dump-statistics-file={stats_path}"]
+                           f"--iree-scheduling-dump-statistics-file={stats_path}",
+                           f"--iree-hal-dump-executable-sources-to={Path(tmp) / 'sources'}"]
             t0 = time.perf_counter()
             vmfb = ireec.compile_str(source, input_type="stablehlo", extra_args=flags + stats_flags)
             stages["compile"] = time.perf_counter() - t0
             stats = json.loads(stats_path.read_text())
+            dispatches = "".join(f"// ---- {p.name}\n{p.read_text(errors='replace')}\n"
+                                 for p in sorted((Path(tmp) / "sources").glob("*.mlir")))
 
         t0 = time.perf_counter()
         hal_device = ireert.get_device(driver_uri)
@@ -255,6 +260,7 @@ class IreeBackend(Backend):
             "flags": flags,
             "target": target,
             "stablehlo": source,
+            "dispatches.mlir": dispatches or None,
         }
         notes.append(f"target={target}")
         paths = lowering_paths(graph, "decomposed", "cpu" if device == "cpu" else "cuda")

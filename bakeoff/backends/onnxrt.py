@@ -200,6 +200,9 @@ class OrtCompiled(Compiled):
                 opt = onnx.load(so.optimized_model_filepath)
             ops = Counter((f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
                           for n in opt.graph.node)
+            from bakeoff.workloads.onnx_text import node_list
+
+            out["optimized_nodes.txt"] = node_list(opt)
             out["optimized_op_types"] = dict(sorted(ops.items()))
             out["optimized_nodes"] = len(opt.graph.node)
             out["casts_added_by_ort"] = ops.get("Cast", 0) - out["op_types"].get("Cast", 0)
@@ -286,6 +289,7 @@ class OnnxRuntimeBackend(Backend):
         if unknown:
             raise ValueError(f"onnxruntime: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
         from bakeoff.workloads.lower_onnx import ATTENTION_FORMS, model_summary
+        from bakeoff.workloads.onnx_text import node_list
 
         so = _session_options(device, options)   # validates option values before any work
         if options.get("attention", "native") not in ATTENTION_FORMS:
@@ -295,6 +299,7 @@ class OnnxRuntimeBackend(Backend):
         model_bytes = model.SerializeToString()
 
         artifacts = model_summary(model)
+        artifacts["nodes.txt"] = node_list(model)
         artifacts["providers"] = session.get_providers()
         artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
         if options.get("artifacts_dir"):

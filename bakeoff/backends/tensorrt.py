@@ -329,6 +329,9 @@ class TensorRTBackend(Backend):
                            cache_hit=cache_hit, notes=notes, compiler_stages=("build",), lowering=paths)
         artifacts = model_summary(model)
         artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
+        from bakeoff.workloads.onnx_text import node_list
+
+        artifacts["nodes.txt"] = node_list(model)
         artifacts.update({"engine_bytes": int(plan.nbytes), "num_layers": int(engine.num_layers),
                           "timing_cache_loaded_bytes": loaded, "timing_cache_bytes": cache_bytes,
                           "timing_cache_hit": cache_hit})

@@ -14,9 +14,12 @@ import typer
 
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVICE_HELP, check_device, default_config_text
 from bakeoff.harness.config.yaml_lines import ConfigError
-from bakeoff.harness.cli.common import DB_OPTION, console, fail, open_store
+from rich.text import Text
+
+from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+WIDE_HELP = "One row per case with every column (spread, compile times, errors), at its natural width"
 list_app = typer.Typer(help="List workloads or backends.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 
@@ -43,6 +46,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         executor: str = typer.Option("local", "--executor", help="local (this host) or ray"),
         ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                                   help="Ray cluster to join (default: start a local instance)"),
+        wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
         db: Optional[str] = DB_OPTION) -> None:
     """Run a benchmark config and print its summary table.
 
@@ -53,7 +57,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
 
     from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec, make_executor
     from bakeoff.harness.run.orchestrator import Filters, RunBusyError, plan_run, resume_run, start_run
-    from bakeoff.harness.cli.summary import terminal_summary
+    from bakeoff.harness.cli.summary import print_summary
 
     if resume and (config or backend or workload or device or preset):
         fail("--resume takes only --db, --jobs, --executor and --ray-address: the run keeps the config and "
@@ -92,11 +96,11 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     except KeyboardInterrupt:
         raise typer.Exit(130)
     records = store.records(run_id)
-    console.print(terminal_summary(records, title=f"run {run_id}"))
+    print_summary(console, records, title=f"run {run_id}", wide=wide)
     bad = [r for r in records if r["status"] not in ("ok", "skipped")]
     console.print(f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok, "
                   f"{sum(r['status'] == 'skipped' for r in records)} skipped, {len(bad)} failed. "
-                  f"Store: {store.url}, run {run_id}")
+                  f"Store: {store.url}, run {run_id}", markup=False, highlight=False)
 
 
 @list_app.command("workloads")
@@ -108,8 +112,8 @@ def list_workloads() -> None:
 
     t = Table("workload", "category", "what", "presets")
     for w in builtin_workloads().values():
-        t.add_row(w.name, w.category, w.description,
-                  "; ".join(f"{p}: " + ",".join(f"{k}={v}" for k, v in dims.items()) for p, dims in w.presets.items()))
+        t.add_row(*(Text(x) for x in (w.name, w.category, w.description, "; ".join(
+            f"{p}: " + ",".join(f"{k}={v}" for k, v in dims.items()) for p, dims in w.presets.items()))))
     console.print(t)
 
 
@@ -127,17 +131,19 @@ def list_backends() -> None:
             reason, version = cls.available(), cls.version()
         except Exception as exc:  # an adapter that fails to load is reported, not fatal
             reason, version = f"adapter failed to load: {exc}", None
-        t.add_row(name, version or "-", "[green]available[/]" if reason is None else f"[yellow]{reason}[/]")
+        t.add_row(Text(name), Text(version or "-"),
+                  Text("available", style="green") if reason is None else Text(reason, style="yellow"))
     console.print(t)
 
 
 @app.command()
 def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when omitted)"),
+         wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
          db: Optional[str] = DB_OPTION) -> None:
     """Print a run's summary table."""
     from bakeoff.results.store import StoreError
 
-    from bakeoff.harness.cli.summary import terminal_summary
+    from bakeoff.harness.cli.summary import print_summary
 
     store = open_store(db)
     try:
@@ -148,32 +154,41 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when 
     env = run.get("environment") or {}
     console.print(f"run {run_id} ({run['status']}), config {run['config_name']}, device {run['device']} "
                   f"({env.get('gpu_name') or env.get('cpu_model')}), fingerprint {run['fingerprint']}, "
-                  f"harness {run['harness_rev']}")
-    console.print(terminal_summary(store.records(run_id), title=f"run {run_id}"))
+                  f"harness {run['harness_rev']}", markup=False, highlight=False)
+    print_summary(console, store.records(run_id), title=f"run {run_id}", wide=wide)
 
 
 @app.command()
 def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
            format: str = typer.Option("json", "--format", "-f", help="csv, json or parquet"),
-           output: Optional[Path] = typer.Option(None, "-o", "--output", help="File (json goes to stdout without)"),
+           output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                 help="File (csv and json go to stdout without; parquet needs one)"),
            db: Optional[str] = DB_OPTION) -> None:
-    """Write a run's records as csv, json or parquet."""
+    """Write a run's records as csv, json or parquet: to stdout, or to FILE with -o (then what was written is
+    said on stderr)."""
     from bakeoff.results.export import export_records
     from bakeoff.results.store import StoreError
 
     if format not in ("csv", "json", "parquet"):
         fail(f"--format must be csv, json or parquet, not {format!r}")
-    if format != "json" and output is None:
-        fail(f"--format {format} needs -o FILE")
+    if format == "parquet" and output is None:
+        fail("--format parquet is binary: it needs -o FILE")
     store = open_store(db)
     try:
         run_id = store.latest_run_id() if run_id == "latest" else run_id
         store.run(run_id)
     except StoreError as exc:
         fail(str(exc))
-    text = export_records(store.records(run_id), format, output)
+    records = store.records(run_id)
+    try:
+        text = export_records(records, format, output)
+    except OSError as exc:
+        fail(f"{output}: cannot write: {exc.strerror}")
     if text is not None:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        err_console.print(f"wrote {len(records)} records of run {run_id} to {output} ({format}, "
+                          f"{output.stat().st_size:,} bytes)", markup=False, highlight=False)
 
 
 @app.command()
@@ -187,13 +202,14 @@ def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> 
     _check_device_option(device)
     env = environment(resolve_device(device))
     for key, value in env.items():
-        console.print(f"[bold]{key}[/]: {json.dumps(value) if isinstance(value, dict | list) else value}")
+        console.print(Text.assemble((key, "bold"), ": ", json.dumps(value) if isinstance(value, dict | list)
+                                    else str(value)))
     console.print()
     for name in REGISTRY:
         cls = backend_class(name)
         reason = cls.available()
-        console.print(f"[bold]{name}[/]: " + ("[green]available[/] " + (cls.version() or "") if reason is None
-                                                else f"[yellow]{reason}[/]"))
+        console.print(Text.assemble((name, "bold"), ": ", ("available ", "green") if reason is None
+                                    else (reason, "yellow"), (cls.version() or "") if reason is None else ""))
 
 
 @app.command()
@@ -219,8 +235,8 @@ def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     spec = {name.removeprefix("spec_"): value for name, value, _, _ in values if name.startswith("spec_")}
     for name, value, unit, method in values:
         of_spec = f", {100 * value / spec[name]:.0f}% of the spec sheet's" if name in spec else ""
-        console.print(f"{name}: [bold]{value:.1f}[/] {unit}{of_spec}  ({method})")
-    console.print(f"stored for fingerprint {env['fingerprint']} in {store.url}")
+        console.print(Text.assemble(f"{name}: ", (f"{value:.1f}", "bold"), f" {unit}{of_spec}  ({method})"))
+    console.print(f"stored for fingerprint {env['fingerprint']} in {store.url}", markup=False)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -13,9 +13,10 @@ overlapping it. Memory copies and memsets are not kernels (`is_kernel_event`) an
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
 
+from bakeoff.harness.measure.kernel_times import kernel_times
 from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_kernel_event, stats
 
 # The marker: a one-thread spin of this many clock cycles (well under a microsecond at GPU clocks).
@@ -45,6 +46,7 @@ class CallTimes:
     span_ms: float
     sum_ms: float
     kernels: int
+    launched: tuple[tuple[str, float], ...] = ()  # (kernel name, device µs) of each kernel of the call
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class DeviceFigures:
     kernel_count: int
     span_samples_ms: list[float]
     sum_samples_ms: list[float]
+    kernel_times: list[dict[str, Any]] = field(default_factory=list)  # per kernel name (measure/kernel_times.py)
 
     def fields(self, prefix: str = "") -> dict[str, float | int | list[float]]:
         """Record fields: `{prefix}device_span_ms` (median), p20/p80, IQR, n and samples; `{prefix}device_ms`
@@ -65,7 +68,8 @@ class DeviceFigures:
                 f"{prefix}device_span_p80_ms": s.p80_ms, f"{prefix}device_span_iqr_rel": s.iqr_rel,
                 f"{prefix}device_span_samples": self.span_samples_ms, f"{prefix}device_ms": k.median_ms,
                 f"{prefix}device_ms_p20": k.p20_ms, f"{prefix}device_ms_p80": k.p80_ms,
-                f"{prefix}kernel_count": self.kernel_count, f"{prefix}profiled_calls": s.n}
+                f"{prefix}kernel_count": self.kernel_count, f"{prefix}profiled_calls": s.n,
+                f"{prefix}kernel_times": self.kernel_times}
 
 
 def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTimes]:
@@ -87,7 +91,8 @@ def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTi
         if not inside:
             raise ProfileError(f"profiled call {j} launched no kernel that CUPTI saw")
         span_us = max(k.end_us for k in inside) - min(k.start_us for k in inside)
-        out.append(CallTimes(span_us / 1e3, sum(k.end_us - k.start_us for k in inside) / 1e3, len(inside)))
+        out.append(CallTimes(span_us / 1e3, sum(k.end_us - k.start_us for k in inside) / 1e3, len(inside),
+                             tuple((k.name, k.end_us - k.start_us) for k in inside)))
     return out
 
 
@@ -101,8 +106,9 @@ def figures_of(calls: Sequence[CallTimes]) -> DeviceFigures:
     """Distributions (Stats) of the span and the kernel sum of `calls`; kernel count is the median count."""
     spans, sums = [c.span_ms for c in calls], [c.sum_ms for c in calls]
     counts = sorted(c.kernels for c in calls)
+    launched = [k for c in calls for k in c.launched]
     return DeviceFigures(stats(spans, SPAN_METHOD), stats(sums, SUM_METHOD), counts[len(counts) // 2],
-                         spans, sums)
+                         spans, sums, kernel_times(launched, len(calls)))
 
 
 def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int,

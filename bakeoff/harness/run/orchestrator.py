@@ -12,14 +12,13 @@ import fcntl
 import os
 import signal
 import socket
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.markup import escape
 
 from bakeoff.results.store import Store
 
@@ -27,6 +26,7 @@ from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYa
 from bakeoff.harness.run.case_process import case_fields
 from bakeoff.harness.run.executors import Executor, ExecutorError, ExecutorSpec, make_executor
 from bakeoff.harness.plan.cases import Case, plan_cases, resolve_device, resolve_preset
+from bakeoff.harness.run.progress import RunProgress
 from bakeoff.harness.run.staging import discard, publish, recover
 from bakeoff.harness.config.yaml_lines import ConfigError
 
@@ -131,12 +131,9 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     done = store.done_case_ids(run_id)
     recover(work_dir, cases, done)
     todo = [c for c in cases if c.case_id not in done]
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())
-    running = _Running()
 
     def started(case: Case) -> None:  # called by the executor (from its slot threads) as a case starts
-        progress.update(task, description=running.start(case.case_id))
+        progress.started(case)
 
     def write(case: Case, result: dict[str, Any]) -> None:
         record = {**_complete(case, result, ceilings), "attempt": attempt}
@@ -146,11 +143,9 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
             discard(work_dir, case)  # another orchestrator recorded this case first
         if on_record:
             on_record(record)
-        progress.update(task, description=running.end(case.case_id))
-        progress.advance(task)
+        progress.finished(case, record)
 
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("starting", total=len(todo))
+    with RunProgress(console, todo) as progress:  # a bar on a terminal, a line per case elsewhere
         try:
             for case in todo:
                 if case.skip_reason:
@@ -166,7 +161,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 store.finish_run(run_id, "interrupted")
                 executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
-                          f"Resume with: bakeoff run --resume {run_id}" + _db_hint(store))
+                          f"Resume with: bakeoff run --resume {run_id}" + escape(_db_hint(store)), highlight=False)
             raise
         except Exception:  # the store went away, a harness bug: stop the workers; the run stays resumable
             executor.stop()
@@ -175,30 +170,6 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     executor.close()
     store.finish_run(run_id, "complete")
     return "complete"
-
-
-class _Running:
-    """The cases in flight, for the progress bar's description: the oldest running case, and how many more."""
-
-    def __init__(self) -> None:
-        self._ids: dict[str, None] = {}  # insertion-ordered set
-        self._lock = threading.Lock()
-
-    def start(self, case_id: str) -> str:
-        with self._lock:
-            self._ids[case_id] = None
-            return self._describe()
-
-    def end(self, case_id: str) -> str:
-        with self._lock:
-            self._ids.pop(case_id, None)
-            return self._describe()
-
-    def _describe(self) -> str:
-        if not self._ids:
-            return "waiting"
-        first = next(iter(self._ids))
-        return f"running {first}" + (f" (+{len(self._ids) - 1} more)" if len(self._ids) > 1 else "")
 
 
 @contextmanager
@@ -237,8 +208,8 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
         executor.close()
         raise
     console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
-                  f"({env.get('gpu_name') or env.get('cpu_model')}), {_describe(spec)}, store {store.safe_url}",
-                  highlight=False)
+                  f"({escape(str(env.get('gpu_name') or env.get('cpu_model')))}), {_describe(spec)}, "
+                  f"store {escape(store.safe_url)}", highlight=False)
     work_dir = _work_dir(run_id)
     with run_lease(run_id):
         run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor)

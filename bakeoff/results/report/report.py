@@ -5,6 +5,7 @@ import datetime as dt
 import math
 from typing import Any
 
+from bakeoff.results.report.code_view import CODE_CSS, CODE_JS, code_section
 from bakeoff.results.report.data import RunData, hardware_name, load_run, run_labels
 from bakeoff.results.report.figures_perf import compile_vs_latency, latency_bars, speedup_heatmap
 from bakeoff.results.report.figures_quality import error_chart, roofline
@@ -36,6 +37,7 @@ def chart_count(runs: list[RunData]) -> int:
 def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: PlotlyJs = "inline") -> str:
     labels = run_labels(runs)
     recs = [rec for r in runs for rec in recommend(r.cases, weights, labels[r.run_id])]
+    code = code_section(runs)
     n_cases = sum(len(r.cases) for r in runs)
     title = "bakeoff report: " + ", ".join(r.run_id for r in runs)
     parts = [f"<h1>{esc(title)}</h1>",
@@ -64,9 +66,10 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              "worker the same way. Beside it: the CUPTI kernel sum, the pipelined call (many enqueued, one sync), "
              "the single synchronized call, the timer's figure and the SM clock during timing. Compile is the "
              "graph's own; process setup is the one-time start of the backend in a fresh worker. Error is "
-             "relative L2 against the float64 reference; ⚑ marks a case that beat the calibrated ceiling.</p>",
-             runs_table_html(runs)]
+             "relative L2 against the float64 reference; ⚑ marks a case that beat the calibrated ceiling; code "
+             "opens the case's generated code and kernels.</p>",
+             runs_table_html(runs, code.case_of)]
     for div_id, heading, fn, missing in CHARTS:
         parts += [f"<h2>{esc(heading)}</h2>", figure_div(fn(runs), div_id, missing)]
-    parts += ["<h2>Environment</h2>", environment_table(runs)]
-    return page(title, "\n".join(parts), plotly_js)
+    parts += ['<h2 id="code">Code and kernels</h2>', code.html, "<h2>Environment</h2>", environment_table(runs)]
+    return page(title, "\n".join(parts), plotly_js, CODE_CSS, CODE_JS)

@@ -56,14 +56,21 @@ def _warm(c: dict[str, Any]) -> Cell:
     return Cell(f"{warm:.3g}" + ("" if hit is None else (" hit" if hit else " miss")), warm, "num")
 
 
-def runs_table_html(runs: list[RunData]) -> str:
-    """One sortable row per case of every run."""
+def _code_link(c: dict[str, Any], index: int | None) -> Cell:
+    if index is None:
+        return Cell("-")
+    return Cell(f'<a href="#code" class="open-code" data-case="{index}" data-backend="{esc(c.get("backend"))}">'
+                "code</a>", None, raw=True)
+
+
+def runs_table_html(runs: list[RunData], case_of: dict[tuple[str, str, str, str], int] | None = None) -> str:
+    """One sortable row per case of every run; `case_of` (code_view) links each case to its code."""
     labels = run_labels(runs)
     headers = (["run"] if len(runs) > 1 else []) + [
         "workload", "shape", "dtype", "backend", "status", "latency ms [p20–p80] (headline)", "speedup vs eager",
         "device span ms", "kernel sum ms", "pipelined ms", "single call ms", "timer ms", "SM clock MHz",
         "compile s cold", "compile s warm", "process setup s", "err vs fp64 (rel L2)", "× eager's error", "kernels",
-        "% of ceiling", "break-even calls"]
+        "% of ceiling", "break-even calls", "code"]
     body = []
     for r in runs:
         for c in r.cases:
@@ -75,7 +82,9 @@ def runs_table_html(runs: list[RunData]) -> str:
                     _n(c.get("sm_clock_mhz"), ".0f"), _n(c.get("compile_s"), ".3g"), _warm(c),
                     _n(c.get("compile_process_setup_s"), ".3g"), _n(c.get("err_rel_l2_vs_fp64"), ".2e"),
                     _n(c.get("err_ratio_vs_eager"), ".3g"), _n(c.get("kernel_count"), ".0f"), _pct(c),
-                    _n(c.get("break_even_calls"), ",.0f")]
+                    _n(c.get("break_even_calls"), ",.0f"),
+                    _code_link(c, (case_of or {}).get((r.run_id, str(c.get("workload")), str(c.get("shape")),
+                                                       str(c.get("dtype")))))]
             body.append(row)
     return table(headers, body, table_id="cases")
 
