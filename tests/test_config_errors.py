@@ -71,7 +71,7 @@ CASES += [
     ("workload name is SQL", GOOD_HEAD + "workloads:\n  - name: \"x'; DROP TABLE runs; --\"\n    expr: 'x'\n"
      "    inputs: {x: [N]}\n    shapes: [{N: 4}]\n", 5, "should match pattern"),
     ("python object tag", GOOD_HEAD + "workloads: [softmax]\nbackends: !!python/object/apply:os.system ['true']\n",
-     5, "could not determine a constructor"),
+     5, "is not allowed in a config"),
 ]
 
 

@@ -3,7 +3,8 @@
 Compile is `jax.jit(f).trace(specs).lower().compile()`, each stage timed apart. Inputs cross from torch to
 JAX by DLPack on the device (zero-copy) in `prepare`, and outputs come back the same way in `to_torch`.
 
-Options (YAML `backends: {xla: {...}}`): `xla_flags` (str), put in XLA_FLAGS before JAX is imported.
+Options (YAML `backends: {xla: {...}}`): `XlaOptions` below; `xla_flags` is put in XLA_FLAGS before JAX is
+imported.
 Cache: set JAX_COMPILATION_CACHE_DIR to use JAX's persistent compilation cache there (every entry kept).
 GPU memory: XLA_PYTHON_CLIENT_PREALLOCATE defaults to false here, since torch allocates on the same GPU.
 """
@@ -15,11 +16,31 @@ import os
 import re
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
+
+from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+from bakeoff.backends.options import BackendOptions, clip
+
+_FLAG = re.compile(r"--[A-Za-z0-9_]+(=\S*)?")
+
+
+class XlaOptions(BackendOptions):
+    xla_flags: str | None = Field(None, max_length=4000,
+                                  description="XLA_FLAGS for the case's worker, e.g. --xla_gpu_autotune_level=4 "
+                                              "(set before jax is imported)")
+
+    @field_validator("xla_flags")
+    @classmethod
+    def _flags(cls, flags: str | None) -> str | None:
+        # XLA aborts the whole process on a malformed XLA_FLAGS; its flag names are known only once it starts.
+        for token in (flags or "").split():
+            if not _FLAG.fullmatch(token):
+                raise ValueError(f"each XLA flag is --name or --name=value, not {clip(token)!r}")
+        return flags
 
 _CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 _cache_hits = 0  # persistent-cache hits in this process, counted from JAX's monitoring events
@@ -143,6 +164,7 @@ class XlaCompiled(Compiled):
 class XlaBackend(Backend):
     name = "xla"
     cache_env = (_CACHE_ENV,)
+    Options = XlaOptions
 
     @classmethod
     def available(cls) -> str | None:
@@ -159,11 +181,8 @@ class XlaBackend(Backend):
             return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - {"xla_flags"}
-        if unknown:
-            raise ValueError(f"xla: unknown option(s) {sorted(unknown)}; known: ['xla_flags']")
-        _apply_xla_flags(options.get("xla_flags"))
+                options: Mapping[str, Any]) -> Compiled:
+        _apply_xla_flags(self.parse_options(options).xla_flags)
         from bakeoff.workloads.lower_jax import input_specs, lower_jax, share_gpu_with_torch
 
         share_gpu_with_torch()

@@ -14,7 +14,10 @@ DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store
 
 
 def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[red]error[/]: {message}", highlight=False)
+    """Print `message` (plain text: brackets in it are shown, not read as markup) and exit with `code`."""
+    from rich.markup import escape
+
+    err_console.print(f"[red]error[/]: {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 

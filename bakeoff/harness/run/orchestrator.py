@@ -25,10 +25,10 @@ from bakeoff.results.store import Store
 
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
 from bakeoff.harness.run.case_process import case_fields
-from bakeoff.harness.run.executors import Executor, ExecutorError, ExecutorSpec, make_executor
+from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
 from bakeoff.harness.plan.cases import Case, plan_cases, resolve_device, resolve_preset
 from bakeoff.harness.run.staging import discard, publish, recover
-from bakeoff.harness.config.yaml_lines import ConfigError
+from bakeoff.harness.config.yaml_lines import ConfigError, load_yaml
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,17 @@ def plan_run(config_text: str, config_path: str, filters: Filters) -> PlannedRun
     cfg, where = parse_config(config_text, config_path)
     device, cases = build_cases(cfg, where, filters, extend_backends=config_path == BUILTIN_CONFIG_PATH)
     return PlannedRun(cfg, config_text, config_path, filters, device, cases)
+
+
+def executor_for(planned: PlannedRun, spec: ExecutorSpec) -> Executor:
+    """`make_executor` for a planned run. A device that is not there is the error of what chose it: the
+    config's `device` (its file and line) unless --device did."""
+    try:
+        return make_executor(spec, planned.device)
+    except DeviceError as exc:
+        if planned.filters.device is not None:
+            raise DeviceError(f"--device {planned.filters.device}: {exc}") from None
+        raise load_yaml(planned.config_text, planned.config_path).error(("device",), str(exc)) from None
 
 
 def start_run(store: Store, planned: PlannedRun, console: Console, executor: Executor,
