@@ -47,6 +47,9 @@ def pydantic_error(exc: ValidationError, where: LocatedYaml, data: Any = None, p
         msg = (f"unknown key {clip(str(path[-1]), ECHO_CHARS)!r}" if path else "unknown key") + unknown_hint
     elif err["type"] == "missing":
         msg = f"missing required field {path[-1]!r}" if path else msg
-    elif "input" in err and isinstance(err["input"], str | int | float | bool):
-        msg += f" (got {shown(err['input'])})"
+    elif err["type"] in ("model_type", "dict_type"):
+        msg = "expected a mapping (key: value)" + (f", got {shown(err['input'])}" if err.get("input") is not None
+                                                   else ", got nothing")
+    elif err["type"] != "value_error" and isinstance(err.get("input"), str | int | float | bool):
+        msg += f" (got {shown(err['input'])})"   # our own validators' messages name the value themselves
     return where.error(path, msg)

@@ -44,8 +44,9 @@ def check_device(v: str) -> str:
 
 
 class _Strict(BaseModel):
-    # Every float is finite: `.inf` or `.nan` is never a meaningful time, size or limit.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Values keep their YAML type (`yes` or "4" is not coerced to a bool or a number; an int is a float), and
+    # every float is finite: `.inf` or `.nan` is never a meaningful time, size or limit.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class TimingConfig(_Strict):

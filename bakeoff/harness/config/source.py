@@ -34,6 +34,10 @@ def decode_config(data: bytes, file: str) -> str:
         if data.startswith(bom):
             raise ConfigError(file, 1, "", f"the config is {name} (it starts with a {name} byte order mark); "
                                            "save it as UTF-8")
+    if b"\x00" in data:   # valid UTF-8 but never in a YAML file: UTF-16 or UTF-32 without a byte order mark
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        raise ConfigError(file, line, "", "the config contains NUL bytes (UTF-16 or UTF-32 without a byte order "
+                                          "mark?); save it as UTF-8")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -20,17 +20,27 @@ MESSAGE_CHARS = 1000
 PART_CHARS = 40
 
 
+WORD_CHARS = 60
+_LONG_WORD = re.compile(rf"\S{{{WORD_CHARS + 1},}}")
+
+
 def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, the cut marked."""
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def bounded(text: str, limit: int) -> str:
+    """`text` with every run of more than WORD_CHARS non-blanks cut (a name or value echoed from the input:
+    no message of the harness has such a word of its own), then cut to `limit`."""
+    return clip(_LONG_WORD.sub(lambda m: clip(m.group(), WORD_CHARS), text), limit)
+
+
 class ConfigError(ValueError):
     """A config the harness refuses. Its text names the file, the line and the field; the CLI exits 2.
-    The field and the message are cut to FIELD_CHARS and MESSAGE_CHARS."""
+    Whatever the message repeats of the input stays short (`bounded`)."""
 
     def __init__(self, file: str, line: int | None, field: str, message: str) -> None:
-        field, message = clip(field, FIELD_CHARS), clip(message, MESSAGE_CHARS)
+        field, message = bounded(field, FIELD_CHARS), bounded(message, MESSAGE_CHARS)
         self.file, self.line, self.field, self.message = file, line, field, message
         where = f"{file}:{line}" if line else file
         super().__init__(f"{where}: {field or '<config>'}: {message}")

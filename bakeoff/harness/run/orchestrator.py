@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bakeoff.results.store import Store
 
+from bakeoff.harness.config.backend_options import check_backends
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
 from bakeoff.harness.run.case_process import case_fields
 from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
@@ -71,20 +72,21 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
                 continue
             if not extend_backends:
                 raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name!r} is not a backend of this config; its labels: "
+                                  f"--backend {name[:60]!r} is not a backend of this config; its labels: "
                                   f"{', '.join(cfg.backends)}")
-            from bakeoff.backends import REGISTRY, known
+            from bakeoff.backends import known, names
 
             if not known(name):
                 raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
+                                  f"--backend {name[:60]!r} is unknown; known: {', '.join(names())}")
         cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
+        check_backends(cfg.backends, where)  # a backend --backend added: it must load, with default options
     workloads = resolve_workloads(cfg, where, preset)
     if filters.workloads:
         missing = set(filters.workloads) - {w.name for w in workloads}
         if missing:
             raise ConfigError(where.file, None, "workloads",
-                              f"--workload {sorted(missing)[0]!r} is not in this config "
+                              f"--workload {sorted(missing)[0][:60]!r} is not in this config "
                               f"(it has {', '.join(w.name for w in workloads)})")
         workloads = [w for w in workloads if w.name in filters.workloads]
     return device, plan_cases(cfg, workloads, device)
