@@ -112,23 +112,6 @@ CASES += [
 ]
 
 
-@pytest.mark.parametrize("what,text,line,needle", CASES, ids=[c[0] for c in CASES])
-def test_bad_config_exits_2_with_file_line_field(tmp_path, what, text, line, needle):
-    (tmp_path / "bad.yaml").write_text(text)
-    db = tmp_path / "store.db"
-    proc = bakeoff("run", "bad.yaml", "--db", f"sqlite:///{db}", cwd=tmp_path, timeout=120)
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert f"bad.yaml:{line}:" in proc.stderr, proc.stderr
-    assert needle in proc.stderr, proc.stderr
-    assert not db.exists()  # nothing written: the config is refused before the store is opened
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no results/ folder either
-
-
-def test_missing_config_file_is_exit_2(tmp_path):
-    proc = bakeoff("run", "nope.yaml", cwd=tmp_path, timeout=120)
-    assert proc.returncode == 2 and "nope.yaml" in proc.stderr
-
-
 W = "workloads: [softmax]\n"
 LONG = "x" * 4000
 
@@ -193,6 +176,23 @@ CASES += [
     ("string for a number", GOOD_HEAD + W + "backends:\n  tritongen: {max_row_block: '64'}\n", 6,
      "valid integer (got '64')"),
 ]
+
+@pytest.mark.parametrize("what,text,line,needle", CASES, ids=[c[0] for c in CASES])
+def test_bad_config_exits_2_with_file_line_field(tmp_path, what, text, line, needle):
+    (tmp_path / "bad.yaml").write_text(text)
+    db = tmp_path / "store.db"
+    proc = bakeoff("run", "bad.yaml", "--db", f"sqlite:///{db}", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert f"bad.yaml:{line}:" in proc.stderr, proc.stderr
+    assert needle in proc.stderr, proc.stderr
+    assert not db.exists()  # nothing written: the config is refused before the store is opened
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # no results/ folder either
+
+
+def test_missing_config_file_is_exit_2(tmp_path):
+    proc = bakeoff("run", "nope.yaml", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "nope.yaml" in proc.stderr
+
 
 # Errors repeat at most a short prefix of what they were given.
 LONG_INPUTS = [
