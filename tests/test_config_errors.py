@@ -146,6 +146,8 @@ CASES += [
     ("YAML 1.1 boolean in an option", GOOD_HEAD + W + "backends:\n  tritongen: {autotune: on}\n", 6,
      "autotune: Input should be a valid boolean (got 'on')"),
     ("unknown dim", shape_of("      - {M: 4, N: 8, K: 3}\n"), 7, "'K' is not a dim of this workload"),
+    ("typo in an unused preset", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x'\n    inputs: {x: [N]}\n"
+     "    shapes: [{N: 4}]\n    presets:\n      gpu: {N: 4, Q: 2}\n", 10, "presets.gpu.Q: 'Q' is not a dim"),
     ("empty shapes", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: []\n", 6, "at least 1 item"),
     ("constant-only expression", inline("'1.0 + 2.0'"), 6, "uses none of its inputs"),
     ("unused input", inline("'x * 2'", "{x: [N], y: [N]}"), 6, "input 'y' is declared but"),

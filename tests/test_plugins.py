@@ -22,7 +22,7 @@ from bakeoff.backends.options import BackendOptions
 
 
 class DemoOptions(BackendOptions):
-    scale: float = Field(1.0, gt=0, le=10, description="outputs are multiplied by this (1.0: exact)")
+    scale: float = Field(1.0, gt=0, le=10, description="outputs are multiplied by this [1.0: exact]")
 
 
 class DemoBackend(Backend):
@@ -124,7 +124,9 @@ def test_list_backends_shows_plugins_with_their_origin_and_problems(tmp_path, wi
     out = " ".join(proc.stdout.split())   # rows wrap in the table: compare the words
     assert "is not a subclass of bakeoff.backends.base.Backend" in out
     assert "plugin not used: its name 'eager' is a built-in backend's" in out
-    assert "outputs are multiplied by this" in " ".join(options.split())   # the plugin's options, from its model
+    # The plugin's options, from its model; brackets in its text are shown, not taken for markup.
+    assert "outputs are multiplied by this [1.0: exact]" in " ".join(options.split())
+    assert "float, 0 < x <= 10" in options and "1.0" in options
 
 
 def test_doctor_reports_broken_plugins_and_exits_0(tmp_path, with_plugins):

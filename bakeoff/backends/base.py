@@ -140,6 +140,12 @@ class Backend(ABC):
             raise OptionsError(f"{cls.name}: {errors_text(exc)}") from None
 
     @classmethod
+    def canonical_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> dict[str, Any]:
+        """Every option with its value, defaults filled in, as JSON data: `{}` and `{mode: default}` give the
+        same dict, so two cases can be compared (or digested) by the options they really ran with."""
+        return cls.parse_options(options).model_dump(mode="json")
+
+    @classmethod
     def available(cls) -> str | None:
         """None when the backend can run here, else the reason (e.g. 'jax not installed (pip install jax)')."""
         return None

@@ -173,7 +173,8 @@ class ResolvedWorkload(BaseModel):
     shapes: list[tuple[str, dict[str, int]]]  # (preset label or "custom", dims)
 
 
-def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
+def _check_dims(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
+    """`dims` names exactly the graph's dims, each a positive integer."""
     needed = set().union(*(dim_names(n.shape) for n in graph.inputs))
     unknown = [k for k in dims if k not in needed]
     if unknown:  # a typo (`n` for `N`), or a dim of another workload: it would only rename the case
@@ -185,6 +186,10 @@ def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: t
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v > MAX_DIM:
             raise where.error(path + (k,), f"dim {k}={v!r} must be a positive integer <= {MAX_DIM}")
+
+
+def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
+    _check_dims(graph, dims, where, path)
     total = 0
     for n in graph.inputs:
         numel = math.prod(bind_dim(d, dims) for d in n.shape)
@@ -262,6 +267,8 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[Reso
             graph, presets = suite[w.name].graph, {**suite[w.name].presets, **(w.presets or {})}
         else:
             raise where.error(path + ("name",), f"unknown workload {w.name!r}; built-in: {', '.join(suite)}")
+        for label, dims in (w.presets or {}).items():   # every preset the entry defines, used or not
+            _check_dims(graph, dict(dims), where, path + ("presets", label))
         order = dim_order(graph, presets)
         if w.shapes:
             shapes, seen = [], {}
