@@ -103,7 +103,8 @@ def plugin_site(tmp_path_factory) -> Path:
 @pytest.fixture
 def with_plugins(plugin_site, monkeypatch) -> Path:
     """The `bakeoff` commands of this test (and their workers) see the installed plugins."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugin_site)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    paths = [str(plugin_site)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     return plugin_site
 
 

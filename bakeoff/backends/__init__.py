@@ -103,7 +103,7 @@ def known(name: str) -> bool:
 
 def origin(name: str) -> str:
     """"built-in", or the distribution (name and version) a plugin backend comes from."""
-    plugin = _registered().get(name)
+    plugin = None if name in REGISTRY or name in HIDDEN else _registered().get(name)
     return plugin.dist if plugin else BUILTIN
 
 
@@ -125,8 +125,9 @@ def _check_class(name: str, obj: object) -> str | None:
 def backend_class(name: str) -> type[Backend]:
     """The Backend class registered under `name`, imported now. Raises UnknownBackend, or BackendLoadError
     when the backend is registered but cannot be used."""
-    plugin = _registered().get(name)
-    target = REGISTRY.get(name) or HIDDEN.get(name) or (plugin.target if plugin else None)
+    builtin = REGISTRY.get(name) or HIDDEN.get(name)
+    plugin = None if builtin else _registered().get(name)   # entry points are read only for a non-built-in
+    target = builtin or (plugin.target if plugin else None)
     if target is None:
         raise UnknownBackend(name)
     where = f"backend {name!r} ({f'plugin from {plugin.dist}' if plugin else BUILTIN}, {target})"
