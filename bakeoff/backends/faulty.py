@@ -10,32 +10,42 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence, get_args
+
+from pydantic import Field
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+from bakeoff.backends.options import BackendOptions
 
-MODES = ("none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape", "unwritten",
-         "perturb", "host_oom", "cuda_oom")
+Mode = Literal["none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape",
+               "unwritten", "perturb", "host_oom", "cuda_oom"]
+MODES = get_args(Mode)
+
+
+class FaultyOptions(BackendOptions):
+    mode: Mode = Field("none", description="the fault to inject (none behaves like eager)")
+    scale: float = Field(1e-2, ge=0, le=1e6, description="perturb: noise relative to the outputs' mean magnitude")
 
 
 class FaultyBackend(Backend):
     name = "faulty"
     timed_with_events = True
+    Options = FaultyOptions
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: dict[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: Mapping[str, Any]) -> Compiled:
         import torch
 
         from bakeoff.workloads.lower_torch import lower_torch
 
-        mode = options.get("mode", "none")
-        if mode not in MODES:
-            raise ValueError(f"faulty: unknown mode {mode!r}; modes: {', '.join(MODES)}")
+        opts = self.parse_options(options)
+        mode = opts.mode
         if mode == "compile_error":
             raise RuntimeError("faulty backend: injected compile error")
         fn = lower_torch(graph)
-        scale = float(options.get("scale", 1e-2))
+        scale = opts.scale
 
         def run(*xs):
             outs = fn(*xs)

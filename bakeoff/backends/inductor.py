@@ -1,15 +1,75 @@
 """PyTorch Inductor: torch.compile of the same PyTorch lowering eager runs (Triton on GPU, C++ on CPU).
 
-Options (YAML `backends: {inductor: {...}}`): mode (default, reduce-overhead, max-autotune, ...),
-dynamic (bool), fullgraph (bool, default true), options (dict passed to torch.compile's `options`).
+Options (YAML `backends: {inductor: {...}}`): `InductorOptions` below (`bakeoff list backends --options`).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
+
+from pydantic import Field, field_validator, model_validator
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+from bakeoff.backends.options import BackendOptions, clip
+
+# Modes every supported torch has; another name is checked against the installed torch's list.
+_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+class InductorOptions(BackendOptions):
+    mode: str = Field("default", description="torch.compile mode: default, reduce-overhead, max-autotune, "
+                                             "max-autotune-no-cudagraphs (or another the installed torch lists)")
+    dynamic: bool = Field(False, description="compile for dynamic shapes (torch.compile's dynamic)")
+    fullgraph: bool = Field(True, description="fail rather than fall back to eager on a graph break")
+    options: dict[str, Any] | None = Field(None, description="torch.compile options: Inductor config keys "
+                                                             "(e.g. max_autotune: true); not with a mode")
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, mode: str) -> str:
+        if mode in _MODES:
+            return mode
+        from torch._inductor import list_mode_options
+
+        known = list(list_mode_options())
+        if mode not in known:
+            raise ValueError(f"unknown mode {clip(mode)!r}; torch {_torch_version()} has {', '.join(known)}")
+        return mode
+
+    @field_validator("options")
+    @classmethod
+    def _config_keys(cls, options: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The check torch.compile makes when it applies `options`, made at load time instead."""
+        if not options:
+            return options
+        import typing
+
+        from torch._inductor import config
+
+        current = config.get_config_copy()
+        for key, value in options.items():
+            attr = key.replace("-", "_")
+            if attr not in current:
+                raise ValueError(f"{clip(key)!r} is not an Inductor config key of torch {_torch_version()} "
+                                 f"(torch._inductor.config)")
+            kind = config.get_type(attr)
+            if typing.get_origin(kind) is None and isinstance(kind, type) and not isinstance(value, kind):
+                raise ValueError(f"{key} must be {kind.__name__}, got {type(value).__name__}")
+        return options
+
+    @model_validator(mode="after")
+    def _mode_or_options(self) -> "InductorOptions":
+        if self.options and self.mode != "default":
+            raise ValueError("give mode or options, not both (torch.compile refuses both); a mode's settings "
+                             "can be written as options, e.g. max_autotune: true")
+        return self
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 class InductorBackend(Backend):
@@ -17,6 +77,7 @@ class InductorBackend(Backend):
     cache_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
     graph_capturable = True
     timed_with_events = True
+    Options = InductorOptions
 
     @classmethod
     def version(cls) -> str | None:
@@ -33,21 +94,16 @@ class InductorBackend(Backend):
         return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
+                options: Mapping[str, Any]) -> Compiled:
         import torch
 
         from bakeoff.workloads.lower_torch import lower_torch
 
-        known = {"mode", "dynamic", "fullgraph", "options"}
-        unknown = set(options) - known
-        if unknown:
-            raise ValueError(f"inductor: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
-        mode = options.get("mode")
+        opts = self.parse_options(options)
         fn = torch.compile(lower_torch(graph), backend="inductor",
-                           mode=None if mode in (None, "default") else mode,
-                           dynamic=options.get("dynamic", False), fullgraph=options.get("fullgraph", True),
-                           options=options.get("options"))
-        notes = [f"mode={mode or 'default'}", f"dynamic={options.get('dynamic', False)}"]
+                           mode=None if opts.mode == "default" else opts.mode,
+                           dynamic=opts.dynamic, fullgraph=opts.fullgraph, options=opts.options)
+        notes = [f"mode={opts.mode}", f"dynamic={opts.dynamic}"]
         compiled = InductorCompiled(fn, device, CompileInfo(notes=notes), {"graph": graph.pretty()})
         compiled.baseline = _process_totals()
         return compiled

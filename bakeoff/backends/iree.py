@@ -5,8 +5,8 @@ if the installed compiler knows it, else the highest target it does know (record
 on the `cuda` driver. IREE's Python runtime has no DLPack import, so `prepare` uploads inputs to device
 buffers once (untimed) and `run` invokes the module on them.
 
-Options (YAML `backends: {iree: {...}}`): `extra_flags` (list of str, appended to the iree-compile flags);
-`attention`: "decomposed" only (the default). IREE's input is StableHLO from the JAX lowering, where the
+Options (YAML `backends: {iree: {...}}`): `IreeOptions` below (`extra_flags`: appended to iree-compile's;
+`attention`: "decomposed" only, the default). IREE's input is StableHLO from the JAX lowering, where the
 fused attention JAX offers is a cuDNN custom call that IREE cannot lower, and StableHLO has no attention op of
 its own (IREE reaches its fused attention only from torch-mlir's SDPA): attention stays matmul, mask,
 softmax, matmul, and the record's `lowering` says so.
@@ -21,11 +21,39 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
+
+from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+from bakeoff.backends.options import BackendOptions, clip
+
+
+class IreeOptions(BackendOptions):
+    extra_flags: list[str] = Field(default_factory=list, max_length=256,
+                                   description="flags appended to iree-compile's, e.g. "
+                                               "--iree-opt-level=O3")
+
+    @field_validator("extra_flags")
+    @classmethod
+    def _flags(cls, flags: list[str]) -> list[str]:
+        # The module comes from bakeoff: a word that is not a flag would be read as a second input file.
+        for flag in flags:
+            if not flag.startswith("-"):
+                raise ValueError(f"each entry is one iree-compile flag (--name or --name=value), not {clip(flag)!r}")
+        return flags
+
+    attention: str = Field("decomposed", description="decomposed only: StableHLO has no attention op and JAX's "
+                                                     "fused attention is a cuDNN call IREE cannot lower")
+
+    @field_validator("attention")
+    @classmethod
+    def _attention(cls, value: str) -> str:
+        if value != "decomposed":
+            raise ValueError(f"attention={clip(value)!r} is not available: {_NO_NATIVE_ATTENTION}; use decomposed")
+        return value
 
 # Synchronous exports: each call waits for its device work before returning (see IreeCompiled.sync).
 _COMMON_FLAGS = ["--iree-execution-model=async-internal"]
@@ -172,6 +200,7 @@ class IreeCompiled(Compiled):
 
 class IreeBackend(Backend):
     name = "iree"
+    Options = IreeOptions
 
     @classmethod
     def available(cls) -> str | None:
@@ -192,13 +221,8 @@ class IreeBackend(Backend):
             return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - {"extra_flags", "attention"}
-        if unknown:
-            raise ValueError(f"iree: unknown option(s) {sorted(unknown)}; known: ['attention', 'extra_flags']")
-        if options.get("attention", "decomposed") != "decomposed":
-            raise ValueError(f"iree: attention={options['attention']!r} is not available: {_NO_NATIVE_ATTENTION}; "
-                             "use attention: decomposed")
+                options: Mapping[str, Any]) -> Compiled:
+        opts = self.parse_options(options)
         import iree.compiler as ireec
         import iree.runtime as ireert
         import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
@@ -226,7 +250,7 @@ class IreeBackend(Backend):
             driver_uri = f"cuda://{_cuda_index(device)}"  # CUDA ordinal, as torch numbers visible GPUs
         else:
             raise ValueError(f"iree: unknown device {device!r}")
-        flags += _COMMON_FLAGS + [str(f) for f in options.get("extra_flags", [])]
+        flags += _COMMON_FLAGS + list(opts.extra_flags)
 
         with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
             stats_path = Path(tmp) / "stats.json"

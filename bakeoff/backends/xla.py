@@ -3,10 +3,11 @@
 Compile is `jax.jit(f).trace(specs).lower().compile()`, each stage timed apart. Inputs cross from torch to
 JAX by DLPack on the device (zero-copy) in `prepare`, and outputs come back the same way in `to_torch`.
 
-Options (YAML `backends: {xla: {...}}`): `xla_flags` (str), put in XLA_FLAGS before JAX is imported;
-`attention`: "native" (default: jax.nn.dot_product_attention, cuDNN's fused attention on a GPU in 16-bit
-floats, see workloads.lower_jax) or "decomposed" (matmul, mask, softmax, matmul). A cuDNN build that fails
-falls back to JAX's XLA attention, with the reason in the compile notes; the route taken is `info.lowering`.
+Options (YAML `backends: {xla: {...}}`): `XlaOptions` below; `xla_flags` is put in XLA_FLAGS before JAX is
+imported; `attention`: "native" (default: jax.nn.dot_product_attention, cuDNN's fused attention on a GPU in
+16-bit floats, see workloads.lower_jax) or "decomposed" (matmul, mask, softmax, matmul). A cuDNN build that
+fails falls back to JAX's XLA attention, with the reason in the compile notes; the route taken is
+`info.lowering`.
 Cache: set JAX_COMPILATION_CACHE_DIR to use JAX's persistent compilation cache there (every entry kept).
 GPU memory: XLA_PYTHON_CLIENT_PREALLOCATE defaults to false here, since torch allocates on the same GPU.
 """
@@ -18,11 +19,36 @@ import os
 import re
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+from bakeoff.backends.options import BackendOptions, clip
+
+_FLAG = re.compile(r"--[A-Za-z0-9_]+(=\S*)?")
+
+
+class XlaOptions(BackendOptions):
+    xla_flags: str | None = Field(None, max_length=4000,
+                                  description="XLA_FLAGS for the case's worker, e.g. --xla_gpu_autotune_level=4 "
+                                              "(set before jax is imported)")
+
+    @field_validator("xla_flags")
+    @classmethod
+    def _flags(cls, flags: str | None) -> str | None:
+        # XLA aborts the whole process on a malformed XLA_FLAGS; its flag names are known only once it starts.
+        for token in (flags or "").split():
+            if not _FLAG.fullmatch(token):
+                raise ValueError(f"each XLA flag is --name or --name=value, not {clip(token)!r}")
+        return flags
+
+    attention: Literal["native", "decomposed"] = Field(
+        "native", description="native: jax.nn.dot_product_attention (cuDNN's fused attention on a GPU in 16-bit "
+                              "floats); decomposed: matmul, mask, softmax, matmul")
+
 
 _CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 _cache_hits = 0  # persistent-cache hits in this process, counted from JAX's monitoring events
@@ -162,6 +188,7 @@ class XlaCompiled(Compiled):
 class XlaBackend(Backend):
     name = "xla"
     cache_env = (_CACHE_ENV,)
+    Options = XlaOptions
 
     @classmethod
     def available(cls) -> str | None:
@@ -178,17 +205,11 @@ class XlaBackend(Backend):
             return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - {"xla_flags", "attention"}
-        if unknown:
-            raise ValueError(f"xla: unknown option(s) {sorted(unknown)}; known: ['attention', 'xla_flags']")
-        attention = options.get("attention", "native")
-        from bakeoff.workloads.lower_jax import (ATTENTION_ROUTES, input_specs, lower_jax, lowering_paths, sdpa_routes,
-                                                 share_gpu_with_torch)
-
-        if attention not in ATTENTION_ROUTES:
-            raise ValueError(f"xla: attention must be one of {list(ATTENTION_ROUTES)}, got {attention!r}")
-        _apply_xla_flags(options.get("xla_flags"))
+                options: Mapping[str, Any]) -> Compiled:
+        opts = self.parse_options(options)
+        attention = opts.attention
+        _apply_xla_flags(opts.xla_flags)
+        from bakeoff.workloads.lower_jax import input_specs, lower_jax, lowering_paths, sdpa_routes, share_gpu_with_torch
 
         share_gpu_with_torch()
         import jax

@@ -55,8 +55,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     with the built-in default, any registered backend (one the default lacks is added)."""
     from bakeoff.results.store import StoreError
 
-    from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec, make_executor
-    from bakeoff.harness.run.orchestrator import Filters, RunBusyError, plan_run, resume_run, start_run
+    from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
+    from bakeoff.harness.config.source import read_config_file
+    from bakeoff.harness.run.orchestrator import Filters, RunBusyError, executor_for, plan_run, resume_run, start_run
     from bakeoff.harness.cli.summary import print_summary
 
     if resume and (config or backend or workload or device or preset):
@@ -74,16 +75,13 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
             run_id = resume_run(store, resume, console, spec)
         else:
             if config is not None:
-                try:
-                    text, path = config.read_text(), str(config)
-                except OSError as exc:
-                    fail(f"{config}: cannot read config: {exc.strerror}")
+                text, path = read_config_file(config), str(config)
             else:
                 text, path = default_config_text(), BUILTIN_CONFIG_PATH
             filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device,
                               preset)
             planned = plan_run(text, path, filters)  # everything wrong with the config is found here
-            runner = make_executor(spec, planned.device)
+            runner = executor_for(planned, spec)
             try:
                 store = open_store(db)
             except BaseException:
@@ -118,22 +116,15 @@ def list_workloads() -> None:
 
 
 @list_app.command("backends")
-def list_backends() -> None:
-    """Each backend, its version, and whether it is available here (or why not)."""
-    from rich.table import Table
+def list_backends(options: bool = typer.Option(False, "--options",
+                                               help="Also each backend's options: type, default, description")) -> None:
+    """Each backend, where it comes from, its version, and whether it is available here (or why not);
+    plugins that cannot be used are listed with the reason."""
+    from bakeoff.harness.cli.backend_table import backends_table, options_table
 
-    from bakeoff.backends import REGISTRY, backend_class
-
-    t = Table("backend", "version", "status")
-    for name in REGISTRY:
-        try:
-            cls = backend_class(name)
-            reason, version = cls.available(), cls.version()
-        except Exception as exc:  # an adapter that fails to load is reported, not fatal
-            reason, version = f"adapter failed to load: {exc}", None
-        t.add_row(Text(name), Text(version or "-"),
-                  Text("available", style="green") if reason is None else Text(reason, style="yellow"))
-    console.print(t)
+    console.print(backends_table())
+    if options:
+        console.print(options_table())
 
 
 @app.command()
@@ -193,8 +184,10 @@ def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
 
 @app.command()
 def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> None:
-    """Print the environment and what each backend needs."""
-    from bakeoff.backends import REGISTRY, backend_class
+    """Print the environment and what each backend needs (plugins that cannot be used, and why)."""
+    from rich.markup import escape
+
+    from bakeoff.harness.cli.backend_table import backend_rows
 
     from bakeoff.harness.measure.environment import environment
     from bakeoff.harness.plan.cases import resolve_device
@@ -205,11 +198,10 @@ def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> 
         console.print(Text.assemble((key, "bold"), ": ", json.dumps(value) if isinstance(value, dict | list)
                                     else str(value)))
     console.print()
-    for name in REGISTRY:
-        cls = backend_class(name)
-        reason = cls.available()
-        console.print(Text.assemble((name, "bold"), ": ", ("available ", "green") if reason is None
-                                    else (reason, "yellow"), (cls.version() or "") if reason is None else ""))
+    for row in backend_rows():
+        text = escape(f"available {row.version or ''}" if row.usable else row.status)
+        console.print(f"[bold]{escape(row.name)}[/] ({escape(row.origin)}): "
+                      + (f"[green]{text}[/]" if row.usable else f"[yellow]{text}[/]"))
 
 
 @app.command()

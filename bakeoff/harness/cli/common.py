@@ -16,6 +16,7 @@ DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store
 
 
 def fail(message: str, code: int = 2) -> None:
+    """Print `message` (plain text: brackets in it are shown, not read as markup) and exit with `code`."""
     err_console.print(f"[red]error[/]: {escape(message)}", highlight=False)
     raise typer.Exit(code)
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bakeoff.backends import get_backend
+from bakeoff.backends import Backend, get_backend
 from bakeoff.workloads import costs
 from bakeoff.workloads.ir import Graph, bind
 
@@ -77,7 +77,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
     dtypes = cfg.dtypes or (["float32"] if device == "cpu" else ["bfloat16"])
     adapters = {label: opts.get("backend", label) for label, opts in cfg.backends.items()}
     backends = {label: get_backend(adapter) for label, adapter in adapters.items()}
-    unavailable = {name: b.available() for name, b in backends.items()}
+    unavailable = {name: _available(b) for name, b in backends.items()}
     cases = []
     for w in workloads:
         for label, dims in w.shapes:
@@ -86,7 +86,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                 flops, nbytes = costs.flops(graph), costs.min_bytes(graph)
                 for name, backend in backends.items():
                     options = {k: v for k, v in cfg.backends[name].items() if k != "backend"}
-                    reason = unavailable[name] or backend.supports(graph, device.split(":")[0], dtype, options)
+                    reason = unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
                     shape = shape_label(dims)
                     cases.append(Case(
                         case_id=f"{w.name}/{shape}/{dtype}/{name}", workload=w.name, preset=label, shape=shape,
@@ -96,6 +96,22 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                         timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm, flops=flops, bytes_moved=nbytes,
                         memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason))
     return cases
+
+
+def _available(backend: Backend) -> str | None:
+    """backend.available(); one that raises (a plugin's bug) makes its cases skipped, saying so."""
+    try:
+        return backend.available()
+    except Exception as exc:
+        return f"{backend.name}.available() raised {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _supports(backend: Backend, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+    """backend.supports(); one that raises is taken as None, so the case's compile records the failure."""
+    try:
+        return backend.supports(graph, device, dtype, options)
+    except Exception:
+        return None
 
 
 def resolve_preset(preset: str, device: str) -> str:

@@ -22,13 +22,14 @@ from rich.markup import escape
 
 from bakeoff.results.store import Store
 
+from bakeoff.harness.config.backend_options import check_backends
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
 from bakeoff.harness.run.case_process import case_fields
-from bakeoff.harness.run.executors import Executor, ExecutorError, ExecutorSpec, make_executor
+from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
 from bakeoff.harness.plan.cases import Case, plan_cases, resolve_device, resolve_preset
 from bakeoff.harness.run.progress import RunProgress
 from bakeoff.harness.run.staging import discard, publish, recover
-from bakeoff.harness.config.yaml_lines import ConfigError
+from bakeoff.harness.config.yaml_lines import ConfigError, load_yaml
 
 
 @dataclass(frozen=True)
@@ -71,20 +72,21 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
                 continue
             if not extend_backends:
                 raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name!r} is not a backend of this config; its labels: "
+                                  f"--backend {name[:60]!r} is not a backend of this config; its labels: "
                                   f"{', '.join(cfg.backends)}")
-            from bakeoff.backends import REGISTRY, known
+            from bakeoff.backends import known, names
 
             if not known(name):
                 raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
+                                  f"--backend {name[:60]!r} is unknown; known: {', '.join(names())}")
         cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
+        check_backends(cfg.backends, where)  # a backend --backend added: it must load, with default options
     workloads = resolve_workloads(cfg, where, preset)
     if filters.workloads:
         missing = set(filters.workloads) - {w.name for w in workloads}
         if missing:
             raise ConfigError(where.file, None, "workloads",
-                              f"--workload {sorted(missing)[0]!r} is not in this config "
+                              f"--workload {sorted(missing)[0][:60]!r} is not in this config "
                               f"(it has {', '.join(w.name for w in workloads)})")
         workloads = [w for w in workloads if w.name in filters.workloads]
     return device, plan_cases(cfg, workloads, device)
@@ -192,6 +194,17 @@ def plan_run(config_text: str, config_path: str, filters: Filters) -> PlannedRun
     cfg, where = parse_config(config_text, config_path)
     device, cases = build_cases(cfg, where, filters, extend_backends=config_path == BUILTIN_CONFIG_PATH)
     return PlannedRun(cfg, config_text, config_path, filters, device, cases)
+
+
+def executor_for(planned: PlannedRun, spec: ExecutorSpec) -> Executor:
+    """`make_executor` for a planned run. A device that is not there is the error of what chose it: the
+    config's `device` (its file and line) unless --device did."""
+    try:
+        return make_executor(spec, planned.device)
+    except DeviceError as exc:
+        if planned.filters.device is not None:
+            raise DeviceError(f"--device {planned.filters.device}: {exc}") from None
+        raise load_yaml(planned.config_text, planned.config_path).error(("device",), str(exc)) from None
 
 
 def start_run(store: Store, planned: PlannedRun, console: Console, executor: Executor,
