@@ -16,8 +16,9 @@ from bakeoff.backends import REGISTRY, known as backend_known
 from bakeoff.workloads.expr import ExprError, parse_expr
 from bakeoff.workloads.decompose import decompose
 from bakeoff.workloads.ir import DTYPES, Graph, IRError, bind, bind_dim, dim_names
-from bakeoff.workloads.suite import builtin_workloads
+from bakeoff.workloads.suite import every_workload
 
+from bakeoff.harness.config.inputs import resolve_inits
 from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, load_yaml
 
 # Inputs bigger than this in all, or any one node's output bigger than this (in the float64 reference, after
@@ -76,6 +77,9 @@ class WorkloadConfig(_Strict):
     # Strict: a dim written `true` or '4' is a mistake to report, not a value to coerce.
     shapes: list[dict[str, StrictInt]] | None = None
     presets: dict[str, dict[str, StrictInt]] | None = None
+    # How each input is filled (harness/config/inputs.py), and dtypes that replace the config's for this entry.
+    init: dict[str, Any] | None = None
+    dtypes: Annotated[list[Literal["float32", "float16", "bfloat16"]], Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
     def _inline(self) -> "WorkloadConfig":
@@ -150,8 +154,10 @@ class ResolvedWorkload(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     name: str
-    graph: Graph
+    graph: Graph  # with the config's inits applied
     shapes: list[tuple[str, dict[str, int]]]  # (preset label or "custom", dims)
+    dtypes: list[str] = ["float32"]
+    input_files: dict[str, str] = {}  # SHA-256 -> absolute path of each file an input is read from
 
 
 def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
@@ -191,9 +197,14 @@ def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: t
                                     f"{nbytes / 2**30:.1f} GiB {limit}")
 
 
-def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[ResolvedWorkload]:
-    """Turn each workload entry into a graph plus shapes; errors name the entry's line."""
-    suite = builtin_workloads()
+def default_dtypes(device: str) -> list[str]:
+    """The dtypes of a config that names none: float32 on the CPU, bfloat16 on CUDA."""
+    return ["float32"] if device.split(":")[0] == "cpu" else ["bfloat16"]
+
+
+def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str = "cpu") -> list[ResolvedWorkload]:
+    """Turn each workload entry into a graph plus shapes and dtypes; errors name the entry's line."""
+    suite = every_workload()
     out = []
     for i, entry in enumerate(cfg.workloads):
         path: tuple = ("workloads", i)
@@ -221,7 +232,9 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[Reso
                                   + ("; give `shapes` or `presets`" if w.expr else ""))
             _check_shape(graph, dict(presets[label]), where, path)
             shapes = [(label, dict(presets[label]))]
-        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes))
+        dtypes = list(w.dtypes or cfg.dtypes or default_dtypes(device))
+        graph, files = resolve_inits(w.init, graph, [d for _, d in shapes], dtypes, where, path)
+        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes, dtypes=dtypes, input_files=files))
     names = [w.name for w in out]
     dup = {n for n in names if names.count(n) > 1}
     if dup:

@@ -79,7 +79,7 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
                 raise ConfigError(where.file, None, "backends",
                                   f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
         cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
-    workloads = resolve_workloads(cfg, where, preset)
+    workloads = resolve_workloads(cfg, where, preset, device)
     if filters.workloads:
         missing = set(filters.workloads) - {w.name for w in workloads}
         if missing:
