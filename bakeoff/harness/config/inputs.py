@@ -25,7 +25,7 @@ from bakeoff.workloads import inits
 from bakeoff.workloads.ir import Graph, bind_dim
 from bakeoff.workloads.tensor_files import TensorFileError, file_sha256, read_header, safetensors_table
 
-from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml
+from bakeoff.harness.config.yaml_lines import LocatedYaml
 
 MAX_VALUES = 4096
 

@@ -45,7 +45,8 @@ def _cell(case: dict[str, Any] | None) -> Cell:
     if word == "skipped" or (word == "failed" and case.get("reason")):
         lines.append(f'<span class="note">{esc(str(case.get("reason") or "")[:140])}</span>')
     ratio, rel = fnum(case.get("err_ratio_vs_eager")), fnum(case.get("err_rel_l2_vs_fp64"))
-    figures = ([f"{ratio:.3g}× eager"] if ratio is not None else []) + ([f"rel L2 {rel:.2e}"] if rel is not None else [])
+    figures = [f"{ratio:.3g}× eager"] if ratio is not None else []
+    figures += [f"rel L2 {rel:.2e}"] if rel is not None else []
     if figures:
         lines.append(esc(" · ".join(figures)))
     if case.get("worst_elem_index") is not None:
@@ -81,14 +82,16 @@ def robustness_section(runs: list[RunData]) -> str:
         run, workload, shape, dtype = key
         head = Cell(f"<b>{esc(workload)}</b><br><span class=\"note\">{esc(traps[workload].description)}; "
                     f"{esc(shape)}</span>", raw=True)
-        body.append(([Cell(run)] if several else []) + [head, Cell(dtype)] + [_cell(rows[key].get(b)) for b in backends])
+        cells = [_cell(rows[key].get(b)) for b in backends]
+        body.append(([Cell(run)] if several else []) + [head, Cell(dtype)] + cells)
     shown = [w for w in order if any(k[1] == w for k in rows)]
-    notes = "".join(f"<dt><b>{esc(w)}</b></dt><dd>{esc(traps[w].trap)}<br><i>Expected:</i> {esc(traps[w].expected)}"
-                    "</dd>" for w in shown)
+    notes = "".join(f"<dt><b>{esc(w)}</b></dt><dd>{esc(traps[w].trap)}<br><i>Expected:</i> "
+                    f"{esc(traps[w].expected)}</dd>" for w in shown)
     return ("<h2>Numerical robustness</h2>"
-            '<p class="note">The numerics suite: each row opens one trap. A cell is <b>failed</b> when the verdict is '
-            f"not ok, <b>worse than eager</b> when it passed but its error against float64 is more than {WORSE_RATIO:g}× "
-            "eager's and above the dtype's unit roundoff, else <b>passed</b>; then the error as a multiple of eager's, "
+            '<p class="note">The numerics suite: each row opens one trap. A cell is <b>failed</b> when the verdict '
+            f"is not ok, <b>worse than eager</b> when it passed but its error against float64 is more than "
+            f"{WORSE_RATIO:g}× eager's and above the dtype's unit roundoff, else <b>passed</b>; then the error as a "
+            "multiple of eager's, "
             "the relative L2 error against float64, and the worst element (the one furthest outside assert_close's "
             "tolerance: index, value, float64 value, eager's value). Eager's own cell is graded against its own "
             "error, so its ratio is 1: read its relative L2 and worst element.</p>"

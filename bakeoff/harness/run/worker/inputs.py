@@ -29,7 +29,8 @@ def _mix(shape: tuple[int, ...], gen, device, p: dict) -> torch.Tensor:
     layout = p.get("outliers", "elements")
     if layout == "elements":
         flat = t.view(-1)
-        where = torch.randperm(flat.numel(), generator=gen, device=device)[:outlier_count(p["outlier_share"], flat.numel())]
+        count = outlier_count(p["outlier_share"], flat.numel())
+        where = torch.randperm(flat.numel(), generator=gen, device=device)[:count]
         flat[where] = _normal((where.numel(),), gen, device, p["mean"], p["outlier_std"])
         return t
     axis = -1 if layout == "columns" else -2
