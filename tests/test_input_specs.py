@@ -227,3 +227,15 @@ def test_init_survives_the_case_json(tmp_path):
     assert kind == "mix" and params["outliers"] == "rows" and params["outlier_share"] == 0.1
     kind, params = parse_init(g2.inputs[1].attr("init"))
     assert kind == "values" and params["values"][0] == 1 and math.isnan(params["values"][1]) and params["pad"] == 0
+
+
+def test_records_describe_every_input(tmp_path):
+    np.save(tmp_path / "w.npy", np.ones((64, 512), np.float32))
+    cfg, workloads = resolve(write_config(tmp_path, "x: {values: [1.0, 2.5], pad: 0}\ny: {file: w.npy}\n"))
+    case = plan_cases(cfg, workloads, "cpu")[0]
+    text = describe_inputs(case.bound_graph(), case.input_files)
+    assert text["x"] == "values [1, 2.5] (2 given, padded with 0)"
+    assert text["y"].startswith(f"file {tmp_path / 'w.npy'} sha256:") and len(text["y"].split(":")[-1]) == 12
+    cfg, workloads = resolve(write_config(tmp_path, "x: {values: [3]}\n"))
+    text = describe_inputs(plan_cases(cfg, workloads, "cpu")[0].bound_graph())
+    assert text == {"x": "values [3] (1 given, repeated)", "y": "normal(mean=0, std=1)"}

@@ -67,7 +67,7 @@ def test_absorption_result_is_one_of_the_two_float32_neighbours(suite_run):
         assert r["status"] == "ok", (r["backend"], r["reason"])
         assert r["worst_elem_ref"] == pytest.approx(1 + 7 * F32_1E8, rel=1e-15)
         assert r["worst_elem_value"] in (1.0, 1.0000001192092896), (r["backend"], r["worst_elem_value"])
-        assert r["inputs"]["x"] == "values [1] (1, pad 1e-08)"
+        assert r["inputs"]["x"] == "values [1] (1 given, padded with 1e-08)"
 
 
 def test_absorption_at_large_n_reference_and_eager(suite_run):

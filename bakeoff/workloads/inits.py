@@ -77,8 +77,8 @@ def describe(init: Init, path: str | None = None) -> str:
     if kind == "values":
         vals = p["values"]
         shown = ", ".join(_g(float(v)) for v in vals[:4]) + (", ..." if len(vals) > 4 else "")
-        tail = f", pad {_g(float(p['pad']))}" if p.get("pad") is not None else ", repeated"
-        return f"values [{shown}] ({len(vals)}{tail})"
+        rest = f"padded with {_g(float(p['pad']))}" if p.get("pad") is not None else "repeated"
+        return f"values [{shown}] ({len(vals)} given, {rest})"
     if kind == "file":
         key = f"[{p['key']}]" if p.get("key") else ""
         return f"file {path or '?'}{key} sha256:{p['sha256'][:12]}" + (" cast" if p.get("cast") else "")
