@@ -49,23 +49,27 @@ def test_table_traps_as_rows_backends_as_columns():
         _case(workload="layernorm_shifted", backend="eager", rel=5e-4, err_within_tol_vs_fp64=False),
         _case(workload="softmax_equal_large", backend="xla", dtype="float16", status="skipped", ratio=None, rel=None,
               reason="xla does not support float16 here"),
+        _case(workload="softmax_equal_large", backend="xla", dtype="float32"),
         _case(workload="softmax", backend="xla"),  # not a trap: not in the table
     ]
     html = robustness_section([RunData({"run_id": "r1"}, cases)])
     assert html.startswith("<h2>Numerical robustness</h2>")
     rows = _rows(html)
-    assert rows[0] == ["trap", "dtype", "eager", "xla", "tritongen"]
-    names = [r[0].split()[0] for r in rows[1:]]
-    assert names == ["sum_absorption", "sum_absorption_large", "layernorm_shifted", "softmax_equal_large"]
+    assert rows[0] == ["trap", "dtype", "eager", "tritongen", "xla"]  # eager first, then by name
+    names = [(r[0].split()[0], r[1]) for r in rows[1:]]
+    assert names == [("sum_absorption", "float32"), ("sum_absorption_large", "float32"),
+                     ("layernorm_shifted", "float32"), ("softmax_equal_large", "float32"),
+                     ("softmax_equal_large", "float16")]  # suite order, then float32, float16, bfloat16
     absorption = rows[1]
     assert absorption[2].startswith("passed") and "worst [0, 0]: 1 vs fp64 1.00000007 (eager 1)" in absorption[2]
-    assert absorption[3].startswith("passed") and "0.71× eager" in absorption[3]
-    assert "1.00000012" in absorption[3] and absorption[4] == "-"
+    assert absorption[4].startswith("passed") and "0.71× eager" in absorption[4]
+    assert "1.00000012" in absorption[4] and absorption[3] == "-"
     large = rows[2]
-    assert large[4].startswith("failed") and "520× eager" in large[4] and "beyond tolerance" in large[4]
+    assert large[3].startswith("failed") and "520× eager" in large[3] and "beyond tolerance" in large[3]
     assert "outside assert_close tolerance" in rows[3][2]
-    assert rows[4][3].startswith("skipped") and "does not support float16" in rows[4][3]
-    assert "softmax" not in names
+    assert rows[5][4].startswith("skipped") and "does not support float16" in rows[5][4]
+    assert rows[5][3] == "-" and rows[4][4].startswith("passed")
+    assert "softmax" not in [n for n, _ in names]
     assert "Expected:" in html and "1.00000007" in html  # the traps' descriptions follow the table
 
 

@@ -17,6 +17,9 @@ from bakeoff.workloads.traps import numerics_workloads
 
 WORSE_RATIO = 1.1  # an error more than 10% above eager's (and above rounding level) is "worse than eager"
 GRADE_CLASS = {"passed": "ok", "worse than eager": "warn", "failed": "bad", "skipped": "dim"}
+DTYPE_ORDER = ("float32", "float16", "bfloat16")
+# Significant digits that tell two neighbouring values of the dtype apart (the reference gets one more).
+DIGITS = {"float32": 9, "float16": 5, "bfloat16": 4}
 
 
 def grade(case: dict[str, Any]) -> str:
@@ -32,9 +35,9 @@ def grade(case: dict[str, Any]) -> str:
     return "passed"
 
 
-def _g(value: Any) -> str:
+def _g(value: Any, digits: int) -> str:
     x = fnum(value)
-    return str(value) if x is None else f"{x:.9g}"
+    return str(value) if x is None else f"{x:.{digits}g}"
 
 
 def _cell(case: dict[str, Any] | None) -> Cell:
@@ -43,16 +46,17 @@ def _cell(case: dict[str, Any] | None) -> Cell:
     word = grade(case)
     lines = [f'<span class="{GRADE_CLASS[word]}">{esc(word)}</span>']
     if word == "skipped" or (word == "failed" and case.get("reason")):
-        lines.append(f'<span class="note">{esc(str(case.get("reason") or "")[:140])}</span>')
+        lines.append(f'<span class="note">{esc(str(case.get("reason") or "")[:100])}</span>')
     ratio, rel = fnum(case.get("err_ratio_vs_eager")), fnum(case.get("err_rel_l2_vs_fp64"))
     figures = [f"{ratio:.3g}× eager"] if ratio is not None else []
     figures += [f"rel L2 {rel:.2e}"] if rel is not None else []
     if figures:
         lines.append(esc(" · ".join(figures)))
     if case.get("worst_elem_index") is not None:
-        eager = case.get("worst_elem_eager")
-        lines.append(esc(f"worst {case['worst_elem_index']}: {_g(case.get('worst_elem_value'))} vs fp64 "
-                         f"{_g(case.get('worst_elem_ref'))}" + ("" if eager is None else f" (eager {_g(eager)})")))
+        eager, digits = case.get("worst_elem_eager"), DIGITS.get(str(case.get("dtype")), 9)
+        lines.append(esc(f"worst {case['worst_elem_index']}: {_g(case.get('worst_elem_value'), digits)} vs fp64 "
+                         f"{_g(case.get('worst_elem_ref'), digits + 1)}"
+                         + ("" if eager is None else f" (eager {_g(eager, digits)})")))
     if word != "failed" and case.get("err_within_tol_vs_fp64") is False:
         lines.append('<span class="note">outside assert_close tolerance vs fp64</span>')
     return Cell("<br>".join(lines), raw=True, cls="cell-" + word.replace(" ", "-"))
@@ -74,11 +78,13 @@ def robustness_section(runs: list[RunData]) -> str:
                 backends.append(str(c.get("backend")))
     if not rows:
         return ""
+    backends.sort(key=lambda b: (b != "eager", b))  # eager, the yardstick, first
     order = list(traps)
     several = len(runs) > 1
     headers = (["run"] if several else []) + ["trap", "dtype"] + backends
     body = []
-    for key in sorted(rows, key=lambda k: (k[0], order.index(k[1]), k[2], k[3])):
+    dtype_rank = {d: i for i, d in enumerate(DTYPE_ORDER)}
+    for key in sorted(rows, key=lambda k: (k[0], order.index(k[1]), k[2], dtype_rank.get(k[3], 9), k[3])):
         run, workload, shape, dtype = key
         head = Cell(f"<b>{esc(workload)}</b><br><span class=\"note\">{esc(traps[workload].description)}; "
                     f"{esc(shape)}</span>", raw=True)
