@@ -1,7 +1,8 @@
 """The built-in workload suite, with shape presets `smoke`, `cpu` and `gpu`.
 
 `smoke` runs in seconds on two CPU cores (odd sizes on purpose, to exercise ragged edges); `gpu` fills an H200.
-Weights are drawn with std 1/sqrt(fan_in) so activations stay near unit scale in every dtype.
+Weights are drawn with std 1/sqrt(fan_in) so activations stay near unit scale in every dtype. The numerics
+suite, whose inputs open numerical traps on purpose, is in traps.py; `every_workload()` is both.
 """
 from __future__ import annotations
 

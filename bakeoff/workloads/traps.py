@@ -71,8 +71,10 @@ def _gemm_outliers() -> Graph:
 _ROW8 = {"smoke": {"M": 3, "N": 8}, "cpu": {"M": 64, "N": 8}, "gpu": {"M": 4096, "N": 8}}
 _ROW_LONG = {"smoke": {"M": 3, "N": 65536}, "cpu": {"M": 16, "N": 2**20}, "gpu": {"M": 64, "N": 2**22}}
 _ROWS = {"smoke": {"M": 37, "N": 300}, "cpu": {"M": 1024, "N": 1024}, "gpu": {"M": 16384, "N": 4096}}
-_LONG_K = {"smoke": {"M": 4, "K": 4096}, "cpu": {"M": 64, "K": 16384}, "gpu": {"M": 1024, "K": 65536}}
-_GEMM_LONG_K = {"smoke": {"M": 8, "K": 4096, "N": 8}, "cpu": {"M": 64, "K": 16384, "N": 64},
+# K at least 8192 (sums) or 16384 (GEMM: products average 1/4), so running sums pass 2048, where float16's
+# spacing is 2 and every term below 1 rounds away.
+_LONG_K = {"smoke": {"M": 4, "K": 8192}, "cpu": {"M": 64, "K": 16384}, "gpu": {"M": 1024, "K": 65536}}
+_GEMM_LONG_K = {"smoke": {"M": 8, "K": 16384, "N": 8}, "cpu": {"M": 64, "K": 16384, "N": 64},
                 "gpu": {"M": 256, "K": 65536, "N": 256}}
 _EW = {"smoke": {"M": 61, "N": 257}, "cpu": {"M": 1024, "N": 1024}, "gpu": {"M": 8192, "N": 8192}}
 _GEMM = {"smoke": {"M": 48, "K": 80, "N": 72}, "cpu": {"M": 512, "K": 512, "N": 512},
@@ -114,12 +116,13 @@ _TRAPS: list[tuple[str, str, Callable[[], Graph], dict, str, str]] = [
      "With the maximum subtracted every exponent is exp(0) = 1 and the output is 1/N, correctly rounded; an "
      "online softmax that rescales by exp(m_old - m_new) must also handle m_old = m_new. NaN or anything but 1/N: "
      "failed."),
-    ("sum_long", "row sums over K = 4096-65536 of uniform [0, 1) (float16, bfloat16)", _sum_long, _LONG_K,
-     "Low-precision accumulation: a running sum near K/2 in a 16-bit accumulator has spacing 2-32 (float16) or "
-     "16-256 (bfloat16), coarser than the terms it adds, so it stalls.",
+    ("sum_long", "row sums over K = 8192-65536 of uniform [0, 1) (float16, bfloat16)", _sum_long, _LONG_K,
+     "Low-precision accumulation: a running sum in a 16-bit accumulator stalls once its spacing is twice the terms "
+     "it adds: past 2048 in float16 (spacing 2), past 256 in bfloat16, every term below 1 rounds away; the true "
+     "sums are near K/2.",
      "Accumulating in float32 and rounding once gives the sum to half a 16-bit ulp (relative 5e-4 in float16, "
-     "4e-3 in bfloat16), as eager does; a 16-bit accumulator is off by percents to tens of percents: failed."),
-    ("matmul_long_k", "x @ w over K = 4096-65536, entries uniform [0, 1) (float16, bfloat16)", _matmul_long_k,
+     "4e-3 in bfloat16), as eager does; a 16-bit accumulator is off by tens of percents: failed."),
+    ("matmul_long_k", "x @ w over K = 16384-65536, entries uniform [0, 1) (float16, bfloat16)", _matmul_long_k,
      _GEMM_LONG_K,
      "Low-precision accumulation in a GEMM: every product is positive, so dot products grow to K/4 and a 16-bit "
      "accumulator loses the fraction of each term (no cancellation hides it).",

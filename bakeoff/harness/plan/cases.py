@@ -1,8 +1,9 @@
 """Config -> plan: the matrix workload x shape x dtype x backend, as self-contained cases.
 
 A case carries everything its worker needs (the bound graph as JSON, with how each input is filled, options,
-timing, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run are kept as cases with `skip_reason` set; the
-runner turns them into `skipped` records without starting a worker.
+timing, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
+are kept as cases with `skip_reason` set; the runner turns them into `skipped` records without starting a
+worker.
 """
 from __future__ import annotations
 
