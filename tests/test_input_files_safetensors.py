@@ -22,7 +22,7 @@ def test_safetensors_dtypes_read_bit_for_bit(tmp_path, dtype):
 
 def test_safetensors_key_defaults_to_the_input_name(tmp_path):
     x, y = torch.randn(64, 512), torch.randn(64, 512)
-    safetensors_torch.save_file({"y": y, "x": x}, str(tmp_path / "t.safetensors"))
+    safetensors_torch.save_file({"y": y, "x": x}, str(tmp_path / "t.safetensors"), metadata={"made_by": "a test"})
     a, b = inputs_of(write_config(tmp_path, "x: {file: t.safetensors}\ny: {file: t.safetensors}\n"))
     assert torch.equal(a, x) and torch.equal(b, y)
 

@@ -16,6 +16,9 @@ from bakeoff.results.report.robustness import grade
 from bakeoff.workloads.traps import numerics_workloads
 
 BACKENDS = sorted(INSTALLED_IN_CI)
+RUN_TIMEOUT_S = 3000  # 108 cases; minutes on two idle cores, far longer on a loaded machine
+# The whole run is this module's fixture: the first test's time limit must hold it.
+pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 F32_1E8 = 9.99999993922529e-09  # 1e-8 rounded to float32: what the reference sums
 
 
@@ -27,7 +30,7 @@ def suite_run(tmp_path_factory) -> dict:
     args = ["run", "configs/numerics.yaml", "--preset", "smoke", "--device", "cpu", "--jobs", "2", "--db", db]
     for b in BACKENDS:
         args += ["--backend", b]
-    proc = bakeoff(*args, cwd=work, check=True)
+    proc = bakeoff(*args, cwd=work, check=True, timeout=RUN_TIMEOUT_S)
     records = json.loads(bakeoff("export", "latest", "--format", "json", "--db", db, cwd=work, check=True).stdout)
     report = work / "r.html"
     bakeoff("report", records[0]["run_id"], "-o", str(report), "--cdn", "--db", db, cwd=work, check=True)
