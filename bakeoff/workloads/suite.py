@@ -1,26 +1,19 @@
 """The built-in workload suite, with shape presets `smoke`, `cpu` and `gpu`.
 
 `smoke` runs in seconds on two CPU cores (odd sizes on purpose, to exercise ragged edges); `gpu` fills an H200.
-Weights are drawn with std 1/sqrt(fan_in) so activations stay near unit scale in every dtype.
+Weights are drawn with std 1/sqrt(fan_in) so activations stay near unit scale in every dtype. The numerics
+suite, whose inputs open numerical traps on purpose, is in traps.py; `every_workload()` is both.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.ir import Graph
+from bakeoff.workloads.traps import numerics_workloads
+from bakeoff.workloads.workload import Workload
 
-
-@dataclass(frozen=True)
-class Workload:
-    """A named graph with symbolic dims and the presets that bind them."""
-
-    name: str
-    category: str
-    description: str
-    graph: Graph
-    presets: Mapping[str, Mapping[str, int]]
+__all__ = ["Workload", "builtin_workloads", "numerics_workloads", "every_workload"]
 
 
 def _w(_fan_in: str) -> tuple:
@@ -143,5 +136,10 @@ _SUITE: list[tuple[str, str, str, Callable[[], Graph], Mapping]] = [
 
 
 def builtin_workloads() -> dict[str, Workload]:
-    """Every built-in workload by name, in suite order."""
+    """The default (performance) suite's workloads by name, in suite order."""
     return {name: Workload(name, cat, desc, build(), presets) for name, cat, desc, build, presets in _SUITE}
+
+
+def every_workload() -> dict[str, Workload]:
+    """Every built-in workload a config may name: the default suite, then the numerics suite (traps.py)."""
+    return {**builtin_workloads(), **numerics_workloads()}

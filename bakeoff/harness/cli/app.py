@@ -103,13 +103,13 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
 
 @list_app.command("workloads")
 def list_workloads() -> None:
-    """The built-in workloads, their category and presets."""
+    """The built-in workloads (the default suite, then the numerics suite), their category and presets."""
     from rich.table import Table
 
-    from bakeoff.workloads.suite import builtin_workloads
+    from bakeoff.workloads.suite import every_workload
 
     t = Table("workload", "category", "what", "presets")
-    for w in builtin_workloads().values():
+    for w in every_workload().values():
         t.add_row(*(Text(x) for x in (w.name, w.category, w.description, "; ".join(
             f"{p}: " + ",".join(f"{k}={v}" for k, v in dims.items()) for p, dims in w.presets.items()))))
     console.print(t)

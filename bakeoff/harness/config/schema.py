@@ -16,12 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 from bakeoff.workloads.expr import ExprError, parse_expr
 from bakeoff.workloads.decompose import decompose
 from bakeoff.workloads.ir import DTYPES, Graph, IRError, bind, bind_dim, dim_names
-from bakeoff.workloads.suite import builtin_workloads
+from bakeoff.workloads.suite import every_workload
 
 from bakeoff.harness.config.backend_options import check_backends
 from bakeoff.harness.config.errors import pydantic_error
 from bakeoff.harness.config.source import check_size, read_config_file
 from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, clip, load_yaml
+from bakeoff.harness.config.inputs import resolve_inits
 
 # Inputs bigger than this in all, or any one node's output bigger than this (in the float64 reference, after
 # decomposition), are refused at load time: a typo of one digit must not exhaust memory.
@@ -88,6 +89,9 @@ class WorkloadConfig(_Strict):
     # Strict: a dim written `true` or '4' is a mistake to report, not a value to coerce.
     shapes: list[dict[str, StrictInt]] | None = Field(None, min_length=1, max_length=1000)
     presets: dict[str, dict[str, StrictInt]] | None = None
+    # How each input is filled (harness/config/inputs.py), and dtypes that replace the config's for this entry.
+    init: dict[str, Any] | None = None
+    dtypes: Annotated[list[Literal["float32", "float16", "bfloat16"]], Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
     def _inline(self) -> "WorkloadConfig":
@@ -173,8 +177,10 @@ class ResolvedWorkload(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     name: str
-    graph: Graph
+    graph: Graph  # with the config's inits applied
     shapes: list[tuple[str, dict[str, int]]]  # (preset label or "custom", dims)
+    dtypes: list[str] = ["float32"]
+    input_files: dict[str, str] = {}  # SHA-256 -> absolute path of each file an input is read from
 
 
 def _check_dims(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
@@ -254,9 +260,14 @@ def _ordered(dims: dict[str, int], order: list[str]) -> dict[str, int]:
     return {k: dims[k] for k in order if k in dims} | dims
 
 
-def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[ResolvedWorkload]:
-    """Turn each workload entry into a graph plus shapes; errors name the entry's line."""
-    suite = builtin_workloads()
+def default_dtypes(device: str) -> list[str]:
+    """The dtypes of a config that names none: float32 on the CPU, bfloat16 on CUDA."""
+    return ["float32"] if device.split(":")[0] == "cpu" else ["bfloat16"]
+
+
+def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str = "cpu") -> list[ResolvedWorkload]:
+    """Turn each workload entry into a graph plus shapes and dtypes; errors name the entry's line."""
+    suite = every_workload()
     out = []
     for i, w in enumerate(cfg.workloads):
         path: tuple = ("workloads", i)
@@ -292,7 +303,9 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[Reso
                                   + ("; give `shapes` or `presets`" if w.expr else ""))
             _check_shape(graph, dict(presets[label]), where, path)
             shapes = [(label, _ordered(dict(presets[label]), order))]
-        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes))
+        dtypes = list(w.dtypes or cfg.dtypes or default_dtypes(device))
+        graph, files = resolve_inits(w.init, graph, [d for _, d in shapes], dtypes, where, path)
+        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes, dtypes=dtypes, input_files=files))
     names = [w.name for w in out]
     for j, name in enumerate(names):
         if name in names[:j]:

@@ -12,6 +12,7 @@ from bakeoff.workloads.lower_torch import TORCH_DTYPES, lower_torch
 from bakeoff.workloads.reference import evaluate_reference
 
 from bakeoff.harness.measure.numerics import ErrorStats, Verdict, error_stats, verdict
+from bakeoff.harness.measure.worst_element import worst_element
 
 
 def reference_outputs(graph: Graph, inputs: Sequence[torch.Tensor], device: str) -> list[torch.Tensor]:
@@ -49,6 +50,7 @@ class SeedCheck:
     eager_vs_ref: ErrorStats | None = None
     verdict: Verdict | None = None
     problems: list[str] = field(default_factory=list)
+    worst_element: dict[str, Any] = field(default_factory=dict)  # of the worst output (worst_element.py)
 
 
 def check_outputs(graph: Graph, seed: int, outputs: Sequence[Any], eager_outputs: Sequence[torch.Tensor],
@@ -79,4 +81,7 @@ def check_outputs(graph: Graph, seed: int, outputs: Sequence[Any], eager_outputs
                        eager_vs_ref))
     worst = max(judged, key=lambda j: (j[0].status != "ok", j[1].rel_l2))
     result.verdict, result.vs_ref, result.vs_eager, result.eager_vs_ref = worst
+    i = next(k for k, j in enumerate(judged) if j is worst)
+    out = outputs[i].to(eager_outputs[i].dtype)
+    result.worst_element = worst_element(out, refs[i], eager_outputs[i]).as_dict(i, seed)
     return result

@@ -1,8 +1,9 @@
 """Config -> plan: the matrix workload x shape x dtype x backend, as self-contained cases.
 
-A case carries everything its worker needs (the bound graph as JSON, options, timing, seeds): a worker
-never reads the YAML. Combinations a backend cannot run are kept as cases with `skip_reason` set; the
-runner turns them into `skipped` records without starting a worker.
+A case carries everything its worker needs (the bound graph as JSON, with how each input is filled, options,
+timing, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
+are kept as cases with `skip_reason` set; the runner turns them into `skipped` records without starting a
+worker.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class Case:
     memory_limit_gb: float | None = None
     skip_reason: str | None = None
     backend: str = ""  # the registered backend that runs it (= label unless the config says `backend:`)
+    input_files: dict[str, str] = dataclasses.field(default_factory=dict)  # SHA-256 -> path (file inits)
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -74,14 +76,13 @@ def shape_label(dims: dict[str, int]) -> str:
 
 def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> list[Case]:
     """Every case of the config on `device` (already resolved), in a stable order: workload, shape, dtype, backend."""
-    dtypes = cfg.dtypes or (["float32"] if device == "cpu" else ["bfloat16"])
     adapters = {label: opts.get("backend", label) for label, opts in cfg.backends.items()}
     backends = {label: get_backend(adapter) for label, adapter in adapters.items()}
     unavailable = {name: _available(b) for name, b in backends.items()}
     cases = []
     for w in workloads:
         for label, dims in w.shapes:
-            for dtype in dtypes:
+            for dtype in w.dtypes:
                 graph = bind(w.graph, dims, dtype)
                 flops, nbytes = costs.flops(graph), costs.min_bytes(graph)
                 for name, backend in backends.items():
@@ -94,7 +95,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                         options=options,
                         backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
                         timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm, flops=flops, bytes_moved=nbytes,
-                        memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason))
+                        memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason, input_files=dict(w.input_files)))
     return cases
 
 

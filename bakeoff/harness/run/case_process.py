@@ -26,6 +26,7 @@ from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
 from bakeoff.harness.run.worker.steps import mentions_oom
+from bakeoff.workloads.inits import describe_inputs
 
 STDERR_TAIL_CHARS = 3000
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -271,4 +272,5 @@ def case_fields(case: Case) -> dict[str, Any]:
     """The record fields that come from the case itself."""
     return {"case_id": case.case_id, "workload": case.workload, "preset": case.preset, "shape": case.shape,
             "dtype": case.dtype, "backend": case.label, "adapter": case.backend, "device": case.device, "flops": case.flops,
-            "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds)}
+            "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds),
+            "inputs": describe_inputs(case.bound_graph(), case.input_files)}

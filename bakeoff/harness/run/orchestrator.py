@@ -81,7 +81,7 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
                                   f"--backend {name[:60]!r} is unknown; known: {', '.join(names())}")
         cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
         check_backends(cfg.backends, where)  # a backend --backend added: it must load, with default options
-    workloads = resolve_workloads(cfg, where, preset)
+    workloads = resolve_workloads(cfg, where, preset, device)
     if filters.workloads:
         missing = set(filters.workloads) - {w.name for w in workloads}
         if missing:

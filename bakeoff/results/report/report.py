@@ -10,6 +10,7 @@ from bakeoff.results.report.data import RunData, hardware_name, load_run, run_la
 from bakeoff.results.report.figures_perf import compile_vs_latency, latency_bars, speedup_heatmap
 from bakeoff.results.report.figures_quality import error_chart, roofline
 from bakeoff.results.report.html import PlotlyJs, esc, figure_div, page
+from bakeoff.results.report.robustness import robustness_section
 from bakeoff.results.report.report_tables import environment_table, fingerprint_warning, recommendation_table, runs_table_html
 from bakeoff.results.report.weights import COMPILE_FLOOR_S, recommend
 
@@ -68,7 +69,7 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              "graph's own; process setup is the one-time start of the backend in a fresh worker. Error is "
              "relative L2 against the float64 reference; ⚑ marks a case that beat the calibrated ceiling; code "
              "opens the case's generated code and kernels.</p>",
-             runs_table_html(runs, code.case_of)]
+             runs_table_html(runs, code.case_of), robustness_section(runs)]
     for div_id, heading, fn, missing in CHARTS:
         parts += [f"<h2>{esc(heading)}</h2>", figure_div(fn(runs), div_id, missing)]
     parts += ['<h2 id="code">Code and kernels</h2>', code.html, "<h2>Environment</h2>", environment_table(runs)]

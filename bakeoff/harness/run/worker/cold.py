@@ -51,7 +51,7 @@ def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: 
     """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare."""
     checks = [first]
     for seed in case.seeds[1:]:
-        inputs = make_inputs(graph, seed, case.device)
+        inputs = make_inputs(graph, seed, case.device, case.input_files)
         eager_out = eager(*inputs)
         refs = reference_outputs(graph, inputs, case.device)
         poison_allocator(graph, case.device)
@@ -120,7 +120,7 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
     specs = TensorSpec.of_inputs(graph)
     rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
     torch.manual_seed(case.seeds[0])
-    inputs = make_inputs(graph, case.seeds[0], case.device)
+    inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
     eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
     rec["eager_deterministic"] = deterministic
     refs = reference_outputs(graph, inputs, case.device)
@@ -146,6 +146,7 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
     rec["err_ratio_vs_eager"] = worst.verdict.err_ratio_vs_eager if worst.verdict else None
     rec["checked_seeds"] = [c.seed for c in checks]
     rec["check_problems"] = sorted({p for c in checks for p in c.problems})
+    rec.update(worst.worst_element)
     for prefix, suffix, stats in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
                                   ("eager_err", "vs_fp64", worst.eager_vs_ref)):
         if stats is not None:

@@ -31,7 +31,7 @@ def run_warm(case: Case) -> dict[str, Any]:
     graph = case.bound_graph()
     backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
-    inputs = make_inputs(graph, case.seeds[0], case.device)
+    inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
     setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
