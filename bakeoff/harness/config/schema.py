@@ -52,6 +52,10 @@ class TimingConfig(_Strict):
     flush_l2: bool = True
     cuda_graph: bool = True
     profile: bool = True
+    # Who waits for a timing phase (harness/run/gate.py): exclusive = every other worker on the device;
+    # timers_only = only other timing phases. profiler_warmup: start CUPTI in the pre-started worker.
+    gate: Literal["exclusive", "timers_only"] = "exclusive"
+    profiler_warmup: bool = False
 
     @model_validator(mode="after")
     def _reps(self) -> "TimingConfig":

@@ -9,10 +9,12 @@ import torch
 from bakeoff.backends import get_backend
 from bakeoff.backends.base import Backend, Compiled, TensorSpec
 
-from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
+from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator
 from bakeoff.harness.measure.environment import gpu_state
 from bakeoff.harness.run.gate import timing_exclusive
 from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.run.worker.phases import PhaseLog
+from bakeoff.harness.run.worker.shared_reference import shared_reference
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.measure.timing import Stats, TimedCall, cuda_graph_latency_ms, host_latency, measure, profile_kernels
 from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record
@@ -45,16 +47,21 @@ def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
 
 
-def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck) -> list[SeedCheck]:
-    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare."""
+def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck,
+                 phases: PhaseLog, sources: dict[str, str]) -> list[SeedCheck]:
+    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare. `sources` gets where each
+    seed's reference came from."""
     checks = [first]
     for seed in case.seeds[1:]:
-        inputs = make_inputs(graph, seed, case.device)
-        eager_out = eager(*inputs)
-        refs = reference_outputs(graph, inputs, case.device)
-        poison_allocator(graph, case.device)
-        outs = compiled(*inputs)
-        checks.append(check_outputs(graph, seed, outs, eager_out, refs))
+        with phases.phase("inputs"):
+            inputs = make_inputs(graph, seed, case.device)
+        with phases.phase("eager_baseline"):
+            eager_out = eager(*inputs)
+        refs, sources[str(seed)] = shared_reference(graph, seed, inputs, case.device, phases)
+        with phases.phase("checks"):
+            poison_allocator(graph, case.device)
+            outs = compiled(*inputs)
+            checks.append(check_outputs(graph, seed, outs, eager_out, refs))
     return checks
 
 
@@ -66,11 +73,12 @@ def _worst(checks: list[SeedCheck]) -> SeedCheck:
 
 
 def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-            eager_prepared: Any) -> dict[str, Any]:
+            eager_prepared: Any, phases: PhaseLog) -> dict[str, Any]:
     """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
     (harness/gate.py). The record gets the seconds waited for the gate and the window it was held."""
     with timing_exclusive() as gate:
-        out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared)
+        phases.take_gate_wait()
+        out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared, phases)
     return {**out, **(gate.summary() if gate is not None else {})}
 
 
@@ -94,12 +102,13 @@ def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: A
 
 
 def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-                 eager_prepared: Any) -> dict[str, Any]:
+                 eager_prepared: Any, phases: PhaseLog) -> dict[str, Any]:
     t = case.timing
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
-    results = measure(targets, case.device, warmup_s=t["warmup_s"], budget_s=t["budget_s"],
-                      min_reps=t["min_reps"], max_reps=t["max_reps"], target_iqr=t["target_iqr"],
-                      flush_l2=t["flush_l2"])
+    with phases.phase("timing"):
+        results = measure(targets, case.device, warmup_s=t["warmup_s"], budget_s=t["budget_s"],
+                          min_reps=t["min_reps"], max_reps=t["max_reps"], target_iqr=t["target_iqr"],
+                          flush_l2=t["flush_l2"])
     out = latency_fields(results, targets)
     mine = results[BACKEND_TARGET]
     if case.device.startswith("cuda"):
@@ -107,16 +116,19 @@ def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any
         # backends this is what latency_ms already is).
         lone_ms = mine.median_ms
         if backend.timed_with_events:
-            lone_ms = host_latency(lambda: compiled.run(prepared), compiled.sync, case.device).median_ms
+            with phases.phase("host_latency"):
+                lone_ms = host_latency(lambda: compiled.run(prepared), compiled.sync, case.device).median_ms
             out["host_latency_ms"] = lone_ms
         if t["cuda_graph"] and backend.graph_capturable:
             try:
-                out["graph_latency_ms"] = cuda_graph_latency_ms(lambda: compiled.run(prepared)).median_ms
+                with phases.phase("graph_replay"):
+                    out["graph_latency_ms"] = cuda_graph_latency_ms(lambda: compiled.run(prepared)).median_ms
             except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
                 out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
         if t["profile"]:
             try:
-                count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
+                with phases.phase("profiling"):
+                    count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
             except Exception as exc:  # a profiler failure costs the kernel numbers, not the case
                 out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
             else:
@@ -157,29 +169,37 @@ def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str,
     return summary
 
 
-def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
+def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[str, Any]:
     """The whole case in this (fresh) process. Returns the record's measured fields."""
     graph = case.bound_graph()
-    backend = get_backend(case.backend)
+    with phases.phase("imports"):
+        backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
-    rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
+    with phases.phase("gpu_state"):
+        rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
     torch.manual_seed(case.seeds[0])
-    inputs = make_inputs(graph, case.seeds[0], case.device)
-    eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
+    with phases.phase("inputs"):
+        inputs = make_inputs(graph, case.seeds[0], case.device)
+    with phases.phase("eager_baseline"):
+        eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
     rec["eager_deterministic"] = deterministic
-    refs = reference_outputs(graph, inputs, case.device)
+    refs, source = shared_reference(graph, case.seeds[0], inputs, case.device, phases)
+    rec["reference_source"] = {str(case.seeds[0]): source}
     cache_before = count_cache_files(backend.cache_env)
     poison_allocator(graph, case.device)
     try:
-        compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
+        with phases.phase("compile"):
+            compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
     except Exception as exc:
         return {**rec, **error_record("compile_error", exc)}
     rec.update(compile_s=compile_s, compile_total_s=total_s, compile_stages_s=dict(compiled.info.stages_s),
                compile_notes=list(compiled.info.notes), cache_hit_cold=compiled.info.cache_hit,
+               cache_files_before_cold=cache_before,
                cache_files_cold=count_cache_files(backend.cache_env) - cache_before)
     try:
-        first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
-        checks = _check_seeds(graph, case, compiled, eager, first)
+        with phases.phase("checks"):
+            first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
+        checks = _check_seeds(graph, case, compiled, eager, first, phases, rec["reference_source"])
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     worst = _worst(checks)
@@ -194,13 +214,15 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
             rec.update(stats.as_dict(suffix, prefix))
     if worst.verdict and worst.verdict.reason and worst.verdict.reason.startswith("output shape"):
         return rec
+    with phases.phase("artifacts"):  # before timing: nothing but the record is left once the gate is released
+        rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
     try:
-        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs)))
+        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs), phases))
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     rec.update(_derived(case, rec))
-    rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
-    rec["gpu_state_after"] = gpu_state(case.device)
+    with phases.phase("gpu_state"):
+        rec["gpu_state_after"] = gpu_state(case.device)
     return rec
 
 

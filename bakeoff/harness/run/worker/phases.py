@@ -1,0 +1,116 @@
+"""Where a case's wall time goes: named phases, written by the worker as each ends and read by the orchestrator.
+
+A worker appends one line per finished phase, ``NAME SECONDS``, to the file named by BAKEOFF_PHASES_FILE
+(flushed at once), so the phases a worker finished are known even when it crashes or is killed later. The
+orchestrator adds its own (setup, collect, cleanup), prefixes the warm process's with ``warm_`` and puts
+what no phase covers in ``other``: the record's `phases_s` sums to its `wall_s`.
+
+Time spent waiting for the device's timing gate inside a phase is taken out of that phase and counted as
+``gate_wait`` (the gate's own tally, `Gate.waited_s`), so no second is counted twice.
+"""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+ENV_PHASES_FILE = "BAKEOFF_PHASES_FILE"
+ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds at which the orchestrator started (or handed over to) the worker
+END_MARK = "end"  # the last line: epoch seconds at which the worker finished writing its record
+
+# The phases, in the order a case goes through them (the table of benchmarks/harness_overhead.py).
+# Measuring = what the case is for (compile and timing); the rest is the harness's overhead.
+COMPILE_PHASES = ("compile", "warm_compile")
+TIMING_PHASES = ("timing", "host_latency", "graph_replay", "profiling")
+PROCESS_PHASES = ("process_start", "imports", "device_init", "gpu_state", "inputs", "eager_baseline",
+                  "reference_wait", "reference", "compile", "checks", "artifacts", "timing", "host_latency",
+                  "graph_replay", "profiling", "gate_wait", "exit", "collect", "unfinished")
+ORCHESTRATOR_PHASES = ("setup", "cleanup", "other")
+
+
+class PhaseLog:
+    """One worker process's phases. `gate_waited` returns the seconds this process has waited for its gate
+    so far (0 when ungated); waits inside a phase are moved to ``gate_wait``."""
+
+    def __init__(self, path: str | None, gate_waited: Callable[[], float] = lambda: 0.0) -> None:
+        self.path = path
+        self.gate_waited = gate_waited
+        self.totals: dict[str, float] = {}
+        self._gate_counted = 0.0
+
+    def add(self, name: str, seconds: float) -> None:
+        """Count `seconds` for phase `name` (appended to the phase file at once)."""
+        self.totals[name] = self.totals.get(name, 0.0) + seconds
+        self._write(f"{name} {seconds:.6f}\n")
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the body as phase `name`, less any gate wait inside it (counted as gate_wait)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            span = time.perf_counter() - t0
+            waited = self.take_gate_wait()
+            self.add(name, max(span - waited, 0.0))
+
+    def take_gate_wait(self) -> float:
+        """Count the gate wait not counted yet as gate_wait; returns it (seconds)."""
+        waited = self.gate_waited() - self._gate_counted
+        if waited > 0:
+            self._gate_counted += waited
+            self.add("gate_wait", waited)
+            return waited
+        return 0.0
+
+    def end(self) -> None:
+        """The last line: when the worker finished its record (epoch seconds), so the orchestrator can tell
+        the process's exit apart."""
+        self.take_gate_wait()
+        self._write(f"{END_MARK} {time.time():.6f}\n")
+
+    def _write(self, line: str) -> None:
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(line)
+
+
+def read_phases(path: Path) -> tuple[dict[str, float], float | None]:
+    """The phases a worker wrote (seconds by name, summed) and its end mark (epoch seconds; None when it
+    never finished). A missing or half-written file gives what could be read."""
+    totals: dict[str, float] = {}
+    end = None
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return totals, None
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        try:
+            value = float(parts[1])
+        except ValueError:
+            continue
+        if parts[0] == END_MARK:
+            end = value
+        else:
+            totals[parts[0]] = totals.get(parts[0], 0.0) + value
+    return totals, end
+
+
+def spawned_at() -> float | None:
+    """When the orchestrator started or handed over to this worker (epoch seconds), from the environment."""
+    value = os.environ.get(ENV_SPAWNED_AT)
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def measuring_split(phases_s: dict[str, float]) -> tuple[float, float]:
+    """(compile seconds, timing seconds) of a record's phases: what the case measures, the rest overhead."""
+    return (sum(phases_s.get(p, 0.0) for p in COMPILE_PHASES),
+            sum(phases_s.get(p, 0.0) + phases_s.get(f"warm_{p}", 0.0) for p in TIMING_PHASES))
