@@ -48,6 +48,7 @@ class PhaseLog:
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Time the body as phase `name`, less any gate wait inside it (counted as gate_wait)."""
+        self.take_gate_wait()  # a wait before the phase began is not part of it
         t0 = time.perf_counter()
         try:
             yield

@@ -1,0 +1,95 @@
+"""Where a case's time goes, through the real CLI: every record's `phases_s` covers its `wall_s`, workers
+after the first are pre-started, a pre-started cold compile is still cold (an empty cache, no hit) and the
+warm one a verified hit, the float64 reference is shared within a group, and `show` ends with the totals."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import bakeoff
+
+CONFIG = """
+name: phases
+device: cpu
+preset: smoke
+dtypes: [float32]
+workloads: [ew_sigmoid_relu, layernorm_gelu]
+backends:
+  eager: {}
+  inductor: {mode: default}
+  segfault: {backend: faulty, mode: segfault}
+seeds: [0, 1]
+timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 3}
+compile: {warm: true}
+timeout_s: 300
+"""
+
+
+@pytest.fixture(scope="module")
+def phases_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("phases")
+    (work / "p.yaml").write_text(CONFIG)
+    db = f"sqlite:///{work / 'p.db'}"
+    bakeoff("run", "p.yaml", "--db", db, cwd=work, check=True)
+    records = json.loads(bakeoff("export", "latest", "--db", db, cwd=work, check=True).stdout)
+    return {"dir": work, "db": db, "records": records}
+
+
+def test_phases_cover_the_wall_time_of_every_case(phases_run):
+    for r in phases_run["records"]:
+        phases, wall = r["phases_s"], r["wall_s"]
+        assert abs(sum(phases.values()) - wall) <= 0.05 * wall, (r["case_id"], phases, wall)
+        assert phases["other"] <= 0.05 * wall, (r["case_id"], phases, wall)  # named phases explain >= 95%
+        assert all(v >= 0 for v in phases.values())
+        if r["status"] == "ok":
+            for name in ("process_start", "imports", "inputs", "eager_baseline", "reference", "compile",
+                         "checks", "timing", "exit"):
+                assert name in phases, (r["case_id"], name)
+            assert phases["timing"] > 0 and phases["compile"] > 0
+        assert r["gate_policy"] == "exclusive"
+
+
+def test_warm_process_phases_and_the_crash(phases_run):
+    by = {r["case_id"]: r for r in phases_run["records"]}
+    for case_id, r in by.items():
+        if r["backend"] == "inductor":
+            assert r["phases_s"]["warm_compile"] > 0 and "warm_exit" in r["phases_s"], case_id
+        if r["backend"] == "segfault":
+            # It died in its first run: the phases it finished are kept, the rest is 'unfinished'.
+            assert r["status"] == "crash" and r["phases_s"]["unfinished"] > 0, r["phases_s"]
+            assert "eager_baseline" in r["phases_s"]
+
+
+def test_pre_started_workers_keep_cold_compiles_cold(phases_run):
+    records = phases_run["records"]
+    assert records[0]["worker_start"] == "fresh"  # the first worker of the slot has no spare yet
+    assert all(r["worker_start"] == "prestarted" for r in records[1:]), [r.get("worker_start_reason")
+                                                                         for r in records]
+    for r in records:
+        if r["backend"] != "inductor":
+            continue
+        assert r["worker_start_warm"] == "prestarted"
+        assert r["phases_s"]["imports"] < 0.5 * r["phases_s"]["compile"]  # torch was imported beforehand
+        assert r["cache_files_before_cold"] == 0 and r["cache_files_cold"] > 0  # its own, empty cache
+        assert r["cache_hit_cold"] is False  # Inductor's own counter: a miss
+        assert r["cache_hit_warm"] is True
+
+
+def test_the_reference_is_computed_once_per_group(phases_run):
+    groups: dict[str, list[dict]] = {}
+    for r in phases_run["records"]:
+        if r.get("reference_source"):
+            groups.setdefault(r["workload"], []).append(r)
+    assert len(groups) == 2
+    for workload, rs in groups.items():
+        # The first case computes it; at smoke sizes reading it back beats computing it, so the others read it.
+        assert rs[0]["reference_source"] == {"0": "computed", "1": "computed"}, workload
+        for r in rs[1:]:
+            assert r["reference_source"] == {"0": "shared", "1": "shared"}, (r["case_id"], r["reference_source"])
+
+
+def test_show_ends_with_the_run_totals(phases_run):
+    shown = bakeoff("show", "--db", phases_run["db"], cwd=phases_run["dir"], check=True).stdout
+    last = shown.strip().splitlines()[-1]
+    assert "cases ran for" in last and "compiling" in last and "timing" in last and "overhead" in last, last
