@@ -45,6 +45,16 @@ def events(proc: subprocess.Popen, seen: str = "") -> dict[str, float]:
     return {line.split()[0]: float(line.split()[1]) for line in (seen + out).splitlines()}
 
 
+def raw_line(proc: subprocess.Popen) -> str:
+    """One line of `proc`'s output read byte by byte, so nothing after it is left in a buffer."""
+    data = b""
+    while not data.endswith(b"\n"):
+        byte = os.read(proc.stdout.fileno(), 1)
+        assert byte, "the process ended before writing a line"
+        data += byte
+    return data.decode()
+
+
 def wait_for_line(path: Path, timeout_s: float = 30) -> None:
     deadline = time.time() + timeout_s
     while not (path.exists() and path.read_text().strip()):
@@ -87,7 +97,7 @@ def test_timers_only_serializes_timing_phases_and_nothing_else(tmp_path):
     busy = start(prefix, "busy", 3.0, tmp_path / "busy.wait", "timers_only")
     entered = busy.stdout.readline()
     first = start(prefix, "timer", 1.5, tmp_path / "t1.wait", "timers_only")
-    first_in = first.stdout.readline()
+    first_in = raw_line(first)  # unbuffered: its next line follows at once, and communicate() must see it
     second = start(prefix, "timer", 0.5, tmp_path / "t2.wait", "timers_only")
     b, t1, t2 = events(busy, entered), events(first, first_in), events(second)
     assert t1["timing"] < b["out"]  # a busy worker holds nothing: timing does not wait for it

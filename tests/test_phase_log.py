@@ -15,16 +15,23 @@ def test_gate_waits_before_and_inside_a_phase_are_counted_once_as_gate_wait(tmp_
         time.sleep(0.05)
         waited[0] += 0.02  # a wait inside the phase (timed only with the gate's own tally here)
     log.add("process_start", 0.25)
+    with log.phase("compile"):
+        assert read_phases(tmp_path / "phases.txt").running("compile") is not None
     log.end()
     assert abs(log.totals["gate_wait"] - 5.02) < 1e-9
     assert 0.02 <= log.totals["imports"] < 0.05 + 0.02  # its span less the 0.02 s it waited
-    phases, end = read_phases(tmp_path / "phases.txt")
+    read = read_phases(tmp_path / "phases.txt")
+    phases, end = read.totals, read.end
+    assert read.running("compile") is None and len(read.begins["compile"]) == 1
     assert phases.keys() == log.totals.keys() and end is not None and abs(end - time.time()) < 60
     assert all(abs(phases[k] - log.totals[k]) < 1e-5 for k in phases)  # written with microseconds
 
 
 def test_a_cut_short_phase_file_gives_what_it_holds(tmp_path):
-    (tmp_path / "p.txt").write_text("imports 1.5\ncompile 2.0\ncompile 0.5\nchecks 0.")
-    phases, end = read_phases(tmp_path / "p.txt")
-    assert phases == {"imports": 1.5, "compile": 2.5, "checks": 0.0} and end is None
-    assert read_phases(tmp_path / "missing.txt") == ({}, None)
+    (tmp_path / "p.txt").write_text("imports 1.5\nbegin compile 99.0\ncompile 2.0\nchecks 0.5\n"
+                                    "begin compile 100.0\ncomp")
+    read = read_phases(tmp_path / "p.txt")
+    assert read.totals == {"imports": 1.5, "compile": 2.0, "checks": 0.5} and read.end is None
+    assert read.running("compile") == 100.0  # the second compile began and never ended
+    missing = read_phases(tmp_path / "missing.txt")
+    assert missing.totals == {} and missing.end is None

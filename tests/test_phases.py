@@ -74,6 +74,9 @@ def test_pre_started_workers_keep_cold_compiles_cold(phases_run):
         assert r["cache_files_before_cold"] == 0 and r["cache_files_cold"] > 0  # its own, empty cache
         assert r["cache_hit_cold"] is False  # Inductor's own counter: a miss
         assert r["cache_hit_warm"] is True
+        # Spares got ready during its compiles (at most two at once): how long is on the record.
+        assert 0 <= r["warmup_overlap_compile_s"] <= 2 * r["phases_s"]["compile"] + 1
+        assert 0 <= r["warmup_overlap_compile_warm_s"] <= 2 * r["phases_s"]["warm_compile"] + 1
 
 
 def test_the_reference_is_computed_once_per_group(phases_run):

@@ -18,12 +18,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.deaths import death_record as _death_record, kill_group, oom_kill_counts
 from bakeoff.harness.run.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
-from bakeoff.harness.run.prestart import Prestarter
+from bakeoff.harness.run.prestart import Prestarter, SpareSpec
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
 from bakeoff.harness.run.worker.entry import ENV_PARENT
@@ -104,6 +104,7 @@ class WorkerRun:
     phases_s: dict[str, float]
     start: str  # "prestarted" or "fresh"
     fresh_reason: str | None = None
+    warmup_overlap_compile_s: float | None = None  # spares getting ready while it compiled, seconds
 
 
 def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path | None,
@@ -122,8 +123,14 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PHASES_FILE: str(phases_file),
                ENV_SPAWNED_AT: f"{t_begin:.6f}"}
         spare, why_fresh = prestarter.take(env, case.device, profiler) if prestarter else (None, None)
-        if prestarter is not None and spare_env is not None:
-            prestarter.start(spare_env, case.device, profiler)
+        if prestarter is not None:
+            prestarter.plan(SpareSpec(spare_env, case.device, profiler) if spare_env is not None else None)
+            if not prestarter.spares:
+                prestarter.start_one()  # none left: start getting the next one ready now
+
+        def top_up() -> None:  # while it runs: more spares while it is in a long compile
+            if prestarter is not None and prestarter.wants_more():
+                prestarter.tick(read_phases(phases_file))
         oom_before = oom_kill_counts()
         err_file = spare.output if spare else Path(tmp, "stderr.txt")
         try:
@@ -137,7 +144,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
             if workers is not None:
                 workers.add(proc)
             try:
-                rc, timed_out = _wait(proc, case.timeout_s, wait_file)
+                rc, timed_out = _wait(proc, case.timeout_s, wait_file, top_up)
             finally:
                 if proc.returncode is None:
                     kill_group(proc)
@@ -150,7 +157,12 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
             if spare is not None:
                 spare.discard()
         gate_wait_s = waited_s(wait_file)
-        phases, ended_at = read_phases(phases_file)
+        written = read_phases(phases_file)
+        phases, ended_at = written.totals, written.end
+        overlap = None
+        if prestarter is not None and written.begins.get("compile"):
+            start = written.begins["compile"][0]
+            overlap = prestarter.warmup_overlap_s(start, start + phases.get("compile", t_exit - start))
         if ended_at is not None:
             phases["exit"] = phases.get("exit", 0.0) + max(t_exit - ended_at, 0.0)
         unreported = (t_exit - t_begin) - sum(phases.values())
@@ -169,15 +181,18 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
             record = _death_record(rc, phase, tail, oom_before, oom_kill_counts(),
                                    killed_by_harness=workers is not None and workers.closed)
     phases["collect"] = time.time() - t_exit  # reading its record and output, deleting its folder
-    return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh)
+    return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh, overlap)
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float, wait_file: Path) -> tuple[int, bool]:
+def _wait(proc: subprocess.Popen, timeout_s: float, wait_file: Path,
+          on_poll: Callable[[], None] = lambda: None) -> tuple[int, bool]:
     """Wait for the worker; kill it after `timeout_s` seconds of its own time, i.e. not counting the time
     it waited for the device's timing gate. Returns (exit code, timed out). Either way its process group
-    is killed before the worker is reaped (while its id cannot be reused), so nothing it started lingers."""
+    is killed before the worker is reaped (while its id cannot be reused), so nothing it started lingers.
+    `on_poll` runs at every look."""
     start, pause = time.time(), 0.01
     while True:
+        on_poll()
         if _exited(proc):
             kill_group(proc)
             return proc.wait(), False
@@ -230,6 +245,8 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
         record["worker_start"] = cold.start
         if cold.fresh_reason:
             record["worker_start_reason"] = cold.fresh_reason
+        if cold.warmup_overlap_compile_s is not None:
+            record["warmup_overlap_compile_s"] = cold.warmup_overlap_compile_s
         compiled = record.get("status") in ("ok", "mismatch")
         if warm_planned and compiled:
             warm = _run_worker(run_case, "warm", env, None, workers, prestarter, base if more_cases else None)
@@ -237,6 +254,8 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
             record["worker_start_warm"] = warm.start
             if warm.fresh_reason:
                 record["worker_start_warm_reason"] = warm.fresh_reason
+            if warm.warmup_overlap_compile_s is not None:
+                record["warmup_overlap_compile_warm_s"] = warm.warmup_overlap_compile_s
             warm_tail = warm.record.pop("stderr_tail", None)
             if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
                 record["stderr_tail_warm"] = warm_tail

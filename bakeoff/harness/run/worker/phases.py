@@ -1,7 +1,9 @@
 """Where a case's wall time goes: named phases, written by the worker as each ends and read by the orchestrator.
 
 A worker appends one line per finished phase, ``NAME SECONDS``, to the file named by BAKEOFF_PHASES_FILE
-(flushed at once), so the phases a worker finished are known even when it crashes or is killed later. The
+(flushed at once), so the phases a worker finished are known even when it crashes or is killed later.
+A compile also marks its start, ``begin compile EPOCH``: the slot starts its spare workers while a long
+compile runs (run/prestart.py), and the record says how much of their getting ready overlapped it. The
 orchestrator adds its own (setup, collect, cleanup), prefixes the warm process's with ``warm_`` and puts
 what no phase covers in ``other``: the record's `phases_s` sums to its `wall_s`.
 
@@ -13,12 +15,15 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
 ENV_PHASES_FILE = "BAKEOFF_PHASES_FILE"
 ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds at which the orchestrator started (or handed over to) the worker
 END_MARK = "end"  # the last line: epoch seconds at which the worker finished writing its record
+BEGIN_MARK = "begin"  # "begin NAME EPOCH": when a phase of BEGIN_MARKED started
+BEGIN_MARKED = ("compile",)
 
 # The phases, in the order a case goes through them (the table of benchmarks/harness_overhead.py).
 # Measuring = what the case is for (compile and timing); the rest is the harness's overhead.
@@ -49,6 +54,8 @@ class PhaseLog:
     def phase(self, name: str) -> Iterator[None]:
         """Time the body as phase `name`, less any gate wait inside it (counted as gate_wait)."""
         self.take_gate_wait()  # a wait before the phase began is not part of it
+        if name in BEGIN_MARKED:
+            self._write(f"{BEGIN_MARK} {name} {time.time():.6f}\n")
         t0 = time.perf_counter()
         try:
             yield
@@ -78,28 +85,44 @@ class PhaseLog:
                 f.write(line)
 
 
-def read_phases(path: Path) -> tuple[dict[str, float], float | None]:
-    """The phases a worker wrote (seconds by name, summed) and its end mark (epoch seconds; None when it
-    never finished). A missing or half-written file gives what could be read."""
-    totals: dict[str, float] = {}
-    end = None
+@dataclass
+class PhaseFile:
+    """What a worker's phase file holds: seconds by phase (summed), its end mark (epoch seconds; None when
+    it never finished) and the start of each marked phase (epoch seconds, in order)."""
+
+    totals: dict[str, float] = field(default_factory=dict)
+    end: float | None = None
+    begins: dict[str, list[float]] = field(default_factory=dict)
+
+    def running(self, name: str) -> float | None:
+        """Since when phase `name` has been running (epoch seconds); None when it is not running now."""
+        starts = self.begins.get(name, [])
+        ended = self.count.get(name, 0)
+        return starts[-1] if len(starts) > ended else None
+
+    count: dict[str, int] = field(default_factory=dict)  # finished phases, by name
+
+
+def read_phases(path: Path) -> PhaseFile:
+    """The phase file a worker wrote; a missing or half-written file gives what could be read."""
+    out = PhaseFile()
     try:
         lines = path.read_text().splitlines()
     except OSError:
-        return totals, None
+        return out
     for line in lines:
         parts = line.split()
-        if len(parts) != 2:
-            continue
         try:
-            value = float(parts[1])
+            if len(parts) == 3 and parts[0] == BEGIN_MARK:
+                out.begins.setdefault(parts[1], []).append(float(parts[2]))
+            elif len(parts) == 2 and parts[0] == END_MARK:
+                out.end = float(parts[1])
+            elif len(parts) == 2:
+                out.totals[parts[0]] = out.totals.get(parts[0], 0.0) + float(parts[1])
+                out.count[parts[0]] = out.count.get(parts[0], 0) + 1
         except ValueError:
             continue
-        if parts[0] == END_MARK:
-            end = value
-        else:
-            totals[parts[0]] = totals.get(parts[0], 0.0) + value
-    return totals, end
+    return out
 
 
 def spawned_at() -> float | None:

@@ -83,7 +83,8 @@ def serve(ready_file: str) -> int:
         gate.leave_shared()  # idle from here: a spare must not hold off anyone's timing while it waits
     watched = sorted(m for m in WATCHED_MODULES if m in sys.modules)
     tmp = ready_file + ".part"
-    Path(tmp).write_text(json.dumps({"ready_s": steps, "watched_modules_imported": watched}))
+    Path(tmp).write_text(json.dumps({"ready_s": steps, "watched_modules_imported": watched,
+                                     "ready_at": time.time()}))
     os.replace(tmp, ready_file)
     line = sys.stdin.readline()
     if not line.strip():
