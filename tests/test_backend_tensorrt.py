@@ -14,7 +14,8 @@ from bakeoff.workloads.ir import bind
 from bakeoff.workloads.suite import builtin_workloads
 
 # ONNX ops the TensorRT 10.15 parser supports (onnx-tensorrt docs/operators.md) that lower_onnx may emit.
-TRT_PARSER_OPS = {"Add", "Cast", "Div", "Erf", "Exp", "Expand", "Gelu", "GreaterOrEqual", "Identity",
+# Attention: the parser imports it from TensorRT 10.14 on (older parsers get the decomposed export instead).
+TRT_PARSER_OPS = {"Add", "Attention", "Cast", "Div", "Erf", "Exp", "Expand", "Gelu", "GreaterOrEqual", "Identity",
                   "LayerNormalization", "Log", "MatMul", "Max", "Mul", "Neg", "Pow", "RMSNormalization", "Range",
                   "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid", "Softmax",
                   "Sqrt", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where"}

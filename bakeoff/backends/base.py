@@ -48,12 +48,15 @@ class CompileInfo:
     sum and the whole span (compile() + prepare + first run + sync) is kept apart as the record's
     `compile_total_s` (`stages_s["first_run"]` = prepare + first run + sync). Empty: `compile_s` is
     that whole span, as for eager, Inductor (compiles lazily inside the first call), XLA and tritongen.
+    lowering: which route each composite op of the graph took into the framework, in words, by op name (e.g.
+    {"sdpa": "native: ONNX Attention (opset 23)"}); the record's `lowering`. Empty where not told.
     """
 
     stages_s: dict[str, float] = field(default_factory=dict)
     cache_hit: bool | None = None
     notes: list[str] = field(default_factory=list)
     compiler_stages: tuple[str, ...] = ()
+    lowering: dict[str, str] = field(default_factory=dict)
 
 
 class Compiled(ABC):

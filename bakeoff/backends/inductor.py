@@ -48,21 +48,39 @@ class InductorBackend(Backend):
                            dynamic=options.get("dynamic", False), fullgraph=options.get("fullgraph", True),
                            options=options.get("options"))
         notes = [f"mode={mode or 'default'}", f"dynamic={options.get('dynamic', False)}"]
-        return InductorCompiled(fn, device, CompileInfo(notes=notes), {"graph": graph.pretty()})
+        compiled = InductorCompiled(fn, device, CompileInfo(notes=notes), {"graph": graph.pretty()})
+        compiled.baseline = _process_totals()
+        return compiled
+
+
+def _process_totals() -> tuple[dict[str, float], dict[str, int]]:
+    """torch's cumulative compile-time totals and Inductor's counters in this process so far: a compile's own
+    figures are the differences from these (an earlier compile in the process, e.g. the worker's warm-up
+    graph, must not count)."""
+    from torch._dynamo.utils import counters
+
+    try:
+        from torch._dynamo.utils import calculate_time_spent
+
+        spent = dict(calculate_time_spent())
+    except Exception:  # private API: absent or changed in other torch versions
+        spent = {}
+    return spent, dict(counters["inductor"])
 
 
 class InductorCompiled(TorchCompiled):
-    """torch.compile compiles lazily, in the first call: its stages and cache verdict are read afterwards."""
+    """torch.compile compiles lazily, in the first call: its stages and cache verdict are read afterwards, as
+    differences from the process's totals when compile() returned (`baseline`)."""
+
+    baseline: tuple[dict[str, float], dict[str, int]] = ({}, {})
 
     @property
     def info(self) -> CompileInfo:
-        from torch._dynamo.utils import counters
-
+        spent_now, counts_now = _process_totals()
+        spent0, counts0 = self.baseline
+        spent = {k: v - spent0.get(k, 0.0) for k, v in spent_now.items()}
         stages: dict[str, float] = {}
-        try:
-            from torch._dynamo.utils import calculate_time_spent
-
-            spent = calculate_time_spent()
+        if spent:
             # dynamo = tracing and guards (frame compile minus backend); inductor = lowering, codegen, C++/Triton
             # compile; code_gen and async_compile.wait are parts of inductor, kept apart where present.
             if "entire_frame_compile" in spent:
@@ -70,9 +88,8 @@ class InductorCompiled(TorchCompiled):
             for key in ("backend_compile", "inductor_compile", "code_gen", "async_compile.wait"):
                 if key in spent:
                     stages[key] = spent[key]
-        except Exception:  # private API: absent or changed in other torch versions -> no stages
-            pass
-        hits, misses = counters["inductor"].get("fxgraph_cache_hit", 0), counters["inductor"].get("fxgraph_cache_miss", 0)
+        hits = counts_now.get("fxgraph_cache_hit", 0) - counts0.get("fxgraph_cache_hit", 0)
+        misses = counts_now.get("fxgraph_cache_miss", 0) - counts0.get("fxgraph_cache_miss", 0)
         hit = None if hits + misses == 0 else (hits > 0 and misses == 0)
         return CompileInfo(stages_s=stages, cache_hit=hit, notes=self._info.notes + [
             f"fxgraph_cache hits={hits} misses={misses}"])

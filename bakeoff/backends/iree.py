@@ -5,7 +5,11 @@ if the installed compiler knows it, else the highest target it does know (record
 on the `cuda` driver. IREE's Python runtime has no DLPack import, so `prepare` uploads inputs to device
 buffers once (untimed) and `run` invokes the module on them.
 
-Options (YAML `backends: {iree: {...}}`): `extra_flags` (list of str, appended to the iree-compile flags).
+Options (YAML `backends: {iree: {...}}`): `extra_flags` (list of str, appended to the iree-compile flags);
+`attention`: "decomposed" only (the default). IREE's input is StableHLO from the JAX lowering, where the
+fused attention JAX offers is a cuDNN custom call that IREE cannot lower, and StableHLO has no attention op of
+its own (IREE reaches its fused attention only from torch-mlir's SDPA): attention stays matmul, mask,
+softmax, matmul, and the record's `lowering` says so.
 IREE has no compile cache: `cache_env` stays empty.
 """
 from __future__ import annotations
@@ -37,6 +41,8 @@ _PROBE_MODULE = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %0 : tensor<4xf32>
 }"""
 _known_targets: dict[str, bool] = {}
+_NO_NATIVE_ATTENTION = ("IREE's input is StableHLO, which has no attention op, and JAX's fused attention is a cuDNN "
+                        "custom call that IREE cannot lower")
 
 
 def _compiler_version() -> str:
@@ -187,14 +193,17 @@ class IreeBackend(Backend):
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - {"extra_flags"}
+        unknown = set(options) - {"extra_flags", "attention"}
         if unknown:
-            raise ValueError(f"iree: unknown option(s) {sorted(unknown)}; known: ['extra_flags']")
+            raise ValueError(f"iree: unknown option(s) {sorted(unknown)}; known: ['attention', 'extra_flags']")
+        if options.get("attention", "decomposed") != "decomposed":
+            raise ValueError(f"iree: attention={options['attention']!r} is not available: {_NO_NATIVE_ATTENTION}; "
+                             "use attention: decomposed")
         import iree.compiler as ireec
         import iree.runtime as ireert
         import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
 
-        from bakeoff.workloads.lower_jax import stablehlo_text
+        from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
         stages: dict[str, float] = {}
         notes: list[str] = []
@@ -248,7 +257,11 @@ class IreeBackend(Backend):
             "stablehlo": source,
         }
         notes.append(f"target={target}")
+        paths = lowering_paths(graph, "decomposed", "cpu" if device == "cpu" else "cuda")
+        if "sdpa" in paths:
+            paths["sdpa"] = f"decomposed (matmul, scale, mask, softmax, matmul): {_NO_NATIVE_ATTENTION}"
+        notes += [f"{op}: {words}" for op, words in paths.items()]
         # The headline compile time is iree-compile's; the StableHLO export, the target probe and the module
         # load are recorded apart in stages_s.
-        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("compile",))
+        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("compile",), lowering=paths)
         return IreeCompiled(fn, hal_device, device, info, artifacts)

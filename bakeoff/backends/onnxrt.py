@@ -7,6 +7,9 @@ Options (YAML `backends: {onnxruntime: {...}}`):
 - graph_optimization_level: "disable" | "basic" | "extended" | "all" (default "all");
 - intra_op_num_threads: int (default: ONNX Runtime's choice, one per physical core);
 - opset: ONNX opset to export (default `workloads.lower_onnx.DEFAULT_OPSET`);
+- attention: "native" (default: the opset-23 Attention op) or "decomposed" (MatMul, Where, Softmax, MatMul).
+  Where this runtime has no Attention kernel for the case (onnxruntime 1.32's CPU provider has none for
+  bfloat16), the session is created from the decomposed export instead and `info.lowering` says why;
 - artifacts_dir: a folder; when given, the exported model is written there and its path recorded.
 
 On CUDA the CUDAExecutionProvider is required (onnxruntime-gpu) and CPU fallback is disabled, so that a node
@@ -27,7 +30,7 @@ from bakeoff.workloads.ir import Graph
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 
 _LEVELS = ("disable", "basic", "extended", "all")
-_OPTIONS = {"graph_optimization_level", "intra_op_num_threads", "opset", "artifacts_dir"}
+_OPTIONS = {"graph_optimization_level", "intra_op_num_threads", "opset", "artifacts_dir", "attention"}
 _INSTALL = "pip install 'bakeoff[onnx]'"
 
 # supports() probes: (graph digest, device, options as JSON) -> None or the reason ONNX Runtime gave.
@@ -78,6 +81,41 @@ def _session_options(device: str, options: dict[str, Any]) -> Any:
         # Documented session config key: fail rather than place nodes on the CPU provider behind our back.
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     return so
+
+
+def open_session(graph: Graph, device: str, options: dict[str, Any], so: Any) -> tuple[Any, Any, dict, dict]:
+    """Export `graph` and create its session: (model, session, seconds per stage, lowering paths).
+
+    With native attention in the export, a session that cannot be created (no Attention kernel for this
+    provider and dtype, or an ONNX Runtime that does not know the op) is retried on the decomposed export;
+    the paths then name the first error. The decomposed export's own failure propagates."""
+    import onnxruntime as ort
+
+    from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, lowering_paths
+
+    opset, attention = int(options.get("opset", DEFAULT_OPSET)), options.get("attention", "native")
+    paths = lowering_paths(graph, opset, attention)
+    t0 = time.perf_counter()
+    model = lower_onnx(graph, opset, attention)
+    t1 = time.perf_counter()
+    stages = {"export": t1 - t0}
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device))
+    except Exception as exc:
+        if not paths.get("sdpa", "").startswith("native"):
+            raise
+        t2 = time.perf_counter()
+        stages["session_native_attention_failed"] = t2 - t1
+        provider = "CUDA" if device.startswith("cuda") else "CPU"
+        reason = str(exc).split(" : ")[-1].strip()[:300]
+        paths["sdpa"] = (f"decomposed (MatMul, Mul, Where, Softmax, MatMul): onnxruntime {ort.__version__} "
+                         f"{provider} provider could not run the Attention export: {reason}")
+        model = lower_onnx(graph, opset, "decomposed")
+        t1 = time.perf_counter()
+        stages["export"] += t1 - t2
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device))
+    stages["session"] = time.perf_counter() - t1
+    return model, session, stages, paths
 
 
 class OrtCompiled(Compiled):
@@ -223,15 +261,11 @@ class OnnxRuntimeBackend(Backend):
         from onnxruntime.capi.onnxruntime_pybind11_state import Fail as OrtFail
         from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
-        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx
-
         try:
-            model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET))).SerializeToString()
+            open_session(graph, device, options, _session_options(device, options))
+            return None
         except NotImplementedError as exc:   # an op the ONNX lowering has no rule for
             return f"onnxruntime: {exc}"
-        try:
-            ort.InferenceSession(model, _session_options(device, options), providers=_providers(device))
-            return None
         except OrtNotImplemented as exc:
             # "... NOT_IMPLEMENTED : Could not find an implementation for MatMul(13) node with name '...'"
             provider = "CUDA" if device.startswith("cuda") else "CPU"
@@ -251,17 +285,14 @@ class OnnxRuntimeBackend(Backend):
         unknown = set(options) - _OPTIONS
         if unknown:
             raise ValueError(f"onnxruntime: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
-        import onnxruntime as ort
-
-        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, model_summary
+        from bakeoff.workloads.lower_onnx import ATTENTION_FORMS, model_summary
 
         so = _session_options(device, options)   # validates option values before any work
-        t0 = time.perf_counter()
-        model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET)))
+        if options.get("attention", "native") not in ATTENTION_FORMS:
+            raise ValueError(f"onnxruntime: attention must be one of {list(ATTENTION_FORMS)}, "
+                             f"got {options['attention']!r}")
+        model, session, stages, paths = open_session(graph, device, options, so)
         model_bytes = model.SerializeToString()
-        t1 = time.perf_counter()
-        session = ort.InferenceSession(model_bytes, so, providers=_providers(device))
-        t2 = time.perf_counter()
 
         artifacts = model_summary(model)
         artifacts["providers"] = session.get_providers()
@@ -280,8 +311,8 @@ class OnnxRuntimeBackend(Backend):
                          "Casts that ONNX Runtime inserts (artifacts: casts_added_by_ort)")
         if options.get("intra_op_num_threads") is not None:
             notes.append(f"intra_op_num_threads={options['intra_op_num_threads']}")
+        notes += [f"{op}: {words}" for op, words in paths.items()]
         # Session creation (graph optimizations, kernel selection) is ONNX Runtime's compile: the headline
-        # compile time; the ONNX export is recorded apart.
-        info = CompileInfo(stages_s={"export": t1 - t0, "session": t2 - t1}, notes=notes,
-                           compiler_stages=("session",))
+        # compile time; the ONNX export (and a native-attention session that failed) is recorded apart.
+        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("session",), lowering=paths)
         return OrtCompiled(session, graph, device, info, model_bytes, artifacts, dict(options))

@@ -23,7 +23,10 @@ typed network (TensorRT keeps those types; required by 11.x, opt-in on 10.x). `t
 the old builder flags FP16/BF16 instead. TF32 is off unless asked, so float32 stays float32 as in eager.
 
 Options: opset, builder_optimization_level (0-5, default 3), typing ("strong"|"weak"), tf32 (bool, default
-false), workspace_mb, artifacts_dir (the ONNX model and the engine are written there).
+false), workspace_mb, artifacts_dir (the ONNX model and the engine are written there), attention ("native",
+default: the opset-23 ONNX Attention op, which the parser imports from TensorRT 10.14 on; or "decomposed").
+Where the parser rejects the Attention export (an older TensorRT), the decomposed export is parsed instead
+and `info.lowering` says why.
 Cold and warm builds differ through the timing cache file kept in $BAKEOFF_TRT_CACHE_DIR.
 """
 from __future__ import annotations
@@ -36,7 +39,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 
-_OPTIONS = {"opset", "builder_optimization_level", "typing", "tf32", "workspace_mb", "artifacts_dir"}
+_OPTIONS = {"opset", "builder_optimization_level", "typing", "tf32", "workspace_mb", "artifacts_dir", "attention"}
 CACHE_ENV = "BAKEOFF_TRT_CACHE_DIR"
 
 
@@ -50,6 +53,8 @@ def check_options(options: dict[str, Any]) -> None:
     level = options.get("builder_optimization_level", 3)
     if not isinstance(level, int) or not 0 <= level <= 5:
         raise ValueError(f"tensorrt: builder_optimization_level must be an int in 0..5, got {level!r}")
+    if options.get("attention", "native") not in ("native", "decomposed"):
+        raise ValueError(f"tensorrt: attention must be 'native' or 'decomposed', got {options['attention']!r}")
 
 
 def _logger() -> Any:
@@ -237,7 +242,7 @@ class TensorRTBackend(Backend):
         import tensorrt as trt
         import torch
 
-        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, model_summary
+        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, lowering_paths, model_summary
 
         major = int(trt.__version__.split(".")[0])
         typing = options.get("typing", "strong")
@@ -247,8 +252,10 @@ class TensorRTBackend(Backend):
         dev = torch.device(device)
         index = dev.index if dev.index is not None else torch.cuda.current_device()
 
+        opset, attention = int(options.get("opset", DEFAULT_OPSET)), options.get("attention", "native")
+        paths = lowering_paths(graph, opset, attention)
         t0 = time.perf_counter()
-        model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET)))
+        model = lower_onnx(graph, opset, attention)
         model_bytes = model.SerializeToString()
         t1 = time.perf_counter()
 
@@ -261,7 +268,18 @@ class TensorRTBackend(Backend):
             flags = 1 << int(strong) if typing == "strong" and strong is not None else 0
             network = builder.create_network(flags)
             parser = trt.OnnxParser(network, logger)
-            if not parser.parse(model_bytes):
+            ok = parser.parse(model_bytes)
+            if not ok and paths.get("sdpa", "").startswith("native"):
+                # An older parser has no Attention importer: the decomposed export, with the reason kept.
+                errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+                paths["sdpa"] = (f"decomposed (MatMul, Mul, Where, Softmax, MatMul): TensorRT {trt.__version__}'s "
+                                 f"ONNX parser rejected the Attention export: {'; '.join(errors)[:300]}")
+                model = lower_onnx(graph, opset, "decomposed")
+                model_bytes = model.SerializeToString()
+                network = builder.create_network(flags)
+                parser = trt.OnnxParser(network, logger)
+                ok = parser.parse(model_bytes)
+            if not ok:
                 errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
                 raise RuntimeError("tensorrt: ONNX parse failed: " + "; ".join(errors + logger.messages)[:2000])
             t2 = time.perf_counter()
@@ -298,7 +316,8 @@ class TensorRTBackend(Backend):
         # A warm build finds every timing query in the loaded cache, so the cache it writes back is unchanged.
         loaded = len(timing.loaded)
         cache_hit = bool(loaded and accepted and cache_bytes == loaded) if timing.path else None
-        notes = [f"opset={model.opset_import[0].version}", f"typing={typing}",
+        notes = [f"{op}: {words}" for op, words in paths.items()]
+        notes += [f"opset={model.opset_import[0].version}", f"typing={typing}",
                  f"builder_optimization_level={config.builder_optimization_level}",
                  f"tf32={bool(options.get('tf32', False))}",
                  (f"timing cache {timing.path}: {loaded} B loaded{'' if accepted else ' (rejected)'}, "
@@ -307,7 +326,7 @@ class TensorRTBackend(Backend):
         # cache save and deserialize are recorded apart.
         info = CompileInfo(stages_s={"export": t1 - t0, "parse": t2 - t1, "build": t3 - t2,
                                      "cache_save": t4 - t3, "deserialize": t5 - t4},
-                           cache_hit=cache_hit, notes=notes, compiler_stages=("build",))
+                           cache_hit=cache_hit, notes=notes, compiler_stages=("build",), lowering=paths)
         artifacts = model_summary(model)
         artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
         artifacts.update({"engine_bytes": int(plan.nbytes), "num_layers": int(engine.num_layers),

@@ -3,7 +3,13 @@
 Triton is imported lazily: this package imports without it. On the CPU kernels run in Triton's interpreter,
 which needs TRITON_INTERPRET=1 in the environment before compile (read at compile time, not import time).
 Options: autotune (bool, default true; GPU only), max_row_block (int, elements: longest row kept in one tile),
-matmul_tma (bool, default true: on the GPU also try matmul tiles loaded through TMA descriptors).
+matmul_tma (bool, default true: on the GPU also try matmul and attention tiles loaded through TMA descriptors),
+fp32_dot ("auto" default, "tf32x3", "ieee" or "tf32": how float32 matmul and attention products run on the GPU;
+tf32x3 splits each operand into two TF32 parts on the tensor cores and keeps float32 accuracy, ieee is SIMT
+float32, tf32 is faster and less accurate; auto = tf32x3 for attention, ieee for matmul, the faster
+float32-accurate choice of each on the H200; the record's notes name what each kernel kind used),
+search ("pruned" default: the few configs per kernel kind that won on the H200, or "wide": the whole space,
+slower to compile; winners are cached either way).
 """
 from __future__ import annotations
 
@@ -16,7 +22,9 @@ from bakeoff.workloads.ir import Graph
 _NO_TRITON = "triton not installed (pip install 'bakeoff[triton]')"
 _NO_INTERP = ("on the CPU tritongen needs TRITON_INTERPRET=1 (Triton's interpreter) set before triton is "
               "imported; the harness sets it in its workers")
-_OPTIONS = {"autotune", "max_row_block", "matmul_tma"}
+_OPTIONS = {"autotune", "max_row_block", "matmul_tma", "fp32_dot", "search"}
+FP32_DOTS = ("auto", "tf32x3", "ieee", "tf32")
+SEARCHES = ("pruned", "wide")
 
 
 def _interpreting() -> bool:
@@ -72,12 +80,10 @@ class TritonGenBackend(Backend):
         interpret = _interpreting()
         if device == "cpu" and not interpret:
             raise RuntimeError(_NO_INTERP)
-        from bakeoff.backends.tritongen.source import CodegenTarget
         from bakeoff.backends.tritongen.pipeline import compile_graph
 
         dtype = next((n.dtype for n in graph.inputs), "float32")
-        target = CodegenTarget(interpret, dtype, int(options.get("max_row_block", 16384)),
-                        bool(options.get("matmul_tma", True)))
+        target = target_from_options(options, interpret, dtype)
         if interpret:
             device_name = "triton-interpreter"
         else:
@@ -86,3 +92,18 @@ class TritonGenBackend(Backend):
             device_name = torch.cuda.get_device_name(torch.device(device))
         search = bool(options.get("autotune", True)) and not interpret
         return compile_graph(graph, device, target, search, device_name)
+
+
+def target_from_options(options: dict[str, Any], interpret: bool, dtype: str):
+    """The CodegenTarget that `options` ask for (values checked: a bad one is a ValueError naming it)."""
+    from bakeoff.backends.tritongen.source import CodegenTarget
+
+    fp32_dot = options.get("fp32_dot", "auto")
+    if fp32_dot not in FP32_DOTS:
+        raise ValueError(f"tritongen: option fp32_dot={fp32_dot!r}; known: {list(FP32_DOTS)}")
+    search = options.get("search", "pruned")
+    if search not in SEARCHES:
+        raise ValueError(f"tritongen: option search={search!r}; known: {list(SEARCHES)}")
+    # TMA twins only for the GPU: the interpreter's search is one fixed config, which never picks them
+    return CodegenTarget(interpret, dtype, int(options.get("max_row_block", 16384)),
+                         bool(options.get("matmul_tma", True)) and not interpret, fp32_dot, search)

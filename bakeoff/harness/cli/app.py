@@ -234,8 +234,10 @@ def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     store = open_store(db)
     values = measure_ceilings(dev, dtypes)
     store.add_ceilings(env["fingerprint"], dev, values, env)
+    spec = {name.removeprefix("spec_"): value for name, value, _, _ in values if name.startswith("spec_")}
     for name, value, unit, method in values:
-        console.print(f"{name}: [bold]{value:.1f}[/] {unit}  ({method})")
+        of_spec = f", {100 * value / spec[name]:.0f}% of the spec sheet's" if name in spec else ""
+        console.print(f"{name}: [bold]{value:.1f}[/] {unit}{of_spec}  ({method})")
     console.print(f"stored for fingerprint {env['fingerprint']} in {store.url}")
 
 

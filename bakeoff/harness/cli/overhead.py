@@ -40,7 +40,8 @@ def case_split(record: dict[str, Any]) -> tuple[float, float, float] | None:
         compile_s = sum(phases.get(p, 0.0) for p in COMPILE_PHASES)
         timing_s = sum(phases.get(p, 0.0) for p in TIMING_PHASES)
         return wall, compile_s, timing_s
-    compile_s = (record.get("compile_total_s") or record.get("compile_s") or 0.0) + (
+    compile_s = sum(record.get(k) or 0.0 for k in ("compile_process_setup_s", "compile_process_setup_warm_s")) + (
+        record.get("compile_total_s") or record.get("compile_s") or 0.0) + (
         record.get("compile_warm_total_s") or record.get("compile_warm_s") or 0.0)
     timing_s = sum(end - start for start, end in record.get("timing_windows") or [])
     return wall, compile_s, timing_s
@@ -101,7 +102,7 @@ def phase_table(records: list[dict[str, Any]], title: str = "") -> Table:
         warm = sum((r.get("phases_s") or {}).get(f"warm_{name}", 0.0) for r in rows)
         if name not in seen or cold + warm == 0:
             continue
-        kind = "compile" if name == "compile" else "timing" if name in TIMING_PHASES else "overhead"
+        kind = "compile" if name in COMPILE_PHASES else "timing" if name in TIMING_PHASES else "overhead"
         t.add_row(name, kind, f"{cold:.2f}", f"{warm:.2f}" if warm else "-", f"{(cold + warm) / len(rows):.3f}",
                   f"{100 * (cold + warm) / wall:.1f}")
     tot = totals(rows)

@@ -14,10 +14,13 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def _latency(r: dict[str, Any]) -> str:
-    med = r.get("latency_ms_median")
+    """The headline latency [p20–p80] (harness.measure.figures), the timer's for records without one."""
+    new = r.get("headline_ms") is not None
+    med = r.get("headline_ms") if new else r.get("latency_ms_median")
     if med is None:
         return "-"
-    lo, hi = r.get("latency_ms_p20"), r.get("latency_ms_p80")
+    lo, hi = (r.get("headline_p20_ms"), r.get("headline_p80_ms")) if new else (r.get("latency_ms_p20"),
+                                                                               r.get("latency_ms_p80"))
     spread = f" [{lo:.3g}–{hi:.3g}]" if lo is not None and hi is not None else ""
     return f"{med:.4g}{spread}"
 

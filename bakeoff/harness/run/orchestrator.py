@@ -98,11 +98,9 @@ def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) ->
     record.setdefault("status", "crash")
     ceiling = _ceiling_for(case, ceilings)
     if ceiling and record.get("latency_ms_median"):
-        name, value = ceiling
-        achieved = record.get("achieved_tflops") if name.startswith("matmul") else record.get("achieved_gbps")
-        if achieved:
-            record["pct_of_ceiling"] = 100.0 * achieved / value
-            record["ceiling"] = {"name": name, "value": value}
+        from bakeoff.harness.measure.ceiling_share import ceiling_fields
+
+        record.update(ceiling_fields(record, ceiling, ceilings))
     return record
 
 

@@ -3,7 +3,9 @@
 Each candidate (a backend whose case passed) is scored by a weighted sum of log ratios to the best candidate
 of the same workload, shape and dtype: score = w_lat·ln(lat/lat_best) + w_compile·ln(compile/compile_best)
 + w_err·ln(err/err_best). Lower is better; 0 means best on every axis. Log ratios make the three axes
-unit-free, so a weight says how much one factor of e on that axis matters.
+unit-free, so a weight says how much one factor of e on that axis matters. Latency is each case's headline
+(`data.headline_ms`: the figure measured the same way for every backend, which the speedup column divides
+too); compile is the graph's own time to its first result (`data.first_result_s`).
 
 Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
 milliseconds, and without the floor a 10 s compile would cost 0.2·ln(10 s / 5 ms) ≈ 1.5, more than a 4×
@@ -19,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from bakeoff.results.report.data import case_key, first_result_s, fnum, unit_roundoff
+from bakeoff.results.report.data import case_key, first_result_s, fnum, headline_method, headline_ms, unit_roundoff
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
 # Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
@@ -85,7 +87,7 @@ class Recommendation:
 
 
 def _axes(c: dict[str, Any]) -> tuple[float, float, float] | None:
-    lat, comp, err = fnum(c.get("latency_ms_median")), first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
+    lat, comp, err = headline_ms(c), first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
     if c.get("status") != "ok" or lat is None or lat <= 0:
         return None
     floor = 0.01 * unit_roundoff(c.get("dtype"))  # errors below 1% of it count as equal (log 0 is undefined)
@@ -118,7 +120,7 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
 def _reason(pick: dict[str, Any], axes: tuple[float, float, float], ranked: list, members: list,
             weights: dict[str, float]) -> str:
     lat, comp, err = axes
-    parts = [f"{lat:.3g} ms"]
+    parts = [f"{lat:.3g} ms ({headline_method(pick) or 'method not recorded'})"]
     sp = fnum(pick.get("speedup_vs_eager"))
     if sp is not None and pick.get("backend") != "eager":
         parts.append(f"{sp:.2f}× eager's speed")
@@ -135,6 +137,9 @@ def _reason(pick: dict[str, Any], axes: tuple[float, float, float], ranked: list
     if len(ranked) > 1:
         runner_score, runner, _ = ranked[1]
         text += f"; next {runner.get('backend')} (score {runner_score:.2f} vs {ranked[0][0]:.2f})"
+    methods = {headline_method(c) for _, c, _ in ranked}
+    if len(methods) > 1:
+        text += f"; latencies of different methods compared ({', '.join(sorted(methods))})"
     failed = [f"{c.get('backend')} {c.get('status')}" for c in members if c.get("status") != "ok"]
     if failed:
         text += f"; excluded: {', '.join(failed)}"

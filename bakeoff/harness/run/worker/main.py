@@ -37,6 +37,7 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     from bakeoff.backends.base import TensorSpec
 
     from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.run.worker.process_setup import warm_up_process
 
     graph = case.bound_graph()
     with phases.phase("imports"):
@@ -44,6 +45,8 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     specs = TensorSpec.of_inputs(graph)
     with phases.phase("inputs"):
         inputs = make_inputs(graph, case.seeds[0], case.device)
+    with phases.phase("compile_setup"):
+        setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
     with phases.phase("compile"):
@@ -52,7 +55,7 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     hit = compiled.info.cache_hit
     if hit is None and backend.cache_env:
         hit = before > 0 and after == before  # nothing new written: everything came from the cache
-    return {"compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
+    return {**setup, "compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
             "cache_files_before_warm": before, "cache_files_after_warm": after,
             "compile_stages_warm_s": dict(compiled.info.stages_s)}
 

@@ -20,18 +20,18 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 ENV_PHASES_FILE = "BAKEOFF_PHASES_FILE"
-ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds at which the orchestrator started (or handed over to) the worker
+ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds: when the orchestrator started the worker (or handed over)
 END_MARK = "end"  # the last line: epoch seconds at which the worker finished writing its record
 BEGIN_MARK = "begin"  # "begin NAME EPOCH": when a phase of BEGIN_MARKED started
 BEGIN_MARKED = ("compile",)
 
 # The phases, in the order a case goes through them (the table of benchmarks/harness_overhead.py).
 # Measuring = what the case is for (compile and timing); the rest is the harness's overhead.
-COMPILE_PHASES = ("compile", "warm_compile")
+COMPILE_PHASES = ("compile_setup", "compile", "warm_compile_setup", "warm_compile")
 TIMING_PHASES = ("timing", "host_latency", "graph_replay", "profiling")
 PROCESS_PHASES = ("process_start", "imports", "device_init", "gpu_state", "inputs", "eager_baseline",
-                  "reference_wait", "reference", "compile", "checks", "artifacts", "timing", "host_latency",
-                  "graph_replay", "profiling", "gate_wait", "exit", "collect", "unfinished")
+                  "reference_wait", "reference", "compile_setup", "compile", "checks", "artifacts", "timing",
+                  "host_latency", "graph_replay", "profiling", "gate_wait", "exit", "collect", "unfinished")
 ORCHESTRATOR_PHASES = ("setup", "cleanup", "other")
 
 
@@ -132,9 +132,3 @@ def spawned_at() -> float | None:
         return float(value) if value else None
     except ValueError:
         return None
-
-
-def measuring_split(phases_s: dict[str, float]) -> tuple[float, float]:
-    """(compile seconds, timing seconds) of a record's phases: what the case measures, the rest overhead."""
-    return (sum(phases_s.get(p, 0.0) for p in COMPILE_PHASES),
-            sum(phases_s.get(p, 0.0) + phases_s.get(f"warm_{p}", 0.0) for p in TIMING_PHASES))
