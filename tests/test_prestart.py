@@ -1,18 +1,22 @@
 """Pre-started workers and the shared reference, piece by piece: which environments a spare may take, that a
-spare imports no compiler while it gets ready, and that a kept reference is read only for the same inputs."""
+spare imports no compiler while it gets ready, that a kept reference is read only for the same inputs and
+eager's kept error only for the same eager bytes."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
 
-from bakeoff.harness.measure.checks import reference_outputs
+from bakeoff.harness.measure.checks import check_outputs, reference_outputs
+from bakeoff.harness.measure.numerics import error_stats
 from bakeoff.harness.run.case_process import base_env
 from bakeoff.harness.run.prestart import Spare, refusal
 from bakeoff.harness.run.worker import shared_reference as shared
 from bakeoff.harness.run.worker.inputs import make_inputs
 from bakeoff.harness.run.worker.phases import PhaseLog
 from bakeoff.workloads.ir import bind
+from bakeoff.workloads.lower_torch import lower_torch
 from bakeoff.workloads.suite import builtin_workloads
 
 BASE = {"PATH": "/usr/bin", "BAKEOFF_GATE": "/tmp/g/cpu", "BAKEOFF_GATE_POLICY": "exclusive"}
@@ -63,19 +67,50 @@ def test_a_kept_reference_is_read_back_for_the_same_inputs_only(tmp_path, monkey
     monkeypatch.setattr(shared, "worth_keeping", lambda compute_s, nbytes: True)
     graph, log = _graph(), PhaseLog(None)
     inputs = make_inputs(graph, 0, "cpu")
-    first, source = shared.shared_reference(graph, 0, inputs, "cpu", log)
-    assert source == "computed"
-    again, source = shared.shared_reference(graph, 0, make_inputs(graph, 0, "cpu"), "cpu", log)
-    assert source == "shared" and all(torch.equal(a, b) for a, b in zip(first, again))
-    assert all(r.dtype == torch.float64 for r in again)
+    eager = lower_torch(graph)
+    first = shared.shared_reference(graph, 0, inputs, eager(*inputs), "cpu", log)
+    assert first.source == "computed"
+    again_inputs = make_inputs(graph, 0, "cpu")
+    again = shared.shared_reference(graph, 0, again_inputs, eager(*again_inputs), "cpu", log)
+    assert again.source == "shared" and all(torch.equal(a, b) for a, b in zip(first.refs, again.refs))
+    assert all(r.dtype == torch.float64 for r in again.refs)
+    assert again.eager_vs_refs == first.eager_vs_refs  # eager's bytes were the same: its error is read back
     # Other inputs under the same key (a generator that changed, say) are never judged by this reference.
     other = [x + 1 for x in inputs]
-    refs, source = shared.shared_reference(graph, 0, other, "cpu", log)
-    assert source == "computed"
-    assert all(torch.equal(a, b) for a, b in zip(refs, reference_outputs(graph, other, "cpu")))
+    theirs = shared.shared_reference(graph, 0, other, eager(*other), "cpu", log)
+    assert theirs.source == "computed"
+    assert all(torch.equal(a, b) for a, b in zip(theirs.refs, reference_outputs(graph, other, "cpu")))
+    assert theirs.eager_vs_refs == [error_stats(e, r) for e, r in zip(eager(*other), theirs.refs)]
     assert shared.reference_key(graph, 0, "cpu") != shared.reference_key(graph, 1, "cpu")
     assert shared.reference_key(graph, 0, "cpu") != shared.reference_key(_graph("rmsnorm"), 0, "cpu")
     assert log.totals["reference"] > 0 and "reference_wait" in log.totals
+
+
+def test_eager_error_is_read_back_only_for_the_same_eager_bytes(tmp_path, monkeypatch):
+    monkeypatch.setenv(shared.ENV_REFERENCE_DIR, str(tmp_path))
+    monkeypatch.setattr(shared, "worth_keeping", lambda compute_s, nbytes: True)
+    graph, log = _graph(), PhaseLog(None)
+    inputs = make_inputs(graph, 0, "cpu")
+    eager_out = lower_torch(graph)(*inputs)
+    shared.shared_reference(graph, 0, inputs, eager_out, "cpu", log)
+    nudged = [o + 1e-3 for o in eager_out]  # a nondeterministic eager, say
+    got = shared.shared_reference(graph, 0, inputs, nudged, "cpu", log)
+    assert got.source == "shared"
+    assert got.eager_vs_refs == [error_stats(o, r) for o, r in zip(nudged, got.refs)]
+
+
+def test_an_output_with_eagers_bits_gets_eagers_error_without_recomputing_it():
+    graph = _graph()
+    inputs = make_inputs(graph, 0, "cpu")
+    eager_out = lower_torch(graph)(*inputs)
+    refs = reference_outputs(graph, inputs, "cpu")
+    known = [error_stats(e, r) for e, r in zip(eager_out, refs)]
+    marked = [dataclasses.replace(k, rmse=k.rmse * 1.5) for k in known]  # tells the passed-in value apart
+    same = check_outputs(graph, 0, [o.clone() for o in eager_out], eager_out, refs, marked)
+    assert same.vs_ref == marked[0] and same.eager_vs_ref == marked[0]
+    other = check_outputs(graph, 0, [o * (1 + 1e-6) for o in eager_out], eager_out, refs, marked)
+    assert other.vs_ref != marked[0] and other.eager_vs_ref == marked[0]
+    assert check_outputs(graph, 0, list(eager_out), eager_out, refs).eager_vs_ref == known[0]
 
 
 def test_keeping_a_reference_must_pay_for_itself():
@@ -86,5 +121,6 @@ def test_keeping_a_reference_must_pay_for_itself():
 def test_without_a_folder_every_case_computes_its_own(monkeypatch):
     monkeypatch.delenv(shared.ENV_REFERENCE_DIR, raising=False)
     graph = _graph()
-    refs, source = shared.shared_reference(graph, 1, make_inputs(graph, 1, "cpu"), "cpu", PhaseLog(None))
-    assert source == "computed" and refs[0].dtype == torch.float64
+    inputs = make_inputs(graph, 1, "cpu")
+    got = shared.shared_reference(graph, 1, inputs, lower_torch(graph)(*inputs), "cpu", PhaseLog(None))
+    assert got.source == "computed" and got.refs[0].dtype == torch.float64 and got.eager_vs_refs is None

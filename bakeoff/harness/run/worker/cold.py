@@ -9,7 +9,7 @@ import torch
 from bakeoff.backends import get_backend
 from bakeoff.backends.base import Backend, Compiled, TensorSpec
 
-from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator
+from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, same_bits
 from bakeoff.harness.measure.environment import gpu_state
 from bakeoff.harness.run.gate import timing_exclusive
 from bakeoff.harness.run.worker.inputs import make_inputs
@@ -27,7 +27,7 @@ def _eager_baseline(graph, specs, case: Case, inputs) -> tuple[Compiled, list[to
     eager = get_backend("eager").compile(graph, specs, case.device, {})
     first = [o.clone() for o in eager(*inputs)]
     second = eager(*inputs)
-    deterministic = all(_bitwise_equal(a, b) for a, b in zip(first, second))
+    deterministic = all(same_bits(a, b) for a, b in zip(first, second))
     _spoil(second, inputs)
     return eager, first, deterministic
 
@@ -41,14 +41,6 @@ def _spoil(outputs, inputs) -> None:
             out.fill_(float("nan"))
 
 
-def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same bits, element by element (so NaN equals NaN, and 0.0 differs from -0.0)."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
-
-
 def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck,
                  phases: PhaseLog, sources: dict[str, str]) -> list[SeedCheck]:
     """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare. `sources` gets where each
@@ -59,11 +51,12 @@ def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: 
             inputs = make_inputs(graph, seed, case.device)
         with phases.phase("eager_baseline"):
             eager_out = eager(*inputs)
-        refs, sources[str(seed)] = shared_reference(graph, seed, inputs, case.device, phases)
+        group = shared_reference(graph, seed, inputs, eager_out, case.device, phases)
+        sources[str(seed)] = group.source
         with phases.phase("checks"):
             poison_allocator(graph, case.device)
             outs = compiled(*inputs)
-            checks.append(check_outputs(graph, seed, outs, eager_out, refs))
+            checks.append(check_outputs(graph, seed, outs, eager_out, group.refs, group.eager_vs_refs))
     return checks
 
 
@@ -98,8 +91,9 @@ def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: A
 
 
 def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-                 eager_prepared: Any, phases: PhaseLog) -> dict[str, Any]:
+                 eager_prepared: Any, phases: PhaseLog | None = None) -> dict[str, Any]:
     """Every latency figure of the case and its headline (harness.measure.figures), each step a phase."""
+    phases = phases or PhaseLog(None)
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
     # The minimum bytes moved (inputs and outputs) bound what calls in flight may allocate when pipelined.
     return measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, case.timing,
@@ -136,8 +130,8 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
     with phases.phase("eager_baseline"):
         eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
     rec["eager_deterministic"] = deterministic
-    refs, source = shared_reference(graph, case.seeds[0], inputs, case.device, phases)
-    rec["reference_source"] = {str(case.seeds[0]): source}
+    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases)
+    rec["reference_source"] = {str(case.seeds[0]): group.source}
     rec["cache_files_before_cold"] = count_cache_files(backend.cache_env)  # 0: its own, empty folders
     with phases.phase("compile_setup"):
         rec.update(warm_up_process(backend, case, graph, count_cache_files))  # the process's one-time start
@@ -154,7 +148,8 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
                cache_files_cold=count_cache_files(backend.cache_env) - cache_before)
     try:
         with phases.phase("checks"):
-            first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
+            first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
+                                  group.eager_vs_refs)
         checks = _check_seeds(graph, case, compiled, eager, first, phases, rec["reference_source"])
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}

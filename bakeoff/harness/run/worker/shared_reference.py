@@ -1,5 +1,7 @@
 """The float64 reference of one (graph, seed, device), computed once per run and read by every case that
-needs it: the backends of one workload, shape and dtype all check against the same reference.
+needs it: the backends of one workload, shape and dtype all check against the same reference. Eager's
+error against it (`numerics.error_stats`, the same for every backend of the group) is kept beside it and
+read back only by a case whose own eager outputs have the same bytes (on the CPU, where they are hashed).
 
 The first case of a group computes it (`checks.reference_outputs`, from its own inputs) while holding the
 group's lock, and keeps it in the run's work folder when reading it back is cheaper than computing it
@@ -19,6 +21,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Sequence
@@ -26,6 +29,7 @@ from typing import Sequence
 import torch
 
 from bakeoff.harness.measure.checks import reference_outputs
+from bakeoff.harness.measure.numerics import ErrorStats, error_stats
 from bakeoff.harness.run.worker.phases import PhaseLog
 from bakeoff.workloads.ir import Graph
 
@@ -33,7 +37,7 @@ ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"
 KEEP_BYTES_PER_S = 1e9  # assumed speed of writing and reading a kept reference back, bytes per second
 # The modules whose code decides a reference: a kept one is never read by a different version of them.
 _CODE = ("workloads/ir.py", "workloads/decompose.py", "workloads/reference.py", "workloads/lower_torch.py",
-         "harness/measure/checks.py", "harness/run/worker/inputs.py")
+         "harness/measure/checks.py", "harness/measure/numerics.py", "harness/run/worker/inputs.py")
 _PACKAGE = Path(__file__).resolve().parents[3]
 
 
@@ -73,14 +77,25 @@ def worth_keeping(compute_s: float, nbytes: int) -> bool:
     return compute_s > 2 * nbytes / KEEP_BYTES_PER_S
 
 
-def shared_reference(graph: Graph, seed: int, inputs: Sequence[torch.Tensor], device: str,
-                     phases: PhaseLog) -> tuple[list[torch.Tensor], str]:
-    """The float64 reference outputs for `inputs` (drawn with `seed`) and where they came from: "computed"
-    here or "shared" (read, computed by an earlier case of this run from the same inputs)."""
+@dataclass
+class GroupReference:
+    """A seed's float64 reference outputs, eager's error against each (None: not known, compute it), and
+    where the reference came from: "computed" here or "shared" (read back)."""
+
+    refs: list[torch.Tensor]
+    eager_vs_refs: list[ErrorStats] | None
+    source: str
+
+
+def shared_reference(graph: Graph, seed: int, inputs: Sequence[torch.Tensor], eager_outputs: Sequence[torch.Tensor],
+                     device: str, phases: PhaseLog) -> GroupReference:
+    """The float64 reference outputs for `inputs` (drawn with `seed`), computed here or read back (computed
+    by an earlier case of this run from the same inputs), and eager's error against them."""
     folder = os.environ.get(ENV_REFERENCE_DIR)
     if not folder:
         with phases.phase("reference"):
-            return reference_outputs(graph, inputs, device), "computed"
+            refs = reference_outputs(graph, inputs, device)
+        return GroupReference(refs, None, "computed")
     entry = Path(folder) / reference_key(graph, seed, device)
     entry.parent.mkdir(parents=True, exist_ok=True)
     with phases.phase("reference_wait"):
@@ -89,17 +104,51 @@ def shared_reference(graph: Graph, seed: int, inputs: Sequence[torch.Tensor], de
     try:
         with phases.phase("reference"):
             digest = inputs_digest(inputs)
-            kept = _load(entry, digest, device)
-            if kept is not None:
-                return kept, "shared"
-            t0 = time.perf_counter()
-            refs = reference_outputs(graph, inputs, device)
-            compute_s = time.perf_counter() - t0
-            if worth_keeping(compute_s, sum(r.numel() * r.element_size() for r in refs)):
-                _keep(entry, refs, digest)
-            return refs, "computed"
+            refs, source = _load(entry, digest, device), "shared"
+            if refs is None:
+                t0 = time.perf_counter()
+                refs, source = reference_outputs(graph, inputs, device), "computed"
+                if worth_keeping(time.perf_counter() - t0, sum(r.numel() * r.element_size() for r in refs)):
+                    _keep(entry, refs, digest)
+        with phases.phase("checks"):
+            return GroupReference(refs, _eager_stats(entry, eager_outputs, refs, keep=entry.exists()), source)
     finally:
         os.close(fd)  # releases the lock
+
+
+def _eager_stats(entry: Path, eager_outputs: Sequence[torch.Tensor], refs: list[torch.Tensor],
+                 keep: bool) -> list[ErrorStats] | None:
+    """Eager's error against each reference: read back when kept for eager outputs of the same bytes, else
+    computed (and kept when the reference is). None when eager's outputs do not fit the references (the
+    check reports that)."""
+    if len(eager_outputs) != len(refs) or any(tuple(e.shape) != tuple(r.shape) for e, r in zip(eager_outputs, refs)):
+        return None
+    key = _exact_digest(eager_outputs)
+    path = entry / "eager_stats.json"
+    if key is not None and keep:
+        try:
+            kept = json.loads(path.read_text()).get(key)
+        except (OSError, ValueError):
+            kept = None
+        if kept is not None:
+            return [ErrorStats(**d) for d in kept]
+    stats = [error_stats(e, r) for e, r in zip(eager_outputs, refs)]
+    if key is not None and keep:
+        tmp = path.with_suffix(".part")
+        tmp.write_text(json.dumps({key: [dict(s.__dict__) for s in stats]}))
+        os.replace(tmp, path)
+    return stats
+
+
+def _exact_digest(tensors: Sequence[torch.Tensor]) -> str | None:
+    """A hash of the tensors' bytes, or None where that would mean copying them off a GPU."""
+    if any(t.device.type != "cpu" for t in tensors):
+        return None
+    h = hashlib.blake2b(digest_size=16)
+    for t in tensors:
+        h.update(f"{tuple(t.shape)}:{t.dtype}".encode())
+        h.update(t.contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def _load(entry: Path, digest: list[str], device: str) -> list[torch.Tensor] | None:
