@@ -124,3 +124,53 @@ def test_without_a_folder_every_case_computes_its_own(monkeypatch):
     inputs = make_inputs(graph, 1, "cpu")
     got = shared.shared_reference(graph, 1, inputs, lower_torch(graph)(*inputs), "cpu", PhaseLog(None))
     assert got.source == "computed" and got.refs[0].dtype == torch.float64 and got.eager_vs_refs is None
+
+
+class _FakeSpare:
+    """Stands in for a spare process in the pool's bookkeeping (no process is started)."""
+
+    def __init__(self, env, device, profiler, started_at, ready_at):
+        self.env, self.device, self.profiler = env, device, profiler
+        self.started_at, self.ready_at, self.proc, self.discarded = started_at, ready_at, object(), False
+
+    def wait_ready(self, timeout_s=0):
+        return {"watched_modules_imported": []}
+
+    def warmup_window(self, now):
+        return self.started_at, self.ready_at
+
+    def discard(self):
+        self.discarded = True
+
+
+def test_the_pool_tops_up_only_during_a_long_compile(monkeypatch):
+    import time
+
+    from bakeoff.harness.run import prestart
+    from bakeoff.harness.run.worker.phases import PhaseFile
+
+    now = time.time()
+    monkeypatch.setattr(prestart.Spare, "start",
+                        classmethod(lambda cls, env, device, profiler: _FakeSpare(env, device, profiler, now, now + 3)))
+    pool = prestart.Prestarter(depth=2)
+    pool.tick(PhaseFile(begins={"compile": [now - 5]}))
+    assert pool.spares == []  # nothing planned yet: the slot may need no more workers
+    pool.plan(prestart.SpareSpec(dict(BASE), "cpu", False))
+    pool.tick(PhaseFile(begins={"compile": [now - 0.1]}))
+    assert pool.spares == []  # a short compile so far: getting ready would overlap what follows it
+    pool.tick(PhaseFile(begins={"compile": [now - 5]}, count={"compile": 1}))
+    assert pool.spares == []  # that compile has ended
+    pool.tick(PhaseFile(begins={"compile": [now - 5]}))
+    assert len(pool.spares) == 2 and not pool.wants_more()
+    first = pool.spares[0]
+    spare, why = pool.take(dict(BASE), "cpu", False)
+    assert spare is first and why is None and len(pool.spares) == 1
+    assert pool.warmup_overlap_s(now + 1, now + 10) == 2 * 2.0  # both got ready during [now, now + 3]
+    spare, why = pool.take({**BASE, "OMP_NUM_THREADS": "1"}, "cpu", False)
+    assert spare is None and "OMP_NUM_THREADS" in why and len(pool.spares) == 1  # kept for later cases
+    spare, why = pool.take(dict(BASE), "cuda:0", False)
+    assert spare is None and pool.spares == []  # made for another device: dropped
+    pool.close()
+    pool.plan(prestart.SpareSpec(dict(BASE), "cpu", False))
+    pool.start_one()
+    assert pool.spares == []  # a closed pool starts nothing

@@ -23,11 +23,11 @@ from typing import Any, Callable
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.deaths import death_record as _death_record, kill_group, oom_kill_counts
 from bakeoff.harness.run.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
-from bakeoff.harness.run.prestart import Prestarter, SpareSpec
+from bakeoff.harness.run.prestart import Prestarter, Spare, SpareSpec
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
 from bakeoff.harness.run.worker.entry import ENV_PARENT
-from bakeoff.harness.run.worker.phases import ENV_PHASES_FILE, ENV_SPAWNED_AT, read_phases
+from bakeoff.harness.run.worker.phases import ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
 
 ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"  # worker/shared_reference.py (not imported here: it imports torch)
 
@@ -111,8 +111,8 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
                 workers: Workers | None, prestarter: Prestarter | None = None,
                 spare_env: dict[str, str] | None = None) -> WorkerRun:
     """Run one worker process for `case` (the slot's pre-started one when it may, else a fresh one) and
-    collect its record and phases. With `spare_env`, the slot needs another worker after this one: a
-    spare starts at once, with that environment."""
+    collect its record and phases. With `spare_env`, the slot needs another worker after this one: its
+    spares start with that environment."""
     t_begin = time.time()
     profiler = bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
     with tempfile.TemporaryDirectory(prefix="bakeoff-case-") as tmp:
@@ -122,15 +122,12 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         argv = [str(case_file), str(out_file), phase] + ([str(artifacts_dir)] if artifacts_dir is not None else [])
         env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PHASES_FILE: str(phases_file),
                ENV_SPAWNED_AT: f"{t_begin:.6f}"}
-        spare, why_fresh = prestarter.take(env, case.device, profiler) if prestarter else (None, None)
-        if prestarter is not None:
-            prestarter.plan(SpareSpec(spare_env, case.device, profiler) if spare_env is not None else None)
-            if not prestarter.spares:
-                prestarter.start_one()  # none left: start getting the next one ready now
+        spare, why_fresh = _choose_spare(prestarter, env, case.device, profiler, spare_env)
 
         def top_up() -> None:  # while it runs: more spares while it is in a long compile
             if prestarter is not None and prestarter.wants_more():
                 prestarter.tick(read_phases(phases_file))
+
         oom_before = oom_kill_counts()
         err_file = spare.output if spare else Path(tmp, "stderr.txt")
         try:
@@ -141,33 +138,19 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
                     proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", *argv],
                                             env=env, stdout=err, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
-            if workers is not None:
-                workers.add(proc)
-            try:
-                rc, timed_out = _wait(proc, case.timeout_s, wait_file, top_up)
-            finally:
-                if proc.returncode is None:
-                    kill_group(proc)
-                    proc.wait()
-                if workers is not None:
-                    workers.discard(proc)
+            rc, timed_out = _supervise(proc, case.timeout_s, wait_file, workers, top_up)
             t_exit = time.time()
             tail = err_file.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
         finally:
             if spare is not None:
                 spare.discard()
-        gate_wait_s = waited_s(wait_file)
         written = read_phases(phases_file)
-        phases, ended_at = written.totals, written.end
+        phases = _process_phases(written, t_begin, t_exit)
         overlap = None
         if prestarter is not None and written.begins.get("compile"):
             start = written.begins["compile"][0]
             overlap = prestarter.warmup_overlap_s(start, start + phases.get("compile", t_exit - start))
-        if ended_at is not None:
-            phases["exit"] = phases.get("exit", 0.0) + max(t_exit - ended_at, 0.0)
-        unreported = (t_exit - t_begin) - sum(phases.values())
-        if ended_at is None and unreported > 0:  # died, hung or was killed: its last phase never ended
-            phases["unfinished"] = unreported
+        gate_wait_s = waited_s(wait_file)
         if timed_out:
             record = {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}"
                       + (f" (not counting {gate_wait_s:.1f} s waiting for the timing gate)" if gate_wait_s else ""),
@@ -182,6 +165,48 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
                                    killed_by_harness=workers is not None and workers.closed)
     phases["collect"] = time.time() - t_exit  # reading its record and output, deleting its folder
     return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh, overlap)
+
+
+def _choose_spare(prestarter: Prestarter | None, env: dict[str, str], device: str, profiler: bool,
+                  spare_env: dict[str, str] | None) -> tuple[Spare | None, str | None]:
+    """The slot's spare for a worker with `env`, or (None, why not); plans the slot's next spares and,
+    when none is left, starts one now."""
+    if prestarter is None:
+        return None, None
+    spare, why_fresh = prestarter.take(env, device, profiler)
+    prestarter.plan(SpareSpec(spare_env, device, profiler) if spare_env is not None else None)
+    if not prestarter.spares:
+        prestarter.start_one()  # none left: start getting the next one ready now
+    return spare, why_fresh
+
+
+def _supervise(proc: subprocess.Popen, timeout_s: float, wait_file: Path, workers: Workers | None,
+               on_poll: Callable[[], None]) -> tuple[int, bool]:
+    """Wait for the worker (registered with `workers` meanwhile, so an interrupt kills it); (exit code,
+    timed out)."""
+    if workers is not None:
+        workers.add(proc)
+    try:
+        return _wait(proc, timeout_s, wait_file, on_poll)
+    finally:
+        if proc.returncode is None:
+            kill_group(proc)
+            proc.wait()
+        if workers is not None:
+            workers.discard(proc)
+
+
+def _process_phases(written: PhaseFile, t_begin: float, t_exit: float) -> dict[str, float]:
+    """A worker process's phases: what it wrote, `exit` from its end mark to its reaping, and for one that
+    died or was killed, `unfinished` from its last finished phase to its end."""
+    phases = dict(written.totals)
+    if written.end is not None:
+        phases["exit"] = phases.get("exit", 0.0) + max(t_exit - written.end, 0.0)
+    else:
+        unreported = (t_exit - t_begin) - sum(phases.values())
+        if unreported > 0:
+            phases["unfinished"] = unreported
+    return phases
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, wait_file: Path,
