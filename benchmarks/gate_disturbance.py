@@ -108,7 +108,8 @@ def start_background(n: int, mode: str, folder: Path) -> tuple[list[subprocess.P
     procs = []
     for i in range(n):
         cache = folder / f"{mode}-{i}"
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton")}
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+               "TRITON_CACHE_DIR": str(cache / "triton")}
         procs.append(subprocess.Popen([sys.executable, "-c", BACKGROUND, mode, str(folder / f"ready-{mode}-{i}"),
                                        str(stop)], env=env))
     deadline = time.time() + 600

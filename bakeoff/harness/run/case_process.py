@@ -27,7 +27,7 @@ from bakeoff.harness.run.prestart import Prestarter, Spare, SpareSpec
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
 from bakeoff.harness.run.worker.entry import ENV_PARENT
-from bakeoff.harness.run.worker.phases import ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
+from bakeoff.harness.run.worker.phases import BEGIN_MARKED, ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
 
 ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"  # worker/shared_reference.py (not imported here: it imports torch)
 
@@ -147,9 +147,9 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         written = read_phases(phases_file)
         phases = _process_phases(written, t_begin, t_exit)
         overlap = None
-        if prestarter is not None and written.begins.get("compile"):
-            start = written.begins["compile"][0]
-            overlap = prestarter.warmup_overlap_s(start, start + phases.get("compile", t_exit - start))
+        if prestarter is not None:
+            windows = [w for w in (written.window(name, t_exit) for name in BEGIN_MARKED) if w is not None]
+            overlap = sum(prestarter.warmup_overlap_s(start, end) for start, end in windows) if windows else None
         gate_wait_s = waited_s(wait_file)
         if timed_out:
             record = {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}"

@@ -2,8 +2,8 @@
 
 A slot keeps up to BAKEOFF_PRESTART (default 2) spares (worker/spare.py); the next worker process the slot
 needs (a case's cold run, then its warm run) is the oldest spare, and new spares start while the slot's
-worker compiles for longer than REFILL_AFTER_S (a long compile hides their getting ready), or at once
-when none is left. Each case still runs in a process of its own, started for it and ended after it: a
+worker compiles (its process-setup compile or the case's) for longer than REFILL_AFTER_S (a long compile
+hides their getting ready), or at once when none is left. Each case still runs in a process of its own, started for it and ended after it: a
 crash, hang or OOM takes down that case's process only. What a spare saves is the interpreter start, the
 imports and the device's context, paid while earlier cases ran. A spare getting ready holds the device's
 gate as a busy worker does, so it never overlaps a timing phase; it may overlap a compile, and each record
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bakeoff.harness.run.worker.phases import PhaseFile
+from bakeoff.harness.run.worker.phases import BEGIN_MARKED, PhaseFile
 from bakeoff.harness.run.worker.spare import ENV_SPARE_DEVICE, ENV_SPARE_PROFILER
 
 # Variable prefixes and the modules that may read them when imported. A variable a case changes is safe
@@ -194,8 +194,8 @@ class Prestarter:
 
     def tick(self, phases: PhaseFile) -> None:
         """Called while the slot's worker runs: top the spares up while it is in a long compile."""
-        since = phases.running("compile")
-        if since is not None and time.time() - since >= REFILL_AFTER_S:
+        since = [t for t in (phases.running(name) for name in BEGIN_MARKED) if t is not None]
+        if since and time.time() - min(since) >= REFILL_AFTER_S:
             while len(self.spares) < self.depth and self.spec is not None and not self.closed:
                 self.start_one()
 

@@ -2,8 +2,9 @@
 
 A worker appends one line per finished phase, ``NAME SECONDS``, to the file named by BAKEOFF_PHASES_FILE
 (flushed at once), so the phases a worker finished are known even when it crashes or is killed later.
-A compile also marks its start, ``begin compile EPOCH``: the slot starts its spare workers while a long
-compile runs (run/prestart.py), and the record says how much of their getting ready overlapped it. The
+A compile also marks its start, ``begin compile EPOCH`` (and ``begin compile_setup EPOCH``): the slot
+starts its spare workers while a long compile runs (run/prestart.py), and the record says how much of their
+getting ready overlapped the compiles. The
 orchestrator adds its own (setup, collect, cleanup), prefixes the warm process's with ``warm_`` and puts
 what no phase covers in ``other``: the record's `phases_s` sums to its `wall_s`.
 
@@ -23,7 +24,7 @@ ENV_PHASES_FILE = "BAKEOFF_PHASES_FILE"
 ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds: when the orchestrator started the worker (or handed over)
 END_MARK = "end"  # the last line: epoch seconds at which the worker finished writing its record
 BEGIN_MARK = "begin"  # "begin NAME EPOCH": when a phase of BEGIN_MARKED started
-BEGIN_MARKED = ("compile",)
+BEGIN_MARKED = ("compile_setup", "compile")  # the compiles: a slot's spares get ready while they run
 
 # The phases, in the order a case goes through them (the table of benchmarks/harness_overhead.py).
 # Measuring = what the case is for (compile and timing); the rest is the harness's overhead.
@@ -99,6 +100,14 @@ class PhaseFile:
         starts = self.begins.get(name, [])
         ended = self.count.get(name, 0)
         return starts[-1] if len(starts) > ended else None
+
+    def window(self, name: str, now: float) -> tuple[float, float] | None:
+        """When phase `name` ran, (start, end) epoch seconds: from its first marked start for its seconds,
+        or up to `now` while it runs; None when it never started. (A worker runs each compile once.)"""
+        starts = self.begins.get(name)
+        if not starts:
+            return None
+        return (starts[0], now) if self.running(name) is not None else (starts[0], starts[0] + self.totals[name])
 
     count: dict[str, int] = field(default_factory=dict)  # finished phases, by name
 
