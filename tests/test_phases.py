@@ -4,6 +4,8 @@ cache, no hit) and the warm one a verified hit, the float64 reference is shared 
 ends with the totals. A crashed worker's phases: tests/test_faults.py."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import bakeoff
@@ -72,3 +74,36 @@ def test_show_ends_with_the_run_totals(phases_run):
     shown = bakeoff("show", "--db", phases_run["db"], cwd=phases_run["dir"], check=True).stdout
     last = shown.strip().splitlines()[-1]
     assert "cases ran for" in last and "compiling" in last and "timing" in last and "overhead" in last, last
+
+
+GATE_CONFIG = """
+name: gate_policy
+device: cpu
+preset: smoke
+dtypes: [float32]
+workloads: [ew_sigmoid_relu, rmsnorm]
+backends: [eager]
+seeds: [0, 1]
+timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 3, gate: timers_only}
+compile: {warm: false}
+"""
+
+
+def test_the_gate_policy_comes_from_the_config_or_the_command_line(tmp_path):
+    (tmp_path / "g.yaml").write_text(GATE_CONFIG)
+    db = f"sqlite:///{tmp_path / 'g.db'}"
+    bad = bakeoff("run", "g.yaml", "--gate", "sometimes", "--db", db, cwd=tmp_path)
+    assert bad.returncode == 2 and "--gate must be one of exclusive, timers_only" in bad.stderr
+    assert not (tmp_path / "g.db").exists()  # nothing written
+
+    def policies(*args: str) -> set[str]:
+        bakeoff("run", "g.yaml", *args, "--db", db, cwd=tmp_path, check=True)
+        records = json.loads(bakeoff("export", "latest", "--db", db, cwd=tmp_path, check=True).stdout)
+        assert all(r["status"] == "ok" for r in records)
+        return {r["gate_policy"] for r in records}
+
+    assert policies() == {"timers_only"}  # the config's
+    assert policies("--gate", "exclusive") == {"exclusive"}  # the command line's
+    (tmp_path / "g.yaml").write_text(GATE_CONFIG.replace("gate: timers_only", "gate: always"))
+    refused = bakeoff("run", "g.yaml", "--db", db, cwd=tmp_path)
+    assert refused.returncode == 2 and "gate" in refused.stderr
