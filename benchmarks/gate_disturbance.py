@@ -80,7 +80,7 @@ def one_round(fn: Callable[[], object]) -> dict[str, tuple[float, float]]:
     sync = torch.cuda.synchronize
     out = {}
     target = TimedCall("k", fn, sync, events=True)
-    stats = measure([target], "cuda", warmup_s=0.05, budget_s=0.4, min_reps=10, max_reps=10_000,
+    stats = measure([target], "cuda", warmup_s=0.05, budget_s=0.25, min_reps=10, max_reps=10_000,
                     target_iqr=0.05, flush_l2=True)["k"]
     out["events (harness)"] = (stats.median_ms, stats.iqr_rel)
     lone = host_latency(fn, sync, "cuda")
@@ -159,6 +159,7 @@ def main() -> int:
                 conditions[f"{mode} x{args.compilers}"] = measure_condition(fns, args.rounds)
             finally:
                 stop_background(procs, stop)
+            print_table(conditions, args, time.time() - t0)  # so far, should a time limit cut the rest
     profiler_session()
     conditions["after profiler"] = measure_condition(fns, args.rounds)
     print_table(conditions, args, time.time() - t0)

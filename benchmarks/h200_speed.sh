@@ -9,8 +9,9 @@
 # .gpudeps (benchmarks/pack_gpu_deps.sh):
 #   bash benchmarks/h200_speed.sh [bakeoff run filters, e.g. -b inductor -b tritongen]
 # Settings (environment): JOBS (default 4: workers on the one GPU, compiles spread over 16 cores),
-# GATE (exclusive | timers_only; default: the config's, exclusive), RUN_TIMEOUT (seconds for the suite,
-# default 420), SKIP_DISTURBANCE=1, DISTURBANCE_ROUNDS (default 5).
+# GATE (exclusive | timers_only; default: the config's, exclusive), CALL_S (the call's limit, default 590:
+# the suite gets what is left of it after the disturbance benchmark, less 45 s for the tables),
+# SKIP_DISTURBANCE=1, DISTURBANCE_ROUNDS (default 5).
 # Resume in a second call: RESUME=<run id> RESUME_DB=<path under the repo root of the first call's
 # bakeoff.db> bash benchmarks/h200_speed.sh   (add SKIP_DISTURBANCE=1 to keep the whole call for the suite).
 set -uo pipefail
@@ -26,23 +27,25 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,te
 echo "cores: $(nproc)"
 
 if [ -z "${SKIP_DISTURBANCE:-}" ]; then
-  timeout -k 10 240 python3 "$R/benchmarks/gate_disturbance.py" --compilers "$(( ${JOBS:-4} - 1 ))" \
+  timeout -k 10 200 python3 "$R/benchmarks/gate_disturbance.py" --compilers "$(( ${JOBS:-4} - 1 ))" \
     --rounds "${DISTURBANCE_ROUNDS:-5}" > "$OUT/gate_disturbance.txt" 2>&1
   echo "gate_disturbance exited $? after $(( $(date +%s) - T0 )) s"
   tail -c 9000 "$OUT/gate_disturbance.txt"
 fi
 
 GATE_ARGS=(); [ -n "${GATE:-}" ] && GATE_ARGS=(--gate "$GATE")
+RUN_TIMEOUT=$(( ${CALL_S:-590} - ($(date +%s) - T0) - 45 ))
+echo "the suite gets ${RUN_TIMEOUT} s (then Ctrl-C: the run stays resumable)"
 if [ -n "${RESUME:-}" ]; then
   mkdir -p results && cp "$R/$RESUME_DB" results/bakeoff.db
-  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m bakeoff run --resume "$RESUME" --jobs "${JOBS:-4}" \
+  timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run --resume "$RESUME" --jobs "${JOBS:-4}" \
     > "$OUT/run.log" 2>&1
 else
   CONFIG=/tmp/h200-3dtypes.yaml
   sed -e 's/^dtypes: .*/dtypes: [bfloat16, float16, float32]/' -e 's/warm: false/warm: true/' \
     "$R/configs/h200.yaml" > "$CONFIG"
   grep -q '^dtypes: \[bfloat16, float16, float32\]' "$CONFIG" || { echo "could not set dtypes in $CONFIG"; exit 2; }
-  timeout -s INT -k 20 "${RUN_TIMEOUT:-420}" python3 -m bakeoff run "$CONFIG" --jobs "${JOBS:-4}" \
+  timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run "$CONFIG" --jobs "${JOBS:-4}" \
     "${GATE_ARGS[@]}" "$@" > "$OUT/run.log" 2>&1
 fi
 echo "bakeoff run exited $? after $(( $(date +%s) - T0 )) s in all"
