@@ -154,7 +154,8 @@ def test_warm_run_keeps_the_cold_stderr_tail(monkeypatch, tmp_path):
     phases = {"cold": {"status": "ok", "stderr_tail": "cold warning"},
               "warm": {"compile_warm_s": 0.5, "stderr_tail": "warm warning"}}
     monkeypatch.setattr(execute, "_worker_env", lambda *a, **k: {})
-    monkeypatch.setattr(execute, "_run_worker", lambda case, phase, *a: dict(phases[phase]))
+    monkeypatch.setattr(execute, "_run_worker",
+                        lambda case, phase, *a: execute.WorkerRun(dict(phases[phase]), {"compile": 0.1}, "fresh"))
     record = execute.execute_case(case, tmp_path)
     assert record["stderr_tail"] == "cold warning" and record["stderr_tail_warm"] == "warm warning"
     assert record["compile_warm_s"] == 0.5

@@ -47,6 +47,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                                   help="Ray cluster to join (default: start a local instance)"),
         wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
+        gate: Optional[str] = typer.Option(None, "--gate", help="Timing gate policy, overriding the config's "
+                                           "timing.gate: exclusive (nothing else runs on the device while a "
+                                           "case times) or timers_only (only timing phases are serialized)"),
         db: Optional[str] = DB_OPTION) -> None:
     """Run a benchmark config and print its summary table.
 
@@ -57,10 +60,13 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
 
     from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
     from bakeoff.harness.config.source import read_config_file
+    from bakeoff.harness.run.gate import POLICIES as GATE_POLICIES
     from bakeoff.harness.run.orchestrator import Filters, RunBusyError, executor_for, plan_run, resume_run, start_run
     from bakeoff.harness.cli.summary import print_summary
 
-    if resume and (config or backend or workload or device or preset):
+    if gate is not None and gate not in GATE_POLICIES:
+        fail(f"--gate must be one of {', '.join(GATE_POLICIES)}, not {gate!r}")
+    if resume and (config or backend or workload or device or preset or gate):
         fail("--resume takes only --db, --jobs, --executor and --ray-address: the run keeps the config and "
               "filters it started with")
     if executor not in EXECUTORS:
@@ -79,7 +85,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
             else:
                 text, path = default_config_text(), BUILTIN_CONFIG_PATH
             filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device,
-                              preset)
+                              preset, gate)
             planned = plan_run(text, path, filters)  # everything wrong with the config is found here
             runner = executor_for(planned, spec)
             try:
@@ -95,6 +101,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         raise typer.Exit(130)
     records = store.records(run_id)
     print_summary(console, records, title=f"run {run_id}", wide=wide)
+    _print_totals(store.run(run_id), records)
     bad = [r for r in records if r["status"] not in ("ok", "skipped")]
     console.print(f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok, "
                   f"{sum(r['status'] == 'skipped' for r in records)} skipped, {len(bad)} failed. "
@@ -146,7 +153,18 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when 
     console.print(f"run {run_id} ({run['status']}), config {run['config_name']}, device {run['device']} "
                   f"({env.get('gpu_name') or env.get('cpu_model')}), fingerprint {run['fingerprint']}, "
                   f"harness {run['harness_rev']}", markup=False, highlight=False)
-    print_summary(console, store.records(run_id), title=f"run {run_id}", wide=wide)
+    records = store.records(run_id)
+    print_summary(console, records, title=f"run {run_id}", wide=wide)
+    _print_totals(run, records)
+
+
+def _print_totals(run: dict, records: list[dict]) -> None:
+    """The run's wall time and its shares compiling, timing and overhead (cli/overhead.py)."""
+    from bakeoff.harness.cli.overhead import elapsed_s, totals_line
+
+    line = totals_line(records, elapsed_s(run))
+    if line:
+        console.print(line, highlight=False, markup=False)
 
 
 @app.command()

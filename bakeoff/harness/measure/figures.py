@@ -18,7 +18,8 @@ the CPU (no CUPTI) the timer's figure: host clock around one call and its sync, 
 """
 from __future__ import annotations
 
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
 
 from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
@@ -85,32 +86,37 @@ def headline_fields(device: str, timer: dict[str, Stats], profiled: dict[str, De
 
 
 def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, timing: dict[str, Any], *,
-                    capturable: bool, bytes_per_call: int) -> dict[str, Any]:
+                    capturable: bool, bytes_per_call: int,
+                    phase: Callable[[str], ContextManager[None]] = lambda name: nullcontext()) -> dict[str, Any]:
     """All figures of the case (see the module docstring) as record fields. `eager` is None when the case is
     eager itself; `bytes_per_call` (what one call may allocate, at most) bounds the calls kept in flight when
-    pipelining."""
+    pipelining. `phase(name)` times each step for the record's phases_s (harness/run/worker/phases.py)."""
     targets = [backend] + ([eager] if eager is not None else [])
     cuda = device.startswith("cuda")
     sustained = float(timing.get("sustained_s") or 0.0)
     out: dict[str, Any] = {}
     with ClockSampler(device) as clock:
-        if sustained:
-            out["sustained_s"] = sustain_load(targets, sustained, device)
-        timer = measure(targets, device, warmup_s=timing["warmup_s"], budget_s=timing["budget_s"],
-                        min_reps=timing["min_reps"], max_reps=timing["max_reps"], target_iqr=timing["target_iqr"],
-                        flush_l2=timing["flush_l2"])
+        with phase("timing"):
+            if sustained:
+                out["sustained_s"] = sustain_load(targets, sustained, device)
+            timer = measure(targets, device, warmup_s=timing["warmup_s"], budget_s=timing["budget_s"],
+                            min_reps=timing["min_reps"], max_reps=timing["max_reps"],
+                            target_iqr=timing["target_iqr"], flush_l2=timing["flush_l2"])
         out.update(latency_fields(timer, targets))
-        pipelined = _host_figures(targets, device, timing, bytes_per_call, out)
+        with phase("host_latency"):
+            pipelined = _host_figures(targets, device, timing, bytes_per_call, out)
         if cuda and timing.get("cuda_graph", True) and capturable:
             try:
-                out["graph_latency_ms"] = cuda_graph_latency_ms(backend.call).median_ms
+                with phase("graph_replay"):
+                    out["graph_latency_ms"] = cuda_graph_latency_ms(backend.call).median_ms
             except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
                 out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
         profiled, note = None, None
         if cuda and timing.get("profile", True):
-            if sustained:
-                out["sustained_s"] += sustain_load(targets, sustained, device)
-            profiled, note = _device_figures(targets, device, timing, out)
+            with phase("profiling"):
+                if sustained:
+                    out["sustained_s"] += sustain_load(targets, sustained, device)
+                profiled, note = _device_figures(targets, device, timing, out)
         elif cuda:
             note = "timing.profile is off"
     out.update(headline_fields(device, timer, profiled, pipelined, note))

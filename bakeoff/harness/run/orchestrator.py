@@ -40,6 +40,7 @@ class Filters:
     workloads: tuple[str, ...] | None = None
     device: str | None = None
     preset: str | None = None
+    gate: str | None = None  # the timing gate policy (timing.gate), overriding the config's
 
 
 class RunBusyError(RuntimeError):
@@ -66,6 +67,8 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
     `extend_backends` (the built-in default config), where any registered backend may be named and is added."""
     device = resolve_device(filters.device or cfg.device)
     preset = resolve_preset(filters.preset or cfg.preset, device)
+    if filters.gate:
+        cfg = cfg.model_copy(update={"timing": cfg.timing.model_copy(update={"gate": filters.gate})})
     if filters.backends:
         for name in filters.backends:
             if name in cfg.backends:

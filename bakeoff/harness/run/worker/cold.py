@@ -9,11 +9,13 @@ import torch
 from bakeoff.backends import get_backend
 from bakeoff.backends.base import Backend, Compiled, TensorSpec
 
-from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
+from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, same_bits
 from bakeoff.harness.measure.environment import gpu_state
 from bakeoff.harness.run.gate import timing_exclusive
 from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.run.worker.phases import PhaseLog
 from bakeoff.harness.run.worker.process_setup import warm_up_process
+from bakeoff.harness.run.worker.shared_reference import shared_reference
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, latency_fields, measure_figures  # noqa: F401
 from bakeoff.harness.measure.timing import TimedCall
@@ -25,7 +27,7 @@ def _eager_baseline(graph, specs, case: Case, inputs) -> tuple[Compiled, list[to
     eager = get_backend("eager").compile(graph, specs, case.device, {})
     first = [o.clone() for o in eager(*inputs)]
     second = eager(*inputs)
-    deterministic = all(_bitwise_equal(a, b) for a, b in zip(first, second))
+    deterministic = all(same_bits(a, b) for a, b in zip(first, second))
     _spoil(second, inputs)
     return eager, first, deterministic
 
@@ -39,24 +41,22 @@ def _spoil(outputs, inputs) -> None:
             out.fill_(float("nan"))
 
 
-def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same bits, element by element (so NaN equals NaN, and 0.0 differs from -0.0)."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
-
-
-def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck) -> list[SeedCheck]:
-    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare."""
+def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck,
+                 phases: PhaseLog, sources: dict[str, str]) -> list[SeedCheck]:
+    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare. `sources` gets where each
+    seed's reference came from."""
     checks = [first]
     for seed in case.seeds[1:]:
-        inputs = make_inputs(graph, seed, case.device, case.input_files)
-        eager_out = eager(*inputs)
-        refs = reference_outputs(graph, inputs, case.device)
-        poison_allocator(graph, case.device)
-        outs = compiled(*inputs)
-        checks.append(check_outputs(graph, seed, outs, eager_out, refs))
+        with phases.phase("inputs"):
+            inputs = make_inputs(graph, seed, case.device, case.input_files)
+        with phases.phase("eager_baseline"):
+            eager_out = eager(*inputs)
+        group = shared_reference(graph, seed, inputs, eager_out, case.device, phases)
+        sources[str(seed)] = group.source
+        with phases.phase("checks"):
+            poison_allocator(graph, case.device)
+            outs = compiled(*inputs)
+            checks.append(check_outputs(graph, seed, outs, eager_out, group.refs, group.eager_vs_refs))
     return checks
 
 
@@ -68,11 +68,12 @@ def _worst(checks: list[SeedCheck]) -> SeedCheck:
 
 
 def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-            eager_prepared: Any) -> dict[str, Any]:
+            eager_prepared: Any, phases: PhaseLog) -> dict[str, Any]:
     """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
     (harness/gate.py). The record gets the seconds waited for the gate and the window it was held."""
     with timing_exclusive() as gate:
-        out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared)
+        phases.take_gate_wait()
+        out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared, phases)
     return {**out, **(gate.summary() if gate is not None else {})}
 
 
@@ -90,12 +91,14 @@ def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: A
 
 
 def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-                 eager_prepared: Any) -> dict[str, Any]:
-    """Every latency figure of the case and its headline (harness.measure.figures)."""
+                 eager_prepared: Any, phases: PhaseLog | None = None) -> dict[str, Any]:
+    """Every latency figure of the case and its headline (harness.measure.figures), each step a phase."""
+    phases = phases or PhaseLog(None)
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
     # The minimum bytes moved (inputs and outputs) bound what calls in flight may allocate when pipelined.
     return measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, case.timing,
-                           capturable=backend.graph_capturable, bytes_per_call=case.bytes_moved)
+                           capturable=backend.graph_capturable, bytes_per_call=case.bytes_moved,
+                           phase=phases.phase)
 
 
 def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str, Any]:
@@ -113,22 +116,30 @@ def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str,
     return summary
 
 
-def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
+def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[str, Any]:
     """The whole case in this (fresh) process. Returns the record's measured fields."""
     graph = case.bound_graph()
-    backend = get_backend(case.backend)
+    with phases.phase("imports"):
+        backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
-    rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
+    with phases.phase("gpu_state"):
+        rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
     torch.manual_seed(case.seeds[0])
-    inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
-    eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
+    with phases.phase("inputs"):
+        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
+    with phases.phase("eager_baseline"):
+        eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
     rec["eager_deterministic"] = deterministic
-    refs = reference_outputs(graph, inputs, case.device)
-    rec.update(warm_up_process(backend, case, graph, count_cache_files))  # the process's one-time start, apart
+    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases)
+    rec["reference_source"] = {str(case.seeds[0]): group.source}
+    rec["cache_files_before_cold"] = count_cache_files(backend.cache_env)  # 0: its own, empty folders
+    with phases.phase("compile_setup"):
+        rec.update(warm_up_process(backend, case, graph, count_cache_files))  # the process's one-time start
     cache_before = count_cache_files(backend.cache_env)
     poison_allocator(graph, case.device)
     try:
-        compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
+        with phases.phase("compile"):
+            compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
     except Exception as exc:
         return {**rec, **error_record("compile_error", exc)}
     rec.update(compile_s=compile_s, compile_total_s=total_s, compile_stages_s=dict(compiled.info.stages_s),
@@ -136,8 +147,10 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
                cache_hit_cold=compiled.info.cache_hit,
                cache_files_cold=count_cache_files(backend.cache_env) - cache_before)
     try:
-        first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
-        checks = _check_seeds(graph, case, compiled, eager, first)
+        with phases.phase("checks"):
+            first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
+                                  group.eager_vs_refs)
+        checks = _check_seeds(graph, case, compiled, eager, first, phases, rec["reference_source"])
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     worst = _worst(checks)
@@ -153,13 +166,15 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
             rec.update(stats.as_dict(suffix, prefix))
     if worst.verdict and worst.verdict.reason and worst.verdict.reason.startswith("output shape"):
         return rec
+    with phases.phase("artifacts"):  # before timing: nothing but the record is left once the gate is released
+        rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
     try:
-        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs)))
+        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs), phases))
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     rec.update(_derived(case, rec))
-    rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
-    rec["gpu_state_after"] = gpu_state(case.device)
+    with phases.phase("gpu_state"):
+        rec["gpu_state_after"] = gpu_state(case.device)
     return rec
 
 

@@ -15,10 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.run.worker.phases import PhaseLog
 from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record, limit_host_memory
 
 
-def run_warm(case: Case) -> dict[str, Any]:
+def init_device(device: str) -> None:
+    """Create the device's context now (CUDA: the context and the caching allocator), so that its cost is a
+    phase of its own and not part of whatever touches the device first."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.init()
+        torch.empty(1, device=device)
+
+
+def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     """Compile again in a fresh process with the caches the cold run filled; verify the hit."""
     import torch
 
@@ -29,13 +40,17 @@ def run_warm(case: Case) -> dict[str, Any]:
     from bakeoff.harness.run.worker.process_setup import warm_up_process
 
     graph = case.bound_graph()
-    backend = get_backend(case.backend)
+    with phases.phase("imports"):
+        backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
-    inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
-    setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
+    with phases.phase("inputs"):
+        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
+    with phases.phase("compile_setup"):
+        setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
-    compiled, _, _, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
+    with phases.phase("compile"):
+        compiled, _, _, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
     after = count_cache_files(backend.cache_env)
     hit = compiled.info.cache_hit
     if hit is None and backend.cache_env:
@@ -45,18 +60,21 @@ def run_warm(case: Case) -> dict[str, Any]:
             "compile_stages_warm_s": dict(compiled.info.stages_s)}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], phases: PhaseLog | None = None) -> int:
     case = Case.from_json(Path(argv[0]).read_text())
     out_path, phase = Path(argv[1]), argv[2]
     artifacts_dir = Path(argv[3]) if len(argv) > 3 else None
+    phases = phases or PhaseLog(None)
     limit_host_memory(case)
     try:
+        with phases.phase("device_init"):
+            init_device(case.device)
         if phase == "warm":
-            record = run_warm(case)
+            record = run_warm(case, phases)
         else:
             from bakeoff.harness.run.worker.cold import run_cold
 
-            record = run_cold(case, artifacts_dir)
+            record = run_cold(case, artifacts_dir, phases)
     except BaseException as exc:  # a failure outside the guarded steps is still a record
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -64,6 +82,7 @@ def main(argv: list[str]) -> int:
     tmp = out_path.with_suffix(".part")
     tmp.write_text(json.dumps(record, default=_json_default))
     os.replace(tmp, out_path)
+    phases.end()
     return 0
 
 
