@@ -5,7 +5,6 @@ fault-injection backend, are in test_verdict_cli.py."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs

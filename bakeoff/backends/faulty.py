@@ -14,34 +14,47 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence, get_args
+
+from pydantic import Field
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+from bakeoff.backends.options import BackendOptions
 
-MODES = ("none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape", "unwritten",
-         "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after", "stale_cache")
+Mode = Literal["none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape",
+               "unwritten", "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after",
+               "stale_cache"]
+MODES = get_args(Mode)
 CACHE_ENV = "BAKEOFF_FAULTY_CACHE_DIR"
+
+
+class FaultyOptions(BackendOptions):
+    mode: Mode = Field("none", description="the fault to inject (none behaves like eager)")
+    scale: float = Field(1e-2, ge=0, le=1e6, description="perturb: noise relative to the outputs' mean magnitude")
+    value: float = Field(5.0, description="spike: the value set in the middle element of each output")
+    calls: int = Field(4, ge=0, description="wrong_after: correct calls before the outputs turn to zeros")
 
 
 class FaultyBackend(Backend):
     name = "faulty"
     timed_with_events = True
     cache_env = (CACHE_ENV,)
+    Options = FaultyOptions
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: dict[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: Mapping[str, Any]) -> Compiled:
         import torch
 
         from bakeoff.workloads.lower_torch import lower_torch
 
-        mode = options.get("mode", "none")
-        if mode not in MODES:
-            raise ValueError(f"faulty: unknown mode {mode!r}; modes: {', '.join(MODES)}")
+        opts = self.parse_options(options)
+        mode = opts.mode
         if mode == "compile_error":
             raise RuntimeError("faulty backend: injected compile error")
         fn = lower_torch(graph)
-        scale = float(options.get("scale", 1e-2))
+        scale = opts.scale
         from_cache = _cached(graph)
         calls = [0]
 
@@ -71,12 +84,12 @@ class FaultyBackend(Backend):
                     hog.append(bytearray(2**28))
             if mode == "nonfinite_zero":
                 return tuple(o.nan_to_num(0.0, 0.0, 0.0) for o in outs)
-            if mode == "zeros" or (mode == "wrong_after" and calls[0] > int(options.get("calls", 4))) or (
+            if mode == "zeros" or (mode == "wrong_after" and calls[0] > opts.calls) or (
                     mode == "stale_cache" and from_cache):
                 return tuple(torch.zeros_like(o) for o in outs)
             if mode == "spike":
                 for o in outs:
-                    o.view(-1)[o.numel() // 2] = float(options.get("value", 5.0))
+                    o.view(-1)[o.numel() // 2] = opts.value
             if mode == "cuda_oom":
                 free, total = torch.cuda.mem_get_info()
                 torch.empty(total * 2, dtype=torch.uint8, device=device)

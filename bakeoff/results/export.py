@@ -21,7 +21,8 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def export_records(records: list[dict[str, Any]], fmt: str, output: Path | None) -> str | None:
-    """Write `records` to `output` in `fmt`; returns the JSON text when no output file is given."""
+    """Write `records` to `output` in `fmt`; returns the JSON or CSV text when no output file is given
+    (parquet needs one: ValueError)."""
     rows = [flatten(r) for r in records]
     if fmt == "json":
         text = json.dumps(rows, indent=1, default=str)
@@ -32,9 +33,12 @@ def export_records(records: list[dict[str, Any]], fmt: str, output: Path | None)
     # Tabular formats hold scalars: nested values (samples, dicts) are kept as JSON text.
     frame = pd.DataFrame([{k: json.dumps(v, default=str) if isinstance(v, dict | list) else v
                            for k, v in row.items()} for row in rows])
-    assert output is not None
     if fmt == "csv":
+        if output is None:
+            return frame.to_csv(index=False)
         frame.to_csv(output, index=False)
+    elif output is None:
+        raise ValueError("parquet is binary: it needs an output file")
     else:
         frame.to_parquet(output, index=False)
     return None
