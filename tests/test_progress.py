@@ -99,7 +99,7 @@ def test_off_a_terminal_each_finished_case_is_one_plain_line(tmp_path):
 def test_local_executor_reports_each_start_before_its_worker(tmp_path, monkeypatch):
     events: list[tuple[str, str]] = []
 
-    def fake_execute(case, work_dir, slot, workers):
+    def fake_execute(case, work_dir, slot, workers, **_):
         events.append(("execute", case.case_id))
         return {"status": "ok"}
 
