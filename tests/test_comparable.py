@@ -53,7 +53,7 @@ def test_flipping_flush_l2_is_not_comparable_and_never_a_regression():
     slower = _rec(median_ms=1.3, seed=1, timing=TIMING | {"flush_l2": False}, method=METHOD.removesuffix("+flush"))
     cmp = _cmp([_rec()], [slower])
     (case,) = cmp.cases
-    lat = {m.metric: m for m in case.changes}["latency_ms_median"]
+    lat = {m.metric: m for m in case.changes}["headline_ms"]
     assert lat.verdict == "not comparable" and not case.regressed and cmp.regressions == []
     assert "timing settings differ: flush_l2 True → False" in lat.why and "timing method differs" in lat.why
     assert {m.metric: m.verdict for m in case.changes}["compile_s"] == "unchanged"  # compile is still compared
@@ -111,7 +111,7 @@ def _history(url: str, flip_at: int | None) -> Store:
 
 def test_dashboard_does_not_flag_a_change_of_timing_settings(tmp_path):
     def latency_flag(store):
-        (series,) = [s for s in load_history(store).series if s.metric == "latency_ms_median"]
+        (series,) = [s for s in load_history(store).series if s.metric == "headline_ms"]
         return series.flag, series.points
 
     flag, _ = latency_flag(_history(f"sqlite:///{tmp_path / 'same.db'}", None))

@@ -97,6 +97,6 @@ def test_a_single_run_time_axis_spans_hours_not_microseconds(tmp_path):
     assert "range" not in time_range([one, one + dt.timedelta(days=5)])  # runs days apart: plotly's own range
     store = Store(write_history(f"sqlite:///{tmp_path / 'one.db'}").url)
     single = [replace(s, points=s.points[:1]) for s in load_history(store).series if s.workload == REGRESS[0]]
-    fig = trend_figure(single, "latency_ms_median")  # the first run alone
+    fig = trend_figure(single, "headline_ms")  # the first run alone
     lo, hi = (dt.datetime.fromisoformat(x) for x in fig.layout.xaxis.range)
     assert hi - lo == dt.timedelta(hours=2) and fig.layout.xaxis.tickformat == "%Y-%m-%d %H:%M"

@@ -31,16 +31,16 @@ def test_rule_flags_a_step_and_not_noise():
     for seed in range(200):  # ±8% uniform noise, no shift: never two breaches at the end
         rng = random.Random(seed)
         noisy = [1.0 * (1 + rng.uniform(-0.08, 0.08)) for _ in range(20)]
-        flag = flag_series(judge(_points(noisy), "latency_ms_median"))
+        flag = flag_series(judge(_points(noisy), "headline_ms"))
         assert flag is None or flag.kind == "suspicious", (seed, flag)
     flat = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.0]
-    step = flag_series(judge(_points(flat + [1.3, 1.3]), "latency_ms_median"))
+    step = flag_series(judge(_points(flat + [1.3, 1.3]), "headline_ms"))
     assert step is not None and step.kind == "regression" and "1.30×" in step.text
-    once = flag_series(judge(_points(flat + [1.3]), "latency_ms_median"))
+    once = flag_series(judge(_points(flat + [1.3]), "headline_ms"))
     assert once is not None and once.kind == "suspicious"
     # Cold compile needs > 15%: a 12% rise is within T.
     assert flag_series(judge(_points(flat + [1.12, 1.12]), "compile_s")) is None
-    assert flag_series(judge(_points([1.0, 1.0, 1.3]), "latency_ms_median")) is None  # < 3 earlier runs: no judgement
+    assert flag_series(judge(_points([1.0, 1.0, 1.3]), "headline_ms")) is None  # < 3 earlier runs: no judgement
 
 
 def _flag_rows(html: str) -> list[str]:
@@ -57,7 +57,7 @@ def test_dashboard_flags_the_planted_regression_and_names_the_environment_change
     assert "3 workload page(s)" in proc.stdout
     index = (tmp_path / "site" / "index.html").read_text()
     rows = _flag_rows(index)
-    regress = [r for r in rows if REGRESS[0] in r and "latency_ms_median" in r]
+    regress = [r for r in rows if REGRESS[0] in r and "headline_ms" in r]
     assert len(regress) == 1 and "regression" in regress[0], rows
     assert "driver 570.86 → 575.51" in regress[0] and "versions.torch 2.12.1 → 2.13.0" in regress[0]
     assert not [r for r in rows if NOISY[0] in r], "the noisy series must not be flagged"
@@ -76,7 +76,7 @@ def test_compare_exits_1_on_the_planted_regression(history):
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     cases = {c["key"]["workload"]: c for c in doc["cases"]}
-    lat = {m["metric"]: m for m in cases[REGRESS[0]]["changes"]}["latency_ms_median"]
+    lat = {m["metric"]: m for m in cases[REGRESS[0]]["changes"]}["headline_ms"]
     assert lat["verdict"] == "regressed" and 0.25 < lat["rel"] < 0.35 and lat["p_value"] < 1e-6
     assert cases[FLIP[0]]["status_verdict"] == "regressed" and cases[FLIP[0]]["regressed"]
     assert not cases[NOISY[0]]["changes"][1]["verdict"] == "regressed"  # compile time unchanged

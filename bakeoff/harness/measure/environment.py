@@ -34,8 +34,11 @@ def _version(dist: str) -> str | None:
 
 
 def harness_revision() -> str:
-    """git revision of the harness checkout, with '+dirty' when it has uncommitted changes; outside git, the
-    BAKEOFF_HARNESS_REV environment variable (set when a checkout is copied without .git), else 'unknown'."""
+    """The BAKEOFF_HARNESS_REV environment variable where set (a copy of a checkout, e.g. on a lent GPU machine,
+    whose own .git, if any, is not the source's), else the git revision of the checkout with '+dirty' when it
+    has uncommitted changes, else 'unknown'."""
+    if os.environ.get("BAKEOFF_HARNESS_REV"):
+        return os.environ["BAKEOFF_HARNESS_REV"]
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=5).stdout.strip()

@@ -99,7 +99,7 @@ def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) ->
     record = {**case_fields(case), **result}
     record.setdefault("status", "crash")
     ceiling = _ceiling_for(case, ceilings)
-    if ceiling and record.get("latency_ms_median"):
+    if ceiling and (record.get("headline_ms") or record.get("latency_ms_median")):
         from bakeoff.harness.measure.ceiling_share import ceiling_fields
 
         record.update(ceiling_fields(record, ceiling, ceilings))

@@ -23,7 +23,8 @@ def clock(seconds: float) -> str:
 def case_line(record: dict[str, Any]) -> str:
     """'layernorm_gelu [M=37,N=300, float32] inductor  0.495 ms  1.21×' (latency and speedup when measured)."""
     text = f"{record.get('workload')} [{record.get('shape')}, {record.get('dtype')}] {record.get('backend')}"
-    ms, speedup = record.get("latency_ms_median"), record.get("speedup_vs_eager")
+    ms = record.get("headline_ms") if record.get("headline_ms") is not None else record.get("latency_ms_median")
+    speedup = record.get("speedup_vs_eager")
     if ms is not None:
         text += f"  {ms:.4g} ms"
     if speedup is not None and record.get("status") == "ok":

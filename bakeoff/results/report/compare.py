@@ -13,7 +13,7 @@ from typing import Any
 from scipy.stats import mannwhitneyu
 
 from bakeoff.results.report.comparable import incomparable, noise_note
-from bakeoff.results.report.data import RunData, case_key, fnum, unit_roundoff
+from bakeoff.results.report.data import RunData, case_key, fnum, headline_samples, metric_value, unit_roundoff
 from bakeoff.results.report.envdiff import EnvChange, env_diff
 
 
@@ -136,11 +136,11 @@ def _threshold_change(metric: str, base: Any, cand: Any, minimum: float, absolut
 
 
 def _latency_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange | None:
-    change = _threshold_change("latency_ms_median", base.get("latency_ms_median"), cand.get("latency_ms_median"),
+    change = _threshold_change("headline_ms", metric_value(base, "headline_ms"), metric_value(cand, "headline_ms"),
                                t.latency)
     if change is None:
         return None
-    xs, ys = base.get("samples") or [], cand.get("samples") or []
+    xs, ys = headline_samples(base), headline_samples(cand)
     p = None
     if len(xs) >= 2 and len(ys) >= 2:
         p = float(mannwhitneyu(xs, ys, alternative="two-sided").pvalue) if xs != ys else 1.0

@@ -8,9 +8,9 @@ from typing import Any
 from bakeoff.results.report.compare import CaseComparison, Comparison, MetricChange
 from bakeoff.results.report.envdiff import describe
 
-METRIC_TITLES = {"latency_ms_median": "latency ms", "compile_s": "compile s cold", "compile_warm_s": "compile s warm",
+METRIC_TITLES = {"headline_ms": "latency ms", "compile_s": "compile s cold", "compile_warm_s": "compile s warm",
                  "err_rel_l2_vs_fp64": "err vs fp64", "cache_hit_warm": "warm cache hit"}
-COLUMNS = ("latency_ms_median", "compile_s", "compile_warm_s", "err_rel_l2_vs_fp64")
+COLUMNS = ("headline_ms", "compile_s", "compile_warm_s", "err_rel_l2_vs_fp64")
 MARK = {"regressed": "REGRESSED", "improved": "improved", "unchanged": "", "not significant": "n.s.",
         "not comparable": "not comparable"}
 

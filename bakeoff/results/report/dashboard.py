@@ -18,7 +18,7 @@ from bakeoff.results.report.history import METRICS, CaseHistory, History, Series
 from bakeoff.results.report.html import PLOTLY_FILE, Cell, esc, figure_div, page, table
 from bakeoff.results.report.trend import MIN_RISE, WINDOW
 
-TITLES = {"latency_ms_median": "Latency, median (ms)", "compile_s": "Compile, cold (s)",
+TITLES = {"headline_ms": "Latency, headline median (ms)", "compile_s": "Compile, cold (s)",
           "compile_warm_s": "Compile, warm (s)", "err_rel_l2_vs_fp64": "Error vs fp64 (relative L2)"}
 SEVERITY = {"regression": 0, "accuracy": 0, "status": 0, "suspicious": 1}
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")

@@ -103,6 +103,25 @@ def headline_spread(case: dict[str, Any]) -> tuple[float | None, float | None]:
     return fnum(case.get("latency_ms_p20")), fnum(case.get("latency_ms_p80"))
 
 
+def headline_samples(case: dict[str, Any]) -> list[float]:
+    """The samples the headline is the median of: CUPTI spans, or the timer's samples (CPU and older
+    records); none for the pipelined fallback, which is one figure per batch of calls."""
+    if fnum(case.get("headline_ms")) is None:
+        return list(case.get("samples") or [])
+    method = headline_method(case)
+    if method == "cupti-span":
+        return list(case.get("device_span_samples") or [])
+    if method == case.get("timing_method"):
+        return list(case.get("samples") or [])
+    return []
+
+
+def metric_value(case: dict[str, Any], metric: str) -> float | None:
+    """A compare/trend metric of a record: `headline_ms` is the headline (the timer's median for older
+    records); other metrics are the record's field of that name."""
+    return headline_ms(case) if metric == "headline_ms" else fnum(case.get(metric))
+
+
 def headline_method(case: dict[str, Any]) -> str:
     """How the headline was measured (`headline_method`; the timer's `timing_method` for older records)."""
     return str(case.get("headline_method") or case.get("timing_method") or "")

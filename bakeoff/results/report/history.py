@@ -7,12 +7,13 @@ from typing import Any
 from bakeoff.results.export import flatten
 
 from bakeoff.results.hardware import hardware_id
-from bakeoff.results.report.data import case_key, fnum, hardware_name
+from bakeoff.results.report.data import case_key, hardware_name, metric_value
 from bakeoff.results.report.trend import MIN_RISE, Flag, Point, flag_series, flag_status, judge
 
 METRICS = tuple(MIN_RISE)
 # What a point keeps of its record: what says whether two points are comparable, and whether it was noisy.
 POINT_FIELDS = ("graph_digest", "options_digest", "options", "timing_digest", "timing_settings", "timing_method",
+                "headline_method",
                 "seeds", "measurement_quality", "noise_reasons")
 
 
@@ -70,7 +71,7 @@ def load_history(store: Any) -> History:
             if c.get("status") != "ok":
                 continue
             for metric in METRICS:
-                v = fnum(c.get(metric))
+                v = metric_value(c, metric)
                 if v is not None:
                     values.setdefault(key + (metric,), []).append(
                         Point(run["run_id"], run["started_at"], v, env, rec={k: c.get(k) for k in POINT_FIELDS}))
