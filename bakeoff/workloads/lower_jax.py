@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from bakeoff.workloads.decompose import sdpa_scale
 from bakeoff.workloads.ir import Graph, Node
+from bakeoff.workloads.routes import routes_by_op
 
 # 16-bit floats whose reductions PyTorch accumulates in float32; we do the same so errors compare fairly.
 _HALF = ("float16", "bfloat16")
@@ -192,18 +193,8 @@ def lowering_paths(graph: Graph, attention: str = "decomposed", platform: str | 
                    cudnn: bool = True) -> dict[str, str]:
     """Which route each composite op of `graph` takes in `lower_jax` with these arguments, in words; {} when
     the graph has none. Several sdpa nodes on different routes are joined with '; '."""
-    out: dict[str, list[str]] = {}
-    for n in graph.nodes:
-        if n.op == "sdpa":
-            words = sdpa_route(n, graph, attention, platform, cudnn)[1]
-        elif n.op in _WRITTEN_OUT:
-            words = _WRITTEN_OUT[n.op]
-        else:
-            continue
-        out.setdefault(n.op, [])
-        if words not in out[n.op]:
-            out[n.op].append(words)
-    return {op: "; ".join(ws) for op, ws in out.items()}
+    return routes_by_op(graph, lambda n: sdpa_route(n, graph, attention, platform, cudnn)[1] if n.op == "sdpa"
+                        else _WRITTEN_OUT.get(n.op))
 
 
 def _pow(x: Any, exponent: float) -> Any:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from bakeoff.workloads.decompose import sdpa_scale
 from bakeoff.workloads.ir import Graph, Node
+from bakeoff.workloads.routes import routes_by_op
 
 if TYPE_CHECKING:
     import onnx
@@ -280,25 +281,21 @@ def _lower_node(e: _Emitter, n: Node, out: str) -> str:
 def lowering_paths(graph: Graph, opset: int = DEFAULT_OPSET, attention: str = "native") -> dict[str, str]:
     """Which ONNX form each composite op of `graph` (and gelu) takes in `lower_onnx`, in words; several sdpa
     nodes on different forms are joined with '; '."""
-    out: dict[str, list[str]] = {}
-    for n in graph.nodes:
+    def route_of(n: Node) -> str | None:
         if n.op == "sdpa":
-            words = sdpa_form(graph, n, opset, attention)[1]
-        elif n.op == "layer_norm":
-            words = "native: LayerNormalization (float32 statistics)"
-        elif n.op == "rms_norm":
-            words = ("native: RMSNormalization (float32 statistics)" if opset >= RMS_NORM_OPSET else
-                     f"decomposed: opset {opset} has no RMSNormalization (float32 statistics kept)")
-        elif n.op == "softmax":
-            words = "native: Softmax"
-        elif n.op == "gelu":
-            words = "native: Gelu" if opset >= GELU_OPSET else f"decomposed: opset {opset} has no Gelu"
-        else:
-            continue
-        out.setdefault(n.op, [])
-        if words not in out[n.op]:
-            out[n.op].append(words)
-    return {op: "; ".join(ws) for op, ws in out.items()}
+            return sdpa_form(graph, n, opset, attention)[1]
+        if n.op == "layer_norm":
+            return "native: LayerNormalization (float32 statistics)"
+        if n.op == "rms_norm":
+            return ("native: RMSNormalization (float32 statistics)" if opset >= RMS_NORM_OPSET else
+                    f"decomposed: opset {opset} has no RMSNormalization (float32 statistics kept)")
+        if n.op == "softmax":
+            return "native: Softmax"
+        if n.op == "gelu":
+            return "native: Gelu" if opset >= GELU_OPSET else f"decomposed: opset {opset} has no Gelu"
+        return None
+
+    return routes_by_op(graph, route_of)
 
 
 def lower_onnx(graph: Graph, opset: int = DEFAULT_OPSET, attention: str = "native") -> "onnx.ModelProto":

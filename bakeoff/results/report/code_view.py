@@ -11,7 +11,7 @@ import base64
 import gzip
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from bakeoff.results.report.artifacts import Artifact, case_artifacts
@@ -60,7 +60,7 @@ def _backend_entry(case: dict[str, Any], artifacts: list[Artifact], note: str, g
             "profile_error": case.get("profile_error"), "device": case.get("device"),
             "artifacts": [{"name": a.name, "bytes": a.size_bytes, "note": a.note,
                            "blob": None if a.text is None else blobs.add(a.text)} for a in artifacts],
-            "kernels": [asdict(r) for r in rows]}
+            "kernels": [r.to_json() for r in rows]}
 
 
 def code_section(runs: list[RunData]) -> CodeSection:

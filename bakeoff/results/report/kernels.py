@@ -23,20 +23,40 @@ _DISPATCH = re.compile(r"_dispatch_(\d+)")
 
 @dataclass(frozen=True)
 class KernelRow:
-    """A row of a case's kernel table. `launches`, `device_ms` (per call) and `share` (of the call's kernel
-    time) come from the profile and are None for a kernel it did not see; `matched` says how the name was
-    tied to the generated code: 'name', 'dispatch', 'library', 'op type' or '' (not tied)."""
+    """A row of a case's kernel table: a kernel's `name` and `origin`, and the generated kernel it was tied to
+    (`source`, None when not tied; its ops, source line and facts are the row's). `launches`, `device_ms` (per
+    call) and `share` (of the call's kernel time) come from the profile and are None for a kernel it did not
+    see; `matched` says how the name was tied: 'name', 'dispatch', 'library', 'op type' or '' (not tied)."""
 
     name: str
     origin: str
-    fused: str = ""
-    artifact: str | None = None
-    line: int | None = None
-    facts: str = ""
+    source: Generated | None = None
     launches: float | None = None
     device_ms: float | None = None
     share: float | None = None
     matched: str = ""
+
+    @property
+    def fused(self) -> str:
+        return self.source.fused if self.source else ""
+
+    @property
+    def artifact(self) -> str | None:
+        return self.source.artifact if self.source else None
+
+    @property
+    def line(self) -> int | None:
+        return self.source.line if self.source else None
+
+    @property
+    def facts(self) -> str:
+        return self.source.facts if self.source else ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as the report's code view reads it (flat)."""
+        return {"name": self.name, "origin": self.origin, "fused": self.fused, "artifact": self.artifact,
+                "line": self.line, "facts": self.facts, "launches": self.launches, "device_ms": self.device_ms,
+                "share": self.share, "matched": self.matched}
 
 
 def library(name: str) -> str:
@@ -112,11 +132,9 @@ def kernel_table(case: dict[str, Any], texts: dict[str, str]) -> list[KernelRow]
         if g is not None:
             seen.add(g.name)
             origin = g.origin if how == "name" or not lib else f"{lib} via {g.origin}"
-            rows.append(KernelRow(name, origin, g.fused, g.artifact, g.line, g.facts, k.get("launches"),
-                                  k.get("device_ms"), k.get("share"), how))
+            rows.append(KernelRow(name, origin, g, k.get("launches"), k.get("device_ms"), k.get("share"), how))
         else:
             rows.append(KernelRow(name, lib or str(case.get("backend")), launches=k.get("launches"),
                                   device_ms=k.get("device_ms"), share=k.get("share")))
-    rows += [KernelRow(g.name, g.origin, g.fused, g.artifact, g.line, g.facts) for g in generated
-             if g.name not in seen]
+    rows += [KernelRow(g.name, g.origin, g) for g in generated if g.name not in seen]
     return rows
