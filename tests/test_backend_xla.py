@@ -45,14 +45,18 @@ def test_stages_and_artifacts():
     assert a["flags"] == os.environ.get("XLA_FLAGS", "").split()
 
 
-def test_outputs_share_memory_through_dlpack():
+def test_inputs_are_xla_buffers_and_outputs_share_memory_through_dlpack():
     c = _compile("ew_sigmoid_relu")
     w = builtin_workloads()["ew_sigmoid_relu"]
     x, y = (torch.randn(tuple(w.presets["smoke"].values())) for _ in range(2))
     prepared = c.prepare([x, y])
-    assert prepared[0].unsafe_buffer_pointer() == x.data_ptr()  # zero-copy import
-    out = c.to_torch(c.run(prepared))[0]
+    # The inputs are XLA's own buffers (a JAX program's arrays), equal to the tensors they came from.
+    assert prepared[0].unsafe_buffer_pointer() != x.data_ptr()
+    assert torch.equal(torch.from_dlpack(prepared[0]), x)
+    raw = c.run(prepared)
+    out = c.to_torch(raw)[0]
     c.sync()
+    assert out.data_ptr() == raw[0].unsafe_buffer_pointer()  # the output is not copied back
     assert torch.allclose(out, torch.sigmoid(torch.relu(x * 1.5 + y)) * x, rtol=1e-5, atol=1e-6)
 
 
