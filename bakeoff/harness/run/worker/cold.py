@@ -130,7 +130,8 @@ def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any
     phases = phases or PhaseLog(None)
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
     # A training step is replayed from a CUDA graph only where the backend says its backward captures too.
-    capturable = backend.graph_capturable and (backend.grad_graph_capturable or not case.grad)
+    grad = getattr(case, "grad", False)  # getattr: tests time case-like objects and backend stand-ins
+    capturable = backend.graph_capturable and (not grad or getattr(backend, "grad_graph_capturable", False))
     # The minimum bytes moved (inputs and outputs) bound what calls in flight may allocate when pipelined.
     out = measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, case.timing,
                           capturable=capturable, bytes_per_call=case.bytes_moved, phase=phases.phase)
