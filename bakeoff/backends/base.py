@@ -130,6 +130,12 @@ class Backend(ABC):
     graph_capturable: ClassVar[bool] = False
     # The options a config may give this backend (see the module docstring); none by default.
     Options: ClassVar[type[BackendOptions]] = NoOptions
+    # Training steps (`grad: true`, workloads/grad.py): whether `compile_grad` is implemented, and if not, why
+    # (the skipped case's reason); whether the step's `run` (forward and backward) can be captured in a CUDA
+    # graph, as `graph_capturable` says for the forward.
+    grad: ClassVar[bool] = False
+    grad_reason: ClassVar[str] = "computes no gradients"
+    grad_graph_capturable: ClassVar[bool] = False
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> BackendOptions:
@@ -180,6 +186,26 @@ class Backend(ABC):
         """Compile `graph` (bound) for inputs `specs` on `device` with the case's `options` (the config's
         mapping, already validated against `Options`; read it with `parse_options`). Raise on failure; the
         harness records it."""
+
+    def supports_grad(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None
+                      ) -> str | None:
+        """None when this backend can compile `graph`'s training step, else why not (the case is skipped).
+        Runs at planning time and must not raise; by default the class attributes `grad` and `grad_reason`."""
+        return None if self.grad else f"{self.name} {self.grad_reason}"
+
+    def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                     options: Mapping[str, Any]) -> Compiled:
+        """Compile the training step of `graph` (workloads/grad.py): its executable takes the graph's inputs
+        (`specs`) then one cotangent per output, and returns the outputs then the gradient of each of
+        `grad_inputs(graph)`. Backends with `grad = True` implement it."""
+        raise NotImplementedError(f"{self.name} {self.grad_reason}")
+
+    def compile_case(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: Mapping[str, Any],
+                     grad: bool = False) -> Compiled:
+        """`compile_grad` for a training step, else `compile`."""
+        if grad:
+            return self.compile_grad(graph, specs, device, options)
+        return self.compile(graph, specs, device, options)
 
 
 def dist_version(dist: str) -> str | None:

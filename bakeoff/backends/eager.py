@@ -12,6 +12,8 @@ class EagerBackend(Backend):
     name = "eager"
     graph_capturable = True
     timed_with_events = True
+    grad = True
+    grad_graph_capturable = True
 
     @classmethod
     def version(cls) -> str | None:
@@ -25,3 +27,13 @@ class EagerBackend(Backend):
 
         fn = lower_torch(graph)
         return TorchCompiled(fn, device, CompileInfo(), {"graph": graph.pretty(), "torch_code": fn.code})
+
+    def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                     options: dict[str, Any]) -> Compiled:
+        """The same module, then torch.autograd.grad of its outputs with the cotangents (the baseline step)."""
+        from bakeoff.backends.torch_step import torch_step
+        from bakeoff.workloads.lower_torch import lower_torch
+
+        fn = lower_torch(graph)
+        return TorchCompiled(torch_step(fn, graph), device, CompileInfo(notes=["backward: torch.autograd.grad"]),
+                             {"graph": graph.pretty(), "torch_code": fn.code})

@@ -8,6 +8,9 @@ Wrong answers a verdict must catch: nonfinite_zero (0 where the output is +-inf 
 written as 0), zeros (every output 0), spike (the middle element set to `value`, default 5.0), wrong_after
 (correct for the first `calls` calls, default 4, then zeros: an output that goes stale with reuse),
 stale_cache (zeros from an executable "loaded" from its cache folder: what a warm process gets).
+Training steps (`grad: true`): every mode applies to the step's outputs and gradients alike, except
+wrong_grad, which perturbs one gradient only (that of the input `grad_input`, default the last one) by
+relative noise of `scale`, leaving the outputs and the other gradients right (on a forward case it is none).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from bakeoff.backends.options import BackendOptions
 
 Mode = Literal["none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape",
                "unwritten", "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after",
-               "stale_cache"]
+               "stale_cache", "wrong_grad"]
 MODES = get_args(Mode)
 CACHE_ENV = "BAKEOFF_FAULTY_CACHE_DIR"
 
@@ -35,6 +38,8 @@ class FaultyOptions(BackendOptions):
     scale: float = Field(1e-2, ge=0, le=1e6, description="perturb: noise relative to the outputs' mean magnitude")
     value: float = Field(5.0, description="spike: the value set in the middle element of each output")
     calls: int = Field(4, ge=0, description="wrong_after: correct calls before the outputs turn to zeros")
+    grad_input: str | None = Field(None, max_length=64, description="wrong_grad: the input whose gradient is "
+                                                                    "wrong (default: the last input)")
 
 
 class FaultyBackend(Backend):
@@ -42,18 +47,36 @@ class FaultyBackend(Backend):
     timed_with_events = True
     cache_env = (CACHE_ENV,)
     Options = FaultyOptions
+    grad = True
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
-        import torch
-
         from bakeoff.workloads.lower_torch import lower_torch
+
+        return self._compile(graph, device, options, lower_torch(graph), None)
+
+    def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                     options: Mapping[str, Any]) -> Compiled:
+        from bakeoff.backends.torch_step import torch_step
+        from bakeoff.workloads.grad import grad_inputs
+        from bakeoff.workloads.lower_torch import lower_torch
+
+        names = [n.attr("name") for n in grad_inputs(graph)]
+        wanted = self.parse_options(options).grad_input or names[-1]
+        if wanted not in names:
+            raise RuntimeError(f"faulty backend: grad_input {wanted!r} is not an input ({', '.join(names)})")
+        # The position of that gradient among the step's results: after the outputs.
+        wrong = len(graph.outputs) + names.index(wanted)
+        return self._compile(graph, device, options, torch_step(lower_torch(graph), graph), wrong)
+
+    def _compile(self, graph: Graph, device: str, options: Mapping[str, Any], fn: Any,
+                 wrong_grad: int | None) -> Compiled:
+        import torch
 
         opts = self.parse_options(options)
         mode = opts.mode
         if mode == "compile_error":
             raise RuntimeError("faulty backend: injected compile error")
-        fn = lower_torch(graph)
         scale = opts.scale
         from_cache = _cached(graph)
         calls = [0]
@@ -78,6 +101,9 @@ class FaultyBackend(Backend):
                 return tuple(torch.empty_like(o) for o in outs)
             if mode == "perturb":
                 return tuple(o + scale * o.abs().mean() * torch.randn_like(o) for o in outs)
+            if mode == "wrong_grad" and wrong_grad is not None:
+                g = outs[wrong_grad]
+                return (*outs[:wrong_grad], g + scale * g.abs().mean() * torch.randn_like(g), *outs[wrong_grad + 1:])
             if mode == "host_oom":
                 hog = []
                 while True:

@@ -78,6 +78,8 @@ class InductorBackend(Backend):
     graph_capturable = True
     timed_with_events = True
     Options = InductorOptions
+    grad = True
+    grad_graph_capturable = True
 
     @classmethod
     def version(cls) -> str | None:
@@ -108,6 +110,28 @@ class InductorBackend(Backend):
         compiled.baseline = _process_totals()
         return compiled
 
+    def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                     options: Mapping[str, Any]) -> Compiled:
+        """torch.compile of the forward module, whose backward AOTAutograd traces jointly and Inductor compiles
+        (lazily, in the first step's backward); the step calls torch.autograd.grad on its outputs, which runs
+        the compiled backward. The first step checks that it did: the outputs' grad_fn must be AOTAutograd's
+        CompiledFunctionBackward (else the step fails), and `info` counts Inductor's graphs (forward + backward)."""
+        from bakeoff.backends.torch_step import torch_step
+
+        compiled = self.compile(graph, specs, device, options)
+        seen: dict[str, str] = {}
+
+        def check_backward(outs: Sequence[Any]) -> None:
+            names = {type(o.grad_fn).__name__ if o.grad_fn is not None else "None" for o in outs}
+            seen["grad_fn"] = ", ".join(sorted(names))
+            if any("CompiledFunction" not in name for name in names):
+                raise RuntimeError(f"inductor: the backward is not AOTAutograd's compiled backward (outputs' grad_fn: "
+                                   f"{seen['grad_fn']})")
+
+        compiled.fn = torch_step(compiled.fn, graph, on_first=check_backward)
+        compiled.grad_fn_seen = seen
+        return compiled
+
 
 def _process_totals() -> tuple[dict[str, float], dict[str, int]]:
     """torch's cumulative compile-time totals and Inductor's counters in this process so far: a compile's own
@@ -129,6 +153,7 @@ class InductorCompiled(TorchCompiled):
     differences from the process's totals when compile() returned (`baseline`)."""
 
     baseline: tuple[dict[str, float], dict[str, int]] = ({}, {})
+    grad_fn_seen: dict[str, str] | None = None  # a training step's: what its first step's outputs came from
 
     @property
     def info(self) -> CompileInfo:
@@ -147,8 +172,11 @@ class InductorCompiled(TorchCompiled):
         hits = counts_now.get("fxgraph_cache_hit", 0) - counts0.get("fxgraph_cache_hit", 0)
         misses = counts_now.get("fxgraph_cache_miss", 0) - counts0.get("fxgraph_cache_miss", 0)
         hit = None if hits + misses == 0 else (hits > 0 and misses == 0)
-        return CompileInfo(stages_s=stages, cache_hit=hit, notes=self._info.notes + [
-            f"fxgraph_cache hits={hits} misses={misses}"])
+        notes = self._info.notes + [f"fxgraph_cache hits={hits} misses={misses}"]
+        if self.grad_fn_seen is not None:  # a training step: forward and backward each one Inductor graph
+            notes.append(f"backward: AOTAutograd -> Inductor (outputs' grad_fn {self.grad_fn_seen.get('grad_fn', 'not seen yet')}; "
+                         f"Inductor graphs compiled or loaded: {hits + misses}, forward + backward)")
+        return CompileInfo(stages_s=stages, cache_hit=hit, notes=notes)
 
     @info.setter
     def info(self, value: CompileInfo) -> None:
@@ -160,6 +188,11 @@ class InductorCompiled(TorchCompiled):
         output_code prints them. Read through PyCodeCache, a private API: when it is missing or changed,
         `output_code_error` says so instead."""
         out = dict(self._artifacts or {})
+        if self.grad_fn_seen is not None:  # a training step: the evidence that its backward was compiled
+            counts_now, counts0 = _process_totals()[1], self.baseline[1]
+            out["inductor_graphs"] = sum(counts_now.get(k, 0) - counts0.get(k, 0)
+                                         for k in ("fxgraph_cache_hit", "fxgraph_cache_miss"))
+            out["backward_grad_fn"] = self.grad_fn_seen.get("grad_fn")
         try:
             from torch._inductor.codecache import PyCodeCache
 

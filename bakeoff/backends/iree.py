@@ -201,6 +201,7 @@ class IreeCompiled(Compiled):
 class IreeBackend(Backend):
     name = "iree"
     Options = IreeOptions
+    grad = True  # from the StableHLO of JAX's jitted jax.vjp step, the forward's route
 
     @classmethod
     def available(cls) -> str | None:
@@ -222,6 +223,15 @@ class IreeBackend(Backend):
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
+        return self._compile(graph, device, options, grad=False)
+
+    def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                     options: Mapping[str, Any]) -> Compiled:
+        """The StableHLO of JAX's jitted jax.vjp step (lower_jax.stablehlo_text(grad=True)), through iree-compile
+        as the forward's: one module computing outputs and gradients."""
+        return self._compile(graph, device, options, grad=True)
+
+    def _compile(self, graph: Graph, device: str, options: Mapping[str, Any], grad: bool) -> Compiled:
         opts = self.parse_options(options)
         import iree.compiler as ireec
         import iree.runtime as ireert
@@ -232,7 +242,7 @@ class IreeBackend(Backend):
         stages: dict[str, float] = {}
         notes: list[str] = []
         t0 = time.perf_counter()
-        source = stablehlo_text(graph, "cpu" if device == "cpu" else "cuda")
+        source = stablehlo_text(graph, "cpu" if device == "cpu" else "cuda", grad=grad)
         stages["stablehlo"] = time.perf_counter() - t0
 
         if device == "cpu":
@@ -287,6 +297,8 @@ class IreeBackend(Backend):
             "dispatches.mlir": dispatches or None,
         }
         notes.append(f"target={target}")
+        if grad:
+            notes.append("backward: StableHLO of jax.vjp under jax.jit, compiled by iree-compile")
         paths = lowering_paths(graph, "decomposed", "cpu" if device == "cpu" else "cuda")
         if "sdpa" in paths:
             paths["sdpa"] = f"decomposed (matmul, scale, mask, softmax, matmul): {_NO_NATIVE_ATTENTION}"

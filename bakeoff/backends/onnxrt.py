@@ -241,6 +241,8 @@ class OrtCompiled(Compiled):
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
+    grad_reason = ("is inference only: ONNX Runtime runs an exported forward graph (its training API, onnxruntime-training, "
+                   "is a separate package with its own graph build, not this adapter)")
     Options = OrtOptions
 
     @classmethod

@@ -213,6 +213,7 @@ class TrtCompiled(Compiled):
 
 class TensorRTBackend(Backend):
     name = "tensorrt"
+    grad_reason = "is inference only: TensorRT builds engines for the forward pass and has no backward or autodiff"
     devices = frozenset({"cuda"})
     cache_env = (CACHE_ENV,)
     timed_with_events = True   # execute_async_v3 is enqueued on torch's current stream

@@ -194,6 +194,7 @@ class XlaBackend(Backend):
     name = "xla"
     cache_env = (_CACHE_ENV,)
     Options = XlaOptions
+    grad = True
 
     @classmethod
     def available(cls) -> str | None:
@@ -211,10 +212,19 @@ class XlaBackend(Backend):
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
+        return self._compile(graph, device, options, grad=False)
+
+    def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                     options: Mapping[str, Any]) -> Compiled:
+        """jax.jit of the jax.vjp-based step (workloads.lower_jax.lower_jax_grad), compiled like the forward."""
+        return self._compile(graph, device, options, grad=True)
+
+    def _compile(self, graph: Graph, device: str, options: Mapping[str, Any], grad: bool) -> Compiled:
         opts = self.parse_options(options)
         attention = opts.attention
         _apply_xla_flags(opts.xla_flags)
-        from bakeoff.workloads.lower_jax import input_specs, lower_jax, lowering_paths, sdpa_routes, share_gpu_with_torch
+        from bakeoff.workloads.lower_jax import (input_specs, lower_jax, lower_jax_grad, lowering_paths, sdpa_routes,
+                                                 share_gpu_with_torch)
 
         share_gpu_with_torch()
         import jax
@@ -228,13 +238,14 @@ class XlaBackend(Backend):
         hits_before = _cache_hits
 
         # Argument specs carry the target device, so XLA compiles for it (CPU or one GPU).
-        arg_specs = input_specs(graph, SingleDeviceSharding(_jax_device(device)))
+        arg_specs = input_specs(graph, SingleDeviceSharding(_jax_device(device)), grad=grad)
+        lower = lower_jax_grad if grad else lower_jax
         platform = "cuda" if device.startswith("cuda") else "cpu"
         notes: list[str] = []
         paths = lowering_paths(graph, attention, platform)
         cudnn = "cudnn" in sdpa_routes(graph, attention, platform).values()
         try:
-            stages, lowered, executable = _build(jax, lower_jax(graph, attention, platform), arg_specs)
+            stages, lowered, executable = _build(jax, lower(graph, attention, platform), arg_specs)
         except Exception as exc:
             if not cudnn:
                 raise
@@ -242,10 +253,11 @@ class XlaBackend(Backend):
             notes.append(f"cuDNN fused attention failed, built with JAX's XLA attention: {type(exc).__name__}: "
                          f"{exc}"[:600])
             cudnn, paths = False, lowering_paths(graph, attention, platform, cudnn=False)
-            stages, lowered, executable = _build(jax, lower_jax(graph, attention, platform, cudnn=False), arg_specs)
+            stages, lowered, executable = _build(jax, lower(graph, attention, platform, cudnn=False), arg_specs)
 
         flags = os.environ.get("XLA_FLAGS", "")
         notes += [f"XLA_FLAGS={flags!r}"] if flags else []
+        notes += ["backward: jax.vjp under jax.jit (one XLA executable, forward and backward)"] if grad else []
         hlo = executable.as_text() or ""
         if cudnn and _CUDNN_FMHA not in hlo:
             paths["sdpa"] += f" (requested, but the compiled HLO has no {_CUDNN_FMHA} call)"

@@ -284,23 +284,56 @@ def lower_jax(graph: Graph, attention: str = "decomposed", platform: str | None 
     return run
 
 
-def input_specs(graph: Graph, sharding: Any = None) -> list:
-    """One jax.ShapeDtypeStruct per graph input; `sharding` (e.g. a SingleDeviceSharding) pins the device."""
+def lower_jax_grad(graph: Graph, attention: str = "decomposed", platform: str | None = None,
+                   cudnn: bool = True) -> Callable[..., tuple]:
+    """The training step of `lower_jax(graph, ...)` (workloads/grad.py): a pure function of (inputs...,
+    cotangents...) returning (outputs..., gradients...) through `jax.vjp`; jit it as the forward."""
     import jax
 
+    from bakeoff.workloads.grad import grad_inputs
+
+    forward = lower_jax(graph, attention, platform, cudnn)
+    n_inputs = len(graph.inputs)
+    names = {n.attr("name") for n in grad_inputs(graph)}
+    wrt = [i for i, n in enumerate(graph.inputs) if n.attr("name") in names]
+
+    def step(*arrays: Any) -> tuple:
+        xs, cts = list(arrays[:n_inputs]), tuple(arrays[n_inputs:])
+
+        def of_wrt(*diff: Any) -> tuple:
+            args = list(xs)
+            for i, x in zip(wrt, diff):
+                args[i] = x
+            return forward(*args)
+
+        outs, vjp = jax.vjp(of_wrt, *[xs[i] for i in wrt])
+        return (*outs, *vjp(cts))
+
+    step.__name__ = f"bakeoff_{graph.name}_step"
+    return step
+
+
+def input_specs(graph: Graph, sharding: Any = None, grad: bool = False) -> list:
+    """One jax.ShapeDtypeStruct per graph input (then, for a training step, per cotangent: each output's
+    shape and dtype); `sharding` (e.g. a SingleDeviceSharding) pins the device."""
+    import jax
+
+    nodes = list(graph.inputs) + (list(graph.output_nodes) if grad else [])
     return [jax.ShapeDtypeStruct(tuple(int(d) for d in n.shape), jax_dtype(n.dtype), sharding=sharding)
-            for n in graph.inputs]
+            for n in nodes]
 
 
-def stablehlo_text(graph: Graph, platform: str | None = None) -> str:
+def stablehlo_text(graph: Graph, platform: str | None = None, grad: bool = False) -> str:
     """The StableHLO (MLIR text) of `lower_jax(graph)` under jax.jit, entry function `main`.
 
     Lowered from device-less ShapeDtypeStructs: arguments that carry a device (e.g. arrays imported by
     DLPack) make JAX emit Shardy (`sdy`) ops, which IREE rejects. `platform` ("cpu", "cuda") picks JAX's
     lowering rules for that platform without needing its device; None means JAX's default backend.
+    `grad`: of the training step (`lower_jax_grad`) instead of the forward.
     """
     share_gpu_with_torch()
     import jax
 
-    traced = jax.jit(lower_jax(graph)).trace(*input_specs(graph))
+    fn = lower_jax_grad(graph) if grad else lower_jax(graph)
+    traced = jax.jit(fn).trace(*input_specs(graph, grad=grad))
     return traced.lower(lowering_platforms=(platform,) if platform else None).as_text()

@@ -46,6 +46,8 @@ def _interpreting() -> bool:
 
 class TritonGenBackend(Backend):
     name = "tritongen"
+    grad_reason = ("has no backward: its kernels (fusion.py -> codegen_*.py) are forward-only, and it generates no "
+                   "reverse-mode kernels")
     cache_env = ("BAKEOFF_TRITONGEN_CACHE_DIR", "TRITON_CACHE_DIR")
     timed_with_events = True   # Triton launches on torch's current CUDA stream
     graph_capturable = True

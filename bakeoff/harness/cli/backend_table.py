@@ -20,6 +20,7 @@ class BackendRow:
     status: str          # "available", or why not
     usable: bool         # loads and is available here
     options: type | None = None  # the Options model, when the backend loads
+    grad: bool | None = None     # computes training steps (`grad: true`); None when it does not load
 
 
 def backend_rows() -> list[BackendRow]:
@@ -38,7 +39,7 @@ def backend_rows() -> list[BackendRow]:
         except Exception as exc:
             reason, version = f"available()/version() raised {type(exc).__name__}: {str(exc)[:200]}", None
         rows.append(BackendRow(name, origin(name), version, "available" if reason is None else reason,
-                               reason is None, cls.Options))
+                               reason is None, cls.Options, bool(getattr(cls, "grad", False))))
     for p in plugins():
         if p.problem:
             rows.append(BackendRow(p.name, p.dist, None, f"plugin not used: {p.problem}", False))
@@ -46,10 +47,11 @@ def backend_rows() -> list[BackendRow]:
 
 
 def backends_table() -> Table:
-    t = Table("backend", "origin", "version", "status")
+    t = Table("backend", "origin", "version", "fwd+bwd", "status")
     for row in backend_rows():
         status = escape(row.status)
         t.add_row(escape(row.name), escape(row.origin), escape(row.version or "-"),
+                  {True: "yes", False: "no", None: "-"}[row.grad],
                   f"[green]{status}[/]" if row.usable else f"[yellow]{status}[/]")
     return t
 

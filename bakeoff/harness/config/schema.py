@@ -96,6 +96,9 @@ class WorkloadConfig(_Strict):
     # How each input is filled (harness/config/inputs.py), and dtypes that replace the config's for this entry.
     init: dict[str, Any] | None = None
     dtypes: Annotated[list[Literal["float32", "float16", "bfloat16"]], Field(min_length=1)] | None = None
+    # Measure the training step: forward and backward of sum(outputs * fixed random cotangents), gradients for
+    # every floating input (workloads/grad.py). Its cases are named `<workload> (fwd+bwd)`.
+    grad: bool = False
 
     @model_validator(mode="after")
     def _inline(self) -> "WorkloadConfig":
@@ -185,6 +188,7 @@ class ResolvedWorkload(BaseModel):
     shapes: list[tuple[str, dict[str, int]]]  # (preset label or "custom", dims)
     dtypes: list[str] = ["float32"]
     input_files: dict[str, str] = {}  # SHA-256 -> absolute path of each file an input is read from
+    grad: bool = False  # the training step (forward + backward), not the forward alone
 
 
 def _check_dims(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
@@ -309,12 +313,15 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
             shapes = [(label, _ordered(dict(presets[label]), order))]
         dtypes = list(w.dtypes or cfg.dtypes or default_dtypes(device))
         graph, files = resolve_inits(w.init, graph, [d for _, d in shapes], dtypes, where, path)
-        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes, dtypes=dtypes, input_files=files))
-    names = [w.name for w in out]
-    for j, name in enumerate(names):
-        if name in names[:j]:
-            raise where.error(("workloads", j), f"workload {name!r} appears twice (first as item "
-                                                f"{names.index(name)}); give one entry several `shapes`")
+        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes, dtypes=dtypes, input_files=files,
+                                    grad=w.grad))
+    # One entry per workload and mode: the forward and the training step of a workload may both be listed.
+    names = [(w.name, w.grad) for w in out]
+    for j, key in enumerate(names):
+        if key in names[:j]:
+            raise where.error(("workloads", j), f"workload {key[0]!r}{' with grad: true' if key[1] else ''} appears "
+                                                f"twice (first as item {names.index(key)}); give one entry several "
+                                                "`shapes`")
     return out
 
 

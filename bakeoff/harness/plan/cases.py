@@ -14,6 +14,7 @@ from typing import Any
 
 from bakeoff.backends import Backend, get_backend
 from bakeoff.workloads import costs
+from bakeoff.workloads.grad import workload_label
 from bakeoff.workloads.ir import Graph, bind
 
 from bakeoff.harness.config.schema import Config, ResolvedWorkload
@@ -43,10 +44,18 @@ class Case:
     skip_reason: str | None = None
     backend: str = ""  # the registered backend that runs it (= label unless the config says `backend:`)
     input_files: dict[str, str] = dataclasses.field(default_factory=dict)  # SHA-256 -> path (file inits)
+    # The training step (forward + backward, workloads/grad.py) instead of the forward alone; flops and
+    # bytes_moved are then the step's.
+    grad: bool = False
 
     def __post_init__(self) -> None:
         if not self.backend:
             object.__setattr__(self, "backend", self.label)
+
+    @property
+    def workload_label(self) -> str:
+        """The workload as ids, records and tables name it: `mlp_block (fwd+bwd)` for a training step."""
+        return workload_label(self.workload, self.grad)
 
     def bound_graph(self) -> Graph:
         return Graph.from_json(self.graph)
@@ -84,13 +93,16 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
         for label, dims in w.shapes:
             for dtype in w.dtypes:
                 graph = bind(w.graph, dims, dtype)
-                flops, nbytes = costs.flops(graph), costs.min_bytes(graph)
+                flops, nbytes = costs.flops(graph, w.grad), costs.step_min_bytes(graph, w.grad)
                 for name, backend in backends.items():
                     options = {k: v for k, v in cfg.backends[name].items() if k != "backend"}
-                    reason = unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
+                    # A backend without a backward says so first: installing it would not make the case run.
+                    reason = (w.grad and _supports_grad(backend, graph, device.split(":")[0], dtype, options)) or \
+                        unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
                     shape = shape_label(dims)
                     cases.append(Case(
-                        case_id=f"{w.name}/{shape}/{dtype}/{name}", workload=w.name, preset=label, shape=shape,
+                        case_id=f"{workload_label(w.name, w.grad)}/{shape}/{dtype}/{name}", workload=w.name,
+                        preset=label, shape=shape, grad=w.grad,
                         dims=dims, dtype=dtype, label=name, device=device, graph=graph.to_json(),
                         options=options,
                         backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
@@ -111,6 +123,14 @@ def _supports(backend: Backend, graph: Graph, device: str, dtype: str, options: 
     """backend.supports(); one that raises is taken as None, so the case's compile records the failure."""
     try:
         return backend.supports(graph, device, dtype, options)
+    except Exception:
+        return None
+
+
+def _supports_grad(backend: Backend, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+    """backend.supports_grad(); one that raises is taken as None, as in _supports."""
+    try:
+        return backend.supports_grad(graph, device, dtype, options)
     except Exception:
         return None
 

@@ -4,7 +4,8 @@ timing settings (asv refuses to compare a benchmark across a change of its code;
 Each is the first 16 hex digits of a SHA-256 over canonical JSON (sorted keys), so equal inputs give equal
 digests on every machine and Python version.
 - graph_digest: the bound graph's nodes and outputs (ops, attributes, input distributions, shapes, dtypes);
-  not its name, which the case key already holds.
+  not its name, which the case key already holds; and, for a training step (`grad: true`), that it is one:
+  a forward case and a training step of the same graph never compare (a forward's digest is unchanged).
 - options_digest: the backend options as the case carries them.
 - timing_digest: every timing setting except those that only say when to stop sampling (STOPPING_RULE):
   flush_l2, cuda_graph, profile and any setting added later change what a sample is and so enter the digest;
@@ -24,9 +25,11 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def graph_digest(graph_json: Mapping[str, Any]) -> str:
-    """Of a bound graph's JSON (Graph.to_json()): its nodes and outputs."""
-    return _digest({"nodes": graph_json.get("nodes"), "outputs": graph_json.get("outputs")})
+def graph_digest(graph_json: Mapping[str, Any], grad: bool = False) -> str:
+    """Of a bound graph's JSON (Graph.to_json()): its nodes and outputs, and `grad` (the training step) when
+    set (see the module docstring)."""
+    step = {"step": "forward+backward"} if grad else {}
+    return _digest({"nodes": graph_json.get("nodes"), "outputs": graph_json.get("outputs"), **step})
 
 
 def options_digest(options: Mapping[str, Any]) -> str:
@@ -42,8 +45,8 @@ def timing_digest(timing: Mapping[str, Any]) -> str:
     return _digest(timing_settings(timing))
 
 
-def case_digests(graph_json: Mapping[str, Any], options: Mapping[str, Any], timing: Mapping[str, Any]
-                 ) -> dict[str, Any]:
+def case_digests(graph_json: Mapping[str, Any], options: Mapping[str, Any], timing: Mapping[str, Any],
+                 grad: bool = False) -> dict[str, Any]:
     """The record fields graph_digest, options_digest, timing_digest and timing_settings."""
-    return {"graph_digest": graph_digest(graph_json), "options_digest": options_digest(options),
+    return {"graph_digest": graph_digest(graph_json, grad), "options_digest": options_digest(options),
             "timing_digest": timing_digest(timing), "timing_settings": timing_settings(timing)}

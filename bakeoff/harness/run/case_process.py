@@ -321,11 +321,12 @@ def _add_phases(total: dict[str, float], phases: dict[str, float], prefix: str) 
 
 def case_fields(case: Case) -> dict[str, Any]:
     """The record fields that come from the case itself."""
-    return {"case_id": case.case_id, "workload": case.workload, "preset": case.preset, "shape": case.shape,
+    return {"case_id": case.case_id, "workload": case.workload_label, "grad": case.grad, "preset": case.preset,
+            "shape": case.shape,
             "dtype": case.dtype, "backend": case.label, "adapter": case.backend, "device": case.device, "flops": case.flops,
             "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds),
             "inputs": describe_inputs(case.bound_graph(), case.input_files),
-            **case_digests(case.graph, canonical_options(case), case.timing)}
+            **case_digests(case.graph, canonical_options(case), case.timing, case.grad)}
 
 
 def canonical_options(case: Case) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | 
         return None
     from bakeoff.workloads.costs import bound_kind
 
-    wanted = key if bound_kind(case.bound_graph()) == "compute" else "copy_gbps"
+    wanted = key if bound_kind(case.bound_graph(), grad=getattr(case, "grad", False)) == "compute" else "copy_gbps"
     return (wanted, ceilings[wanted]) if wanted in ceilings else None
 
 

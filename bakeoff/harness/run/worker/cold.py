@@ -23,11 +23,13 @@ from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, latency_fields, measure_figures  # noqa: F401
 from bakeoff.harness.measure.timing import TimedCall
 from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record
+from bakeoff.workloads.grad import step_output_names
 
 
 def _eager_baseline(graph, specs, case: Case, inputs) -> tuple[Compiled, list[torch.Tensor], bool]:
-    """Eager's executable and outputs; run twice, and report whether the two runs differ bitwise."""
-    eager = get_backend("eager").compile(graph, specs, case.device, {})
+    """Eager's executable and outputs (a training step's: outputs and gradients); run twice, and report
+    whether the two runs differ bitwise."""
+    eager = get_backend("eager").compile_case(graph, specs, case.device, {}, case.grad)
     first = [o.clone() for o in eager(*inputs)]
     second = eager(*inputs)
     deterministic = all(same_bits(a, b) for a, b in zip(first, second))
@@ -51,16 +53,42 @@ def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: 
     checks = [first]
     for seed in case.seeds[1:]:
         with phases.phase("inputs"):
-            inputs = make_inputs(graph, seed, case.device, case.input_files)
+            inputs = make_inputs(graph, seed, case.device, case.input_files, case.grad)
         with phases.phase("eager_baseline"):
             eager_out = eager(*inputs)
-        group = shared_reference(graph, seed, inputs, eager_out, case.device, phases)
+        group = shared_reference(graph, seed, inputs, eager_out, case.device, phases, case.grad)
         sources[str(seed)] = group.source
         with phases.phase("checks"):
-            poison_allocator(graph, case.device)
+            poison_allocator(graph, case.device, case.grad)
             outs = compiled(*inputs)
-            checks.append(check_outputs(graph, seed, outs, eager_out, group.refs, group.eager_vs_refs))
+            checks.append(check_outputs(graph, seed, outs, eager_out, group.refs, group.eager_vs_refs,
+                                        output_names(graph, case.grad)))
     return checks
+
+
+def output_names(graph, grad: bool) -> list[str] | None:
+    """Names for the check of a case's outputs: a training step's, or a forward's with several outputs (a
+    verdict then says which one failed); None for one forward output."""
+    names = step_output_names(graph, grad)
+    return names if len(names) > 1 else None
+
+
+def per_output_fields(checks: list[SeedCheck]) -> dict[str, Any]:
+    """`output_errors`: each output's figures on its worst seed (failing first, then the larger relative L2
+    error), with that seed; and `worst_output`, the name the case's verdict is about. {} without names."""
+    best: dict[str, dict[str, Any]] = {}
+    for c in checks:
+        for name, fig in c.per_output.items():
+            old = best.get(name)
+            rel = fig["err_rel_l2_vs_fp64"]
+            key = (fig["status"] != "ok", rel if isinstance(rel, float | int) else float("inf"))
+            if old is None or key > old["_key"]:
+                best[name] = {**fig, "seed": c.seed, "_key": key}
+    if not best:
+        return {}
+    worst = _worst(checks)
+    return {"output_errors": {k: {f: v for f, v in fig.items() if f != "_key"} for k, fig in best.items()},
+            "worst_output": worst.worst_output}
 
 
 def _worst(checks: list[SeedCheck]) -> SeedCheck:
@@ -101,10 +129,17 @@ def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any
     """Every latency figure of the case and its headline (harness.measure.figures), each step a phase."""
     phases = phases or PhaseLog(None)
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
+    # A training step is replayed from a CUDA graph only where the backend says its backward captures too.
+    grad = getattr(case, "grad", False)  # getattr: tests time case-like objects and backend stand-ins
+    capturable = backend.graph_capturable and (not grad or getattr(backend, "grad_graph_capturable", False))
     # The minimum bytes moved (inputs and outputs) bound what calls in flight may allocate when pipelined.
-    return measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, case.timing,
-                           capturable=backend.graph_capturable, bytes_per_call=case.bytes_moved,
-                           phase=phases.phase)
+    out = measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, case.timing,
+                          capturable=capturable, bytes_per_call=case.bytes_moved, phase=phases.phase)
+    if case.device.startswith("cuda") and case.timing.get("cuda_graph", True) and backend.graph_capturable \
+            and not capturable:
+        out["graph_latency_error"] = (f"not captured: {backend.name}'s forward is CUDA-graph capturable but its "
+                                      "training step (backward) is not declared capturable (grad_graph_capturable)")
+    return out
 
 
 def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str, Any]:
@@ -132,17 +167,17 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
         rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
     torch.manual_seed(case.seeds[0])
     with phases.phase("inputs"):
-        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
+        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files, case.grad)
     with phases.phase("eager_baseline"):
         eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
     rec["eager_deterministic"] = deterministic
-    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases)
+    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases, case.grad)
     rec["reference_source"] = {str(case.seeds[0]): group.source}
     rec["cache_files_before_cold"] = count_cache_files(backend.cache_env)  # 0: its own, empty folders
     with phases.phase("compile_setup"):
         rec.update(warm_up_process(backend, case, graph, count_cache_files))  # the process's one-time start
     cache_before = count_cache_files(backend.cache_env)
-    poison_allocator(graph, case.device)
+    poison_allocator(graph, case.device, case.grad)
     try:
         with phases.phase("compile"):
             compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
@@ -155,7 +190,7 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
     try:
         with phases.phase("checks"):
             first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
-                                  group.eager_vs_refs)
+                                  group.eager_vs_refs, output_names(graph, case.grad))
         checks = _check_seeds(graph, case, compiled, eager, first, phases, rec["reference_source"])
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
@@ -166,11 +201,12 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
     rec["checked_seeds"] = [c.seed for c in checks]
     rec["check_problems"] = sorted({p for c in checks for p in c.problems})
     rec.update(worst.worst_element)
+    rec.update(per_output_fields(checks))
     for prefix, suffix, stats in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
                                   ("eager_err", "vs_fp64", worst.eager_vs_ref)):
         if stats is not None:
             rec.update(stats.as_dict(suffix, prefix))
-    if worst.verdict and worst.verdict.reason and worst.verdict.reason.startswith("output shape"):
+    if worst.verdict and worst.verdict.reason and "output shape" in worst.verdict.reason:
         return rec
     with phases.phase("artifacts"):  # before timing: nothing but the record is left once the gate is released
         rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
@@ -181,11 +217,11 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
     rec.update(_derived(case, rec))
     try:  # one more call after the timed loop, on the first seed's inputs, checked like the first
         with phases.phase("post_timing_check"):
-            poison_allocator(graph, case.device)
+            poison_allocator(graph, case.device, case.grad)
             raw = compiled.run(prepared)
             compiled.sync()
             after = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
-                                  group.eager_vs_refs)
+                                  group.eager_vs_refs, output_names(graph, case.grad))
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     rec.update(extra_check_fields(after, "post_timing"))

@@ -3,6 +3,10 @@
 Random kinds are drawn from one generator seeded with the case's seed on the device, in graph order, in
 float32, then rounded to the input's dtype (the float64 reference sees the rounded values). Explicit values
 and files are the same for every seed and draw nothing from the generator.
+
+A training step (`grad`, workloads/grad.py) also takes one cotangent per output: standard normal, drawn from
+the same generator after the inputs (so the inputs are those of the forward case), in float32, then rounded
+to the output's dtype. The same for every backend of a case and every run of a seed.
 """
 from __future__ import annotations
 
@@ -105,9 +109,15 @@ def _draw(node: Node, gen: torch.Generator, device: str, files: Mapping[str, str
     return t.to(dtype)
 
 
-def make_inputs(graph: Graph, seed: int, device: str, files: Mapping[str, str] | None = None) -> list[torch.Tensor]:
+def make_inputs(graph: Graph, seed: int, device: str, files: Mapping[str, str] | None = None,
+                grad: bool = False) -> list[torch.Tensor]:
     """One tensor per graph input, in graph order, on `device`; random kinds from a generator seeded with
-    `seed`. `files` maps the SHA-256 of each input file (as its init names it) to its path."""
+    `seed`. `files` maps the SHA-256 of each input file (as its init names it) to its path. With `grad`, then
+    one cotangent per output (see the module docstring)."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
-    return [_draw(n, gen, device, files or {}) for n in graph.inputs]
+    inputs = [_draw(n, gen, device, files or {}) for n in graph.inputs]
+    if grad:
+        inputs += [_normal(tuple(int(d) for d in n.shape), gen, device, 0.0, 1.0).to(TORCH_DTYPES[n.dtype])
+                   for n in graph.output_nodes]
+    return inputs

@@ -38,6 +38,7 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
 
     from bakeoff.harness.measure.checks import check_outputs, poison_allocator
     from bakeoff.harness.measure.extra_checks import extra_check_fields
+    from bakeoff.harness.run.worker.cold import output_names
     from bakeoff.harness.run.worker.inputs import make_inputs
     from bakeoff.harness.run.worker.process_setup import warm_up_process
     from bakeoff.harness.run.worker.shared_reference import shared_reference
@@ -47,23 +48,23 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
         backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
     with phases.phase("inputs"):
-        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
+        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files, case.grad)
     # The cache-loaded executable's output is checked as the cold one's: eager and the reference first, as
     # in the cold run, so both compiles start from the same state.
     with phases.phase("eager_baseline"):
-        eager_out = get_backend("eager").compile(graph, specs, case.device, {})(*inputs)
-    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases)
+        eager_out = get_backend("eager").compile_case(graph, specs, case.device, {}, case.grad)(*inputs)
+    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases, case.grad)
     with phases.phase("compile_setup"):
         setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
-    poison_allocator(graph, case.device)
+    poison_allocator(graph, case.device, case.grad)
     with phases.phase("compile"):
         compiled, _, raw, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
     after = count_cache_files(backend.cache_env)
     with phases.phase("output_check"):  # `warm_output_check` in the record
         check = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
-                              group.eager_vs_refs)
+                              group.eager_vs_refs, output_names(graph, case.grad))
     hit = compiled.info.cache_hit
     if hit is None and backend.cache_env:
         hit = before > 0 and after == before  # nothing new written: everything came from the cache

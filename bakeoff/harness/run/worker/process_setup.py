@@ -45,11 +45,12 @@ def warm_up_process(backend: Any, case: Any, case_graph: Graph, count_files: Any
     dtype = next((n.dtype for n in case_graph.inputs), "float32")
     graph = setup_graph(dtype, case_graph.digest())
     options = {k: v for k, v in dict(case.options).items() if k not in _ARTIFACT_OPTIONS}
+    grad = bool(getattr(case, "grad", False))  # a training step warms up the backward's compiler too
     before = count_files(backend.cache_env)
     t0 = time.perf_counter()
     try:
-        inputs = make_inputs(graph, 0, case.device)
-        compiled = backend.compile(graph, TensorSpec.of_inputs(graph), case.device, options)
+        inputs = make_inputs(graph, 0, case.device, grad=grad)
+        compiled = backend.compile_case(graph, TensorSpec.of_inputs(graph), case.device, options, grad)
         compiled.run(compiled.prepare(inputs))
         compiled.sync()
     except Exception as exc:  # the case's own compile reports its failure; this costs only the split

@@ -37,6 +37,7 @@ ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"
 KEEP_BYTES_PER_S = 1e9  # assumed speed of writing and reading a kept reference back, bytes per second
 # The modules whose code decides a reference: a kept one is never read by a different version of them.
 _CODE = ("workloads/ir.py", "workloads/decompose.py", "workloads/reference.py", "workloads/lower_torch.py",
+         "workloads/vjp.py", "workloads/grad.py",
          "harness/measure/checks.py", "harness/measure/numerics.py", "harness/run/worker/inputs.py")
 _PACKAGE = Path(__file__).resolve().parents[3]
 
@@ -49,10 +50,11 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-def reference_key(graph: Graph, seed: int, device: str) -> str:
-    """A name for the reference of `graph` (bound: shapes and dtypes) on `seed`'s inputs on `device`."""
+def reference_key(graph: Graph, seed: int, device: str, grad: bool = False) -> str:
+    """A name for the reference of `graph` (bound: shapes and dtypes) on `seed`'s inputs on `device`; of its
+    training step (outputs and gradients) with `grad`."""
     text = json.dumps({"graph": graph.to_json(), "seed": seed, "device": device, "torch": torch.__version__,
-                       "code": _code_digest()}, sort_keys=True)
+                       "code": _code_digest(), **({"grad": True} if grad else {})}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -88,15 +90,16 @@ class GroupReference:
 
 
 def shared_reference(graph: Graph, seed: int, inputs: Sequence[torch.Tensor], eager_outputs: Sequence[torch.Tensor],
-                     device: str, phases: PhaseLog) -> GroupReference:
+                     device: str, phases: PhaseLog, grad: bool = False) -> GroupReference:
     """The float64 reference outputs for `inputs` (drawn with `seed`), computed here or read back (computed
-    by an earlier case of this run from the same inputs), and eager's error against them."""
+    by an earlier case of this run from the same inputs), and eager's error against them. With `grad`, of the
+    training step: `inputs` end with the cotangents, and the references are the outputs then the gradients."""
     folder = os.environ.get(ENV_REFERENCE_DIR)
     if not folder:
         with phases.phase("reference"):
-            refs = reference_outputs(graph, inputs, device)
+            refs = reference_outputs(graph, inputs, device, grad)
         return GroupReference(refs, None, "computed")
-    entry = Path(folder) / reference_key(graph, seed, device)
+    entry = Path(folder) / reference_key(graph, seed, device, grad)
     entry.parent.mkdir(parents=True, exist_ok=True)
     with phases.phase("reference_wait"):
         fd = os.open(str(entry) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -107,7 +110,7 @@ def shared_reference(graph: Graph, seed: int, inputs: Sequence[torch.Tensor], ea
             refs, source = _load(entry, digest, device), "shared"
             if refs is None:
                 t0 = time.perf_counter()
-                refs, source = reference_outputs(graph, inputs, device), "computed"
+                refs, source = reference_outputs(graph, inputs, device, grad), "computed"
                 if worth_keeping(time.perf_counter() - t0, sum(r.numel() * r.element_size() for r in refs)):
                     _keep(entry, refs, digest)
         with phases.phase("checks"):

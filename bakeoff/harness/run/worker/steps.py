@@ -77,7 +77,8 @@ def compile_and_first_run(backend, graph, specs, case: Case, inputs):
     in FirstRunError (a runtime error), though lazy compilers (torch.compile) compile inside it.
     """
     t0 = time.perf_counter()
-    compiled = backend.compile(graph, specs, case.device, dict(case.options))
+    # getattr: callers outside the worker pass case-like objects without `grad` (a forward)
+    compiled = backend.compile_case(graph, specs, case.device, dict(case.options), getattr(case, "grad", False))
     t1 = time.perf_counter()
     try:
         prepared = compiled.prepare(inputs)
