@@ -43,6 +43,9 @@ class Case:
     skip_reason: str | None = None
     backend: str = ""  # the registered backend that runs it (= label unless the config says `backend:`)
     input_files: dict[str, str] = dataclasses.field(default_factory=dict)  # SHA-256 -> path (file inits)
+    # A shape sweep (harness/config/sweep.py): {"dim", "values" (serving order), "graph" (the unbound graph's
+    # JSON, inits applied)}; `graph` and `dims` are then the first value's. None: one shape.
+    sweep: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -70,8 +73,11 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def shape_label(dims: dict[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in dims.items())
+def shape_label(dims: dict[str, int], sweep: tuple[str, tuple[int, ...]] | None = None) -> str:
+    """"M=64,N=256"; a swept dim as `S=sweep[first..last]`."""
+    def value(k: str, v: int) -> str:
+        return f"sweep[{sweep[1][0]}..{sweep[1][-1]}]" if sweep and k == sweep[0] else str(v)
+    return ",".join(f"{k}={value(k, v)}" for k, v in dims.items())
 
 
 def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> list[Case]:
@@ -88,14 +94,19 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                 for name, backend in backends.items():
                     options = {k: v for k, v in cfg.backends[name].items() if k != "backend"}
                     reason = unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
-                    shape = shape_label(dims)
+                    sweep = None
+                    if w.sweep is not None:
+                        sweep = {"dim": w.sweep[0], "values": list(w.sweep[1]), "graph": w.graph.to_json()}
+                        reason = reason or _supports_sweep(backend, w.graph, dims, w.sweep, dtype, options)
+                    shape = shape_label(dims, w.sweep)
                     cases.append(Case(
                         case_id=f"{w.name}/{shape}/{dtype}/{name}", workload=w.name, preset=label, shape=shape,
                         dims=dims, dtype=dtype, label=name, device=device, graph=graph.to_json(),
                         options=options,
                         backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
-                        timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm, flops=flops, bytes_moved=nbytes,
-                        memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason, input_files=dict(w.input_files)))
+                        timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm and sweep is None, flops=flops,
+                        bytes_moved=nbytes, memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason,
+                        input_files=dict(w.input_files), sweep=sweep))
     return cases
 
 
@@ -111,6 +122,18 @@ def _supports(backend: Backend, graph: Graph, device: str, dtype: str, options: 
     """backend.supports(); one that raises is taken as None, so the case's compile records the failure."""
     try:
         return backend.supports(graph, device, dtype, options)
+    except Exception:
+        return None
+
+
+def _supports_sweep(backend: Backend, graph: Graph, dims: dict[str, int], sweep: tuple[str, tuple[int, ...]],
+                    dtype: str, options: dict[str, Any]) -> str | None:
+    """backend.sweep_refusal() for the sweep (None: it can serve it); one that raises is taken as None, so the
+    case's worker records the failure."""
+    from bakeoff.backends.sweep import SweepSpec
+
+    try:
+        return backend.sweep_refusal(SweepSpec(graph, dims, sweep[0], tuple(sweep[1]), dtype), options)
     except Exception:
         return None
 

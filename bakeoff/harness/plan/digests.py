@@ -4,7 +4,8 @@ timing settings (asv refuses to compare a benchmark across a change of its code;
 Each is the first 16 hex digits of a SHA-256 over canonical JSON (sorted keys), so equal inputs give equal
 digests on every machine and Python version.
 - graph_digest: the bound graph's nodes and outputs (ops, attributes, input distributions, shapes, dtypes);
-  not its name, which the case key already holds.
+  not its name, which the case key already holds. A shape sweep's (its first value's graph) adds the swept
+  dim and its values.
 - options_digest: the backend options as the case carries them.
 - timing_digest: every timing setting except those that only say when to stop sampling (STOPPING_RULE):
   flush_l2, cuda_graph, profile and any setting added later change what a sample is and so enter the digest;
@@ -24,9 +25,14 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def graph_digest(graph_json: Mapping[str, Any]) -> str:
-    """Of a bound graph's JSON (Graph.to_json()): its nodes and outputs."""
-    return _digest({"nodes": graph_json.get("nodes"), "outputs": graph_json.get("outputs")})
+def graph_digest(graph_json: Mapping[str, Any], sweep: Mapping[str, Any] | None = None) -> str:
+    """Of a bound graph's JSON (Graph.to_json()): its nodes and outputs; for a shape sweep, also the swept dim
+    and its values in serving order, so a sweep is compared only with the same sweep (the digest of a case
+    without a sweep is unchanged)."""
+    value: dict[str, Any] = {"nodes": graph_json.get("nodes"), "outputs": graph_json.get("outputs")}
+    if sweep:
+        value["sweep"] = {"dim": sweep["dim"], "values": list(sweep["values"])}
+    return _digest(value)
 
 
 def options_digest(options: Mapping[str, Any]) -> str:
@@ -42,8 +48,8 @@ def timing_digest(timing: Mapping[str, Any]) -> str:
     return _digest(timing_settings(timing))
 
 
-def case_digests(graph_json: Mapping[str, Any], options: Mapping[str, Any], timing: Mapping[str, Any]
-                 ) -> dict[str, Any]:
+def case_digests(graph_json: Mapping[str, Any], options: Mapping[str, Any], timing: Mapping[str, Any],
+                 sweep: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The record fields graph_digest, options_digest, timing_digest and timing_settings."""
-    return {"graph_digest": graph_digest(graph_json), "options_digest": options_digest(options),
+    return {"graph_digest": graph_digest(graph_json, sweep), "options_digest": options_digest(options),
             "timing_digest": timing_digest(timing), "timing_settings": timing_settings(timing)}
