@@ -2,7 +2,7 @@
 
 A sweep case (harness/config/sweep.py) asks the backend for a `SweepServer` once
 (`Backend.serve_sweep(spec, device, options)`), then, for each value of the swept dim in order, for the
-executable at that value (`server.at(graph, specs)`: the graph bound at the value). The server decides
+executable at that value (`server.at(value, graph, specs)`, with the graph bound at the value). The server decides
 whether that means a new compile: Inductor with `dynamic: true` compiles once with the dim symbolic, XLA
 retraces per shape or per padded bucket, ONNX Runtime keeps one session over dynamic axes, and a backend
 with no dynamic path compiles per shape (`PerShapeServer`, with the reason). `server.compiles()` counts the
@@ -59,8 +59,8 @@ class SweepServer(ABC):
     notes: list[str] = field(default_factory=list)
 
     @abstractmethod
-    def at(self, graph: Graph, specs: Sequence["TensorSpec"]) -> "Compiled":
-        """The executable for `graph` (bound at the next value). It may compile now, or lazily inside its first
+    def at(self, value: int, graph: Graph, specs: Sequence["TensorSpec"]) -> "Compiled":
+        """The executable for the swept dim at `value` (`graph` is the graph bound there). It may compile now, or lazily inside its first
         run (the worker times both as the point's first result)."""
 
     @abstractmethod
@@ -82,7 +82,7 @@ class PerShapeServer(SweepServer):
         self.counts_compiles = counts_compiles
         self._built: dict[str, "Compiled"] = {}
 
-    def at(self, graph: Graph, specs: Sequence["TensorSpec"]) -> "Compiled":
+    def at(self, value: int, graph: Graph, specs: Sequence["TensorSpec"]) -> "Compiled":
         key = graph.digest()
         if key not in self._built:
             self._built[key] = self.backend.compile(graph, specs, self.device, self.options)

@@ -74,9 +74,10 @@ def resolve_device(device: str) -> str:
 
 
 def shape_label(dims: dict[str, int], sweep: tuple[str, tuple[int, ...]] | None = None) -> str:
-    """"M=64,N=256"; a swept dim as `S=sweep[first..last]`."""
+    """"M=64,N=256"; a swept dim as `S=sweep[smallest..largest]` (its values in order are the record's
+    `sweep_values`, and enter the graph digest)."""
     def value(k: str, v: int) -> str:
-        return f"sweep[{sweep[1][0]}..{sweep[1][-1]}]" if sweep and k == sweep[0] else str(v)
+        return f"sweep[{min(sweep[1])}..{max(sweep[1])}]" if sweep and k == sweep[0] else str(v)
     return ",".join(f"{k}={value(k, v)}" for k, v in dims.items())
 
 

@@ -74,7 +74,7 @@ class _Eager:
         return self._built[key]
 
 
-def _serve_point(case: Case, backend, server, graph: Graph, eager: _Eager, timing: dict[str, Any],
+def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _Eager, timing: dict[str, Any],
                  phases: PhaseLog, sources: dict[str, str]) -> dict[str, Any]:
     """One point: first result, checks, timing. Returns the point's fields (an error ends the point only)."""
     point: dict[str, Any] = {}
@@ -93,7 +93,7 @@ def _serve_point(case: Case, backend, server, graph: Graph, eager: _Eager, timin
     try:
         with phases.phase("compile"):
             t0 = time.perf_counter()
-            compiled = server.at(graph, TensorSpec.of_inputs(graph))
+            compiled = server.at(value, graph, TensorSpec.of_inputs(graph))
             stage = "runtime_error"
             prepared = compiled.prepare(inputs)
             raw = compiled.run(prepared)
@@ -180,7 +180,7 @@ def run_sweep(case: Case, artifacts_dir, phases: PhaseLog) -> dict[str, Any]:
         graph = spec.bound_at(value)
         point = {"value": value, "dims": spec.dims_at(value), "new_shape": value not in seen}
         seen.add(value)
-        point.update(_serve_point(case, backend, server, graph, eager, timing, phases, sources))
+        point.update(_serve_point(case, backend, server, value, graph, eager, timing, phases, sources))
         points.append(point)
         compiled = point.pop("_compiled", compiled)
     rec["reference_source"] = sources
