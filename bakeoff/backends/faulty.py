@@ -35,6 +35,8 @@ class FaultyOptions(BackendOptions):
     scale: float = Field(1e-2, ge=0, le=1e6, description="perturb: noise relative to the outputs' mean magnitude")
     value: float = Field(5.0, description="spike: the value set in the middle element of each output")
     calls: int = Field(4, ge=0, description="wrong_after: correct calls before the outputs turn to zeros")
+    only_at_shape: list[int] | None = Field(None, description="inject the fault only into a graph whose first "
+                                                               "output has this shape (one point of a sweep)")
 
 
 class FaultyBackend(Backend):
@@ -51,6 +53,8 @@ class FaultyBackend(Backend):
 
         opts = self.parse_options(options)
         mode = opts.mode
+        if opts.only_at_shape is not None and list(graph.output_nodes[0].shape) != list(opts.only_at_shape):
+            mode = "none"
         if mode == "compile_error":
             raise RuntimeError("faulty backend: injected compile error")
         fn = lower_torch(graph)

@@ -212,6 +212,8 @@ class TrtCompiled(Compiled):
 
 
 class TensorRTBackend(Backend):
+    sweep_per_shape_reason = ("one engine per shape: this adapter does not build a dynamic-shape engine with an "
+                              "optimization profile yet")
     name = "tensorrt"
     devices = frozenset({"cuda"})
     cache_env = (CACHE_ENV,)

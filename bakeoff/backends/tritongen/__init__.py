@@ -45,6 +45,8 @@ def _interpreting() -> bool:
 
 
 class TritonGenBackend(Backend):
+    sweep_per_shape_reason = ("its generated kernels write every size into the source as a constant (masks, "
+                              "strides, grids), so each shape is a new kernel set")
     name = "tritongen"
     cache_env = ("BAKEOFF_TRITONGEN_CACHE_DIR", "TRITON_CACHE_DIR")
     timed_with_events = True   # Triton launches on torch's current CUDA stream
