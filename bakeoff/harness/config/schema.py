@@ -238,15 +238,16 @@ def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: t
                                     f"{nbytes / 2**30:.1f} GiB {limit}")
 
 
-def _sweep_of(w: WorkloadConfig, graph: Graph, where: LocatedYaml, path: tuple) -> tuple[str, tuple[int, ...]] | None:
-    """The entry's (dim, values), its dim checked against the graph's."""
+def _sweep_of(w: WorkloadConfig, graph: Graph, where: LocatedYaml, path: tuple,
+              preset: str | None) -> tuple[str, tuple[int, ...]] | None:
+    """The entry's (dim, values) at `preset` (None: an entry with `shapes`), its dim checked against the graph's."""
     if w.sweep is None:
         return None
     needed = set().union(*(dim_names(n.shape) for n in graph.inputs))
     if w.sweep.dim not in needed:
         raise where.error(path + ("sweep", "dim"), f"{clip(w.sweep.dim, 40)!r} is not a dim of this workload "
                                                    f"(its dims: {', '.join(sorted(needed)) or 'none'})")
-    return w.sweep.dim, tuple(w.sweep.points())
+    return w.sweep.dim, tuple(w.sweep.points_for(preset))
 
 
 def _swept(graph: Graph, dims: dict[str, int], sweep: tuple[str, tuple[int, ...]] | None, where: LocatedYaml,
@@ -319,7 +320,7 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
         for label, dims in (w.presets or {}).items():   # every preset the entry defines, used or not
             _check_dims(graph, dict(dims), where, path + ("presets", label))
         order = dim_order(graph, presets)
-        sweep = _sweep_of(w, graph, where, path)
+        sweep = _sweep_of(w, graph, where, path, None if w.shapes else (w.preset or preset))
         if w.shapes:
             shapes, seen = [], {}
             for j, s in enumerate(w.shapes):

@@ -61,15 +61,14 @@ class SweepRange(_Strict):
         return out
 
 
-class SweepConfig(_Strict):
-    """`dim` and its values: `values` (a list) or `range`."""
+class SweepValues(_Strict):
+    """A sweep's values: `values` (a list) or `range`."""
 
-    dim: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
     values: Annotated[list[Positive], Field(min_length=2, max_length=MAX_POINTS)] | None = None
     range: SweepRange | None = None
 
     @model_validator(mode="after")
-    def _values(self) -> "SweepConfig":
+    def _values(self) -> "SweepValues":
         if (self.values is None) == (self.range is None):
             raise ValueError("a sweep takes one of `values` (a list) or `range` ({start, stop, step} or "
                              "{start, stop, multiply})")
@@ -80,3 +79,17 @@ class SweepConfig(_Strict):
     def points(self) -> list[int]:
         """The values in the order they are served (a list as given; a range ascending)."""
         return list(self.values) if self.values is not None else self.range.values()
+
+
+class SweepConfig(SweepValues):
+    """`dim` and its values (`values` or `range`); `presets` gives other values under a preset's name (e.g.
+    `presets: {gpu: {range: {start: 128, stop: 4096, multiply: 2}}}`), used when the entry runs at that preset."""
+
+    dim: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    presets: dict[Annotated[str, Field(max_length=64)], SweepValues] | None = None
+
+    def points_for(self, preset: str | None) -> list[int]:
+        if preset is not None and self.presets and preset in self.presets:
+            return self.presets[preset].points()
+        return self.points()
+
