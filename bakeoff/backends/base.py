@@ -180,6 +180,21 @@ class Backend(ABC):
             return f"{self.name} does not support {dtype}"
         return None
 
+    # Why this backend serves a shape sweep with one compile per shape (backends/sweep.py), in words.
+    sweep_per_shape_reason: ClassVar[str] = "the adapter has no dynamic-shape path"
+
+    def sweep_refusal(self, spec: Any, options: Mapping[str, Any] | None = None) -> str | None:
+        """None when this backend can serve the shape sweep `spec` (backends/sweep.py: SweepSpec) with the case's
+        options, else why not (the case is `skipped`). Runs at planning time and must not raise."""
+        return None
+
+    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
+        """The SweepServer (backends/sweep.py) that serves `spec`'s shapes; by default one compile per
+        shape, for `sweep_per_shape_reason`."""
+        from bakeoff.backends.sweep import PerShapeServer
+
+        return PerShapeServer(self, device, options, self.sweep_per_shape_reason)
+
     @abstractmethod
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:

@@ -15,6 +15,13 @@ class EagerBackend(Backend):
     grad = True
     grad_graph_capturable = True
 
+    def serve_sweep(self, spec: Any, device: str, options: dict[str, Any]) -> Any:
+        """No compile: the PyTorch lowering is built per shape (Python, no compiler), and counted as none."""
+        from bakeoff.backends.sweep import PerShapeServer
+
+        return PerShapeServer(self, device, options, "eager compiles nothing (its PyTorch lowering is built per "
+                                                    "shape)", counts_compiles=False)
+
     @classmethod
     def version(cls) -> str | None:
         import torch

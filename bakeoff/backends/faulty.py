@@ -40,6 +40,8 @@ class FaultyOptions(BackendOptions):
     calls: int = Field(4, ge=0, description="wrong_after: correct calls before the outputs turn to zeros")
     grad_input: str | None = Field(None, max_length=64, description="wrong_grad: the input whose gradient is "
                                                                     "wrong (default: the last input)")
+    only_at_shape: list[int] | None = Field(None, description="inject the fault only into a graph whose first "
+                                                               "output has this shape (one point of a sweep)")
 
 
 class FaultyBackend(Backend):
@@ -75,6 +77,8 @@ class FaultyBackend(Backend):
 
         opts = self.parse_options(options)
         mode = opts.mode
+        if opts.only_at_shape is not None and list(graph.output_nodes[0].shape) != list(opts.only_at_shape):
+            mode = "none"
         if mode == "compile_error":
             raise RuntimeError("faulty backend: injected compile error")
         scale = opts.scale

@@ -12,6 +12,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
 from bakeoff.backends.options import BackendOptions, clip
+from bakeoff.backends.sweep import SweepServer
 
 # Modes every supported torch has; another name is checked against the installed torch's list.
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -94,6 +95,19 @@ class InductorBackend(Backend):
         if not hasattr(torch, "compile"):
             return "torch.compile missing (torch >= 2.0 needed)"
         return None
+
+    def sweep_refusal(self, spec: Any, options: Mapping[str, Any] | None = None) -> str | None:
+        from bakeoff.workloads.lower_torch_dynamic import LowerError, lower_torch_dynamic
+
+        try:
+            lower_torch_dynamic(spec.graph, spec.dim, _others(spec), spec.dtype)
+        except LowerError as exc:
+            return f"inductor cannot serve a sweep of {spec.dim}: {exc}"
+        return None
+
+    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> SweepServer:
+        """InductorSweepServer: one module, Dynamo decides the recompiles (`dynamic` chooses)."""
+        return InductorSweepServer(spec, device, self.parse_options(options))
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
@@ -211,3 +225,102 @@ class InductorCompiled(TorchCompiled):
         else:
             out["output_code_error"] = "no output code module was loaded in this process"
         return out
+
+
+def _others(spec: Any) -> dict[str, int]:
+    return {k: v for k, v in spec.base.items() if k != spec.dim}
+
+
+def _raise_recompile_limit(distinct: int) -> None:
+    """Let Dynamo compile once per distinct shape of a sweep, and fail rather than fall back to eager once its
+    recompile limit is hit (that fallback would time eager under Inductor's name). Names differ by torch
+    version (recompile_limit, formerly cache_size_limit); unknown ones are skipped."""
+    import torch._dynamo.config as dc
+
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        try:
+            setattr(dc, name, max(int(getattr(dc, name)), distinct + 1))
+        except (AttributeError, TypeError):
+            continue
+    for name in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"):
+        try:
+            setattr(dc, name, True)
+        except AttributeError:
+            continue
+
+
+def _graphs_compiled() -> int:
+    """Dynamo's count of graphs it captured and handed to the backend in this process (one per compile and
+    recompile of a frame)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+class InductorSweepServer(SweepServer):
+    """One torch.compile'd module over the graph lowered with the swept dim read from the inputs' sizes
+    (workloads/lower_torch_dynamic.py), so that a recompile is Dynamo's own decision: `dynamic: true`
+    compiles with the dim symbolic (and `torch._dynamo.mark_dynamic` on the swept axis of every input) and
+    serves every value from one graph; `dynamic: false` recompiles at each new shape. Compiles are Dynamo's
+    count of graphs captured (`counters["stats"]["unique_graphs"]`) since the server started; graph breaks are
+    `counters["graph_break"]`, kept in the notes."""
+
+    def __init__(self, spec: Any, device: str, opts: InductorOptions) -> None:
+        import torch
+
+        from bakeoff.workloads.lower_torch_dynamic import lower_torch_dynamic
+
+        self.spec, self.device, self.dynamic = spec, device, opts.dynamic
+        _raise_recompile_limit(spec.distinct())
+        super().__init__()
+        module = lower_torch_dynamic(spec.graph, spec.dim, _others(spec), spec.dtype)
+        self.fn = torch.compile(module, backend="inductor", mode=None if opts.mode == "default" else opts.mode,
+                                dynamic=opts.dynamic, fullgraph=opts.fullgraph, options=opts.options)
+        self.axes = spec.swept_axes()
+        self.how = ("one compile with the swept dim symbolic: torch.compile(dynamic=True), mark_dynamic on "
+                    f"{spec.dim}" if opts.dynamic else "static: torch.compile(dynamic=False), a recompile at "
+                                                       "each new shape")
+        self.counter = 'torch._dynamo.utils.counters["stats"]["unique_graphs"]'
+        self.notes = [f"mode={opts.mode}", f"dynamic={opts.dynamic}"]
+        self._start = _graphs_compiled()
+        self._module = module
+        self._compiled: InductorSweepCompiled | None = None
+
+    def at(self, value: int, graph: Graph, specs: Sequence[TensorSpec]) -> Compiled:
+        if self._compiled is None:
+            self._compiled = InductorSweepCompiled(self, self.device,
+                                                   CompileInfo(notes=list(self.notes)),
+                                                   {"graph": self.spec.graph.pretty(), "torch_code": self._module.code})
+            self._compiled.baseline = _process_totals()
+        return self._compiled
+
+    def mark(self, inputs: Sequence[Any]) -> None:
+        if not self.dynamic:
+            return
+        import torch
+
+        for x, axes in zip(inputs, self.axes):
+            for axis in axes:
+                torch._dynamo.mark_dynamic(x, axis)
+
+    def compiles(self) -> int:
+        return _graphs_compiled() - self._start
+
+    def graph_breaks(self) -> int:
+        from torch._dynamo.utils import counters
+
+        return sum(counters["graph_break"].values())
+
+
+class InductorSweepCompiled(InductorCompiled):
+    """The sweep's one compiled module; `prepare` marks the swept axes dynamic (dynamic: true)."""
+
+    def __init__(self, server: InductorSweepServer, device: str, info: CompileInfo, artifacts: dict) -> None:
+        super().__init__(server.fn, device, info, artifacts)
+        self.server = server
+
+    def prepare(self, inputs: Sequence[Any]) -> Any:
+        self.server.mark(inputs)
+        return tuple(inputs)
+

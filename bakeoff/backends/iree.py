@@ -199,6 +199,8 @@ class IreeCompiled(Compiled):
 
 
 class IreeBackend(Backend):
+    sweep_per_shape_reason = ("the adapter compiles the StableHLO that JAX exports at static shapes (no symbolic-"
+                              "shape export is wired to iree-compile)")
     name = "iree"
     Options = IreeOptions
     grad = True  # from the StableHLO of JAX's jitted jax.vjp step, the forward's route

@@ -26,6 +26,7 @@ from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, MIN_OPSET
+from bakeoff.backends.sweep import PerShapeServer, SweepServer
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 from bakeoff.backends.options import BackendOptions
@@ -314,6 +315,26 @@ class OnnxRuntimeBackend(Backend):
             return (f"onnxruntime {ort.__version__} CUDA provider does not take every node of this "
                     f"graph in {dtype} (CPU fallback is disabled so that nothing runs on the host)")
 
+    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> SweepServer:
+        """One session with the swept dim a dynamic axis where the export allows it (`dynamic_model`); native
+        attention that the provider cannot run retries decomposed, as `open_session` does; else one session
+        per shape, with the reason."""
+        opts = self.parse_options(options)
+        attentions = [opts.attention] + (["decomposed"] if opts.attention != "decomposed" else [])
+        reasons = []
+        for attention in attentions:
+            model, reason = dynamic_model(spec, opts, attention)
+            if model is None:
+                reasons.append(reason)
+                continue
+            try:
+                return OrtSweepServer(spec, device, opts, model, attention)
+            except Exception as exc:
+                if attention == attentions[-1]:
+                    raise
+                reasons.append(f"{attention} attention: {type(exc).__name__}: {str(exc)[:200]}")
+        return PerShapeServer(self, device, options, "; ".join(r for r in reasons if r))
+
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
         opts = self.parse_options(options)
@@ -346,3 +367,59 @@ class OnnxRuntimeBackend(Backend):
         # compile time; the ONNX export (and a native-attention session that failed) is recorded apart.
         info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("session",), lowering=paths)
         return OrtCompiled(session, graph, device, info, model_bytes, artifacts, opts)
+
+
+def dynamic_model(spec: Any, opts: OnnxExportOptions, attention: str) -> tuple[Any, str | None]:
+    """The ONNX export of `spec`'s graph with the swept dim a dynamic axis (`dim_param`), or (None, why not).
+
+    The graph is exported at two distinct values of the sweep; when the two models differ only in the sizes of
+    their inputs, outputs and annotated intermediates (their nodes, attributes and initializers are the same),
+    the export does not bake the dim into a constant, and the first one with the swept axes made symbolic
+    serves every value. Otherwise (a reshape target, a causal mask's size) it does, with the reason."""
+    from bakeoff.workloads.lower_onnx import lower_onnx
+
+    a, b = sorted(set(spec.values))[:2]
+    models = [lower_onnx(spec.bound_at(v), opts.opset, attention) for v in (a, b)]
+    def body(m: Any) -> list[bytes]:
+        return ([n.SerializeToString() for n in m.graph.node] +
+                [t.SerializeToString() for t in m.graph.initializer])
+    if body(models[0]) != body(models[1]):
+        return None, (f"the ONNX export ({attention} attention) holds {spec.dim} in a constant (a reshape target "
+                      "or a mask's size)")
+    model = models[0]
+    del model.graph.value_info[:]   # intermediate shapes annotated at the first value
+    for value_info, node in zip(list(model.graph.input) + list(model.graph.output),
+                                list(spec.graph.inputs) + list(spec.graph.output_nodes)):
+        for axis, d in enumerate(node.shape):
+            if isinstance(d, str) and spec.dim in d.split("*"):
+                shape_dim = value_info.type.tensor_type.shape.dim[axis]
+                shape_dim.ClearField("dim_value")
+                shape_dim.dim_param = d.replace("*", "_")
+    return model, None
+
+
+class OrtSweepServer(SweepServer):
+    """One InferenceSession over a model whose swept axes are dynamic (`dynamic_model`), bound per point to
+    that point's shapes; compiles are the sessions created (one). Built by `OnnxRuntimeBackend.serve_sweep`,
+    which falls back to one session per shape where the export bakes the dim in."""
+
+    def __init__(self, spec: Any, device: str, opts: OrtOptions, model: Any, attention: str) -> None:
+        super().__init__(how=f"one session, {spec.dim} a dynamic axis of the exported model",
+                         counter="InferenceSession objects created")
+        import onnxruntime as ort
+
+        self.spec, self.device, self.opts = spec, device, opts
+        self.model_bytes = model.SerializeToString()
+        t0 = time.perf_counter()
+        self.session = ort.InferenceSession(self.model_bytes, _session_options(device, opts),
+                                            providers=_providers(device))
+        self.session_s = time.perf_counter() - t0
+        self.notes = [f"attention={attention}", f"providers={','.join(self.session.get_providers())}"]
+        self._sessions = 1
+
+    def at(self, value: int, graph: Graph, specs: Sequence[TensorSpec]) -> Compiled:
+        info = CompileInfo(stages_s={"session": self.session_s}, notes=list(self.notes))
+        return OrtCompiled(self.session, graph, self.device, info, self.model_bytes, {}, self.opts)
+
+    def compiles(self) -> int:
+        return self._sessions

@@ -212,6 +212,8 @@ class TrtCompiled(Compiled):
 
 
 class TensorRTBackend(Backend):
+    sweep_per_shape_reason = ("one engine per shape: this adapter does not build a dynamic-shape engine with an "
+                              "optimization profile yet")
     name = "tensorrt"
     grad_reason = "is inference only: TensorRT builds engines for the forward pass and has no backward or autodiff"
     devices = frozenset({"cuda"})

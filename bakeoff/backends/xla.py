@@ -27,6 +27,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, clip
+from bakeoff.backends.sweep import SweepServer
 
 _FLAG = re.compile(r"--[A-Za-z0-9_]+(=\S*)?")
 
@@ -48,6 +49,10 @@ class XlaOptions(BackendOptions):
     attention: Literal["native", "decomposed"] = Field(
         "native", description="native: jax.nn.dot_product_attention (cuDNN's fused attention on a GPU in 16-bit "
                               "floats); decomposed: matmul, mask, softmax, matmul")
+    shapes: Literal["recompile", "bucket"] = Field(
+        "recompile", description="a shape sweep: recompile (one jit compile per shape) or bucket (pad the swept "
+                                 "dim to the next power of two, one compile per bucket; only where padding is "
+                                 "sound for the graph)")
 
 
 _CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
@@ -210,6 +215,17 @@ class XlaBackend(Backend):
         except importlib.metadata.PackageNotFoundError:
             return None
 
+    def sweep_refusal(self, spec: Any, options: Mapping[str, Any] | None = None) -> str | None:
+        if self.parse_options(options).shapes != "bucket":
+            return None
+        from bakeoff.workloads.padding import padding_refusal
+
+        reason = padding_refusal(spec.graph, spec.dim)
+        return f"xla shapes=bucket: padding {spec.dim} is not sound here: {reason}" if reason else None
+
+    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> SweepServer:
+        return XlaSweepServer(spec, device, self.parse_options(options))
+
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
         return self._compile(graph, device, options, grad=False)
@@ -267,3 +283,88 @@ class XlaBackend(Backend):
         artifacts = {"stablehlo": lowered.as_text(), "hlo_optimized": hlo,
                      "fusion_count": fusion_count(hlo) if hlo else None, "flags": flags.split()}
         return XlaCompiled(executable, info, artifacts)
+
+
+class XlaSweepServer(SweepServer):
+    """One `jax.jit` function over the swept value (a static argument) and the inputs: JAX traces and compiles
+    once per distinct (value, input shapes), which is how JAX serves shapes it has not seen. `shapes:
+    recompile` calls it at each value; `shapes: bucket` pads the swept dim of every input with zeros to the
+    next power of two, calls it at that bucket, and slices the outputs back (only where the graph makes
+    padding sound: workloads/padding.py, checked at planning time). Compiles are the jitted function's
+    cache size (`_cache_size()`), i.e. the executables JAX holds for it."""
+
+    def __init__(self, spec: Any, device: str, opts: XlaOptions) -> None:
+        super().__init__()
+        _apply_xla_flags(opts.xla_flags)
+        from bakeoff.workloads.lower_jax import lower_jax, share_gpu_with_torch
+
+        share_gpu_with_torch()
+        import jax
+
+        self.spec, self.device, self.bucket = spec, device, opts.shapes == "bucket"
+        platform = "cuda" if device.startswith("cuda") else "cpu"
+        attention = opts.attention
+
+        def served(value: int, *arrays: Any) -> Any:
+            return lower_jax(spec.bound_at(value), attention, platform)(*arrays)
+
+        served.__name__ = f"bakeoff_{spec.graph.name}_sweep_{spec.dim}"
+        self.jitted = jax.jit(served, static_argnums=0)
+        self._keys: set[tuple] = set()
+        self.how = (f"buckets: {spec.dim} padded with zeros to the next power of two, one jit compile per bucket, "
+                    "outputs sliced back" if self.bucket else
+                    f"one jit trace and compile per shape of {spec.dim} (jax.jit)")
+        self.counter = ("the jitted function's _cache_size()" if hasattr(self.jitted, "_cache_size") else
+                        "distinct (value, shapes) the jitted function was called with (no _cache_size here)")
+        self.notes = [f"attention={attention}"]
+        if self.bucket:
+            from bakeoff.workloads.padding import sliced_axes
+
+            self.axes, self.out_axes = spec.swept_axes(), sliced_axes(spec.graph, spec.dim)
+
+    def at(self, value: int, graph: Graph, specs: Sequence[TensorSpec]) -> Compiled:
+        size = bucket_of(value) if self.bucket else value
+        self._keys.add(size)
+        return XlaSweepCompiled(self, value, size)
+
+    def compiles(self) -> int:
+        size = getattr(self.jitted, "_cache_size", None)
+        return int(size()) if size is not None else len(self._keys)
+
+
+def bucket_of(value: int) -> int:
+    """The power of two a value is padded to (itself when it is one)."""
+    return 1 << (int(value) - 1).bit_length()
+
+
+class XlaSweepCompiled(XlaCompiled):
+    """The sweep's jitted function at one value: padded inputs in, sliced outputs out (bucket), or as is.
+    The padding (in `prepare`) and the slicing (in `to_torch`) are outside the timed call."""
+
+    def __init__(self, server: XlaSweepServer, value: int, size: int) -> None:
+        super().__init__(lambda *xs: server.jitted(size, *xs), CompileInfo(notes=list(server.notes)), {})
+        self.server, self.value, self.size = server, value, size
+
+    def prepare(self, inputs: Sequence[Any]) -> tuple:
+        arrays = super().prepare(inputs)
+        if not self.server.bucket or self.size == self.value:
+            return arrays
+        import jax.numpy as jnp
+
+        out = []
+        for x, axes in zip(arrays, self.server.axes):
+            pad = [(0, self.size - self.value if i in axes else 0) for i in range(x.ndim)]
+            out.append(jnp.pad(x, pad) if axes else x)
+        return tuple(out)
+
+    def to_torch(self, raw: Any) -> list[Any]:
+        outs = super().to_torch(raw)
+        if not self.server.bucket or self.size == self.value:
+            return outs
+        for i, axes in enumerate(self.server.out_axes):
+            for axis in axes:
+                outs[i] = outs[i].narrow(axis, 0, self.value)
+        return [o.contiguous() for o in outs]
+
+    def artifacts(self) -> dict[str, Any] | None:
+        return {"graph": self.server.spec.bound_at(self.size).pretty()}

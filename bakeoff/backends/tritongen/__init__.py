@@ -45,6 +45,8 @@ def _interpreting() -> bool:
 
 
 class TritonGenBackend(Backend):
+    sweep_per_shape_reason = ("its generated kernels write every size into the source as a constant (masks, "
+                              "strides, grids), so each shape is a new kernel set")
     name = "tritongen"
     grad_reason = ("has no backward: its kernels (fusion.py -> codegen_*.py) are forward-only, and it generates no "
                    "reverse-mode kernels")

@@ -288,7 +288,13 @@ def terminal_summary(records: Iterable[dict[str, Any]], title: str = "", wide: b
 def print_summary(console: Console, records: Iterable[dict[str, Any]], title: str = "", wide: bool = False) -> None:
     """Print terminal_summary(); the wide table at its natural width even where that exceeds the console's
     (a terminal then folds long lines: pipe through `less -S`), so that no value is ever cut."""
+    records = list(records)
     summary = terminal_summary(records, title, wide)
+    from bakeoff.harness.cli.sweep_summary import sweep_lines
+
+    sweeps = sweep_lines(records)
+    if sweeps:  # one line per shape-sweep case (cli/sweep_summary.py)
+        summary = Group(summary, *sweeps)
     if not wide:
         console.print(summary)
         return

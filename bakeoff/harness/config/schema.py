@@ -23,6 +23,7 @@ from bakeoff.harness.config.errors import pydantic_error
 from bakeoff.harness.config.source import check_size, read_config_file
 from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, clip, load_yaml
 from bakeoff.harness.config.inputs import resolve_inits
+from bakeoff.harness.config.sweep import SweepConfig
 
 # Inputs bigger than this in all, or any one node's output bigger than this (in the float64 reference, after
 # decomposition), are refused at load time: a typo of one digit must not exhaust memory.
@@ -99,6 +100,8 @@ class WorkloadConfig(_Strict):
     # Measure the training step: forward and backward of sum(outputs * fixed random cotangents), gradients for
     # every floating input (workloads/grad.py). Its cases are named `<workload> (fwd+bwd)`.
     grad: bool = False
+    # One symbolic dim served at several values by one case (harness/config/sweep.py).
+    sweep: SweepConfig | None = None
 
     @model_validator(mode="after")
     def _inline(self) -> "WorkloadConfig":
@@ -189,6 +192,8 @@ class ResolvedWorkload(BaseModel):
     dtypes: list[str] = ["float32"]
     input_files: dict[str, str] = {}  # SHA-256 -> absolute path of each file an input is read from
     grad: bool = False  # the training step (forward + backward), not the forward alone
+    # The swept dim and its values in serving order (each shape's dims hold the first value), or None.
+    sweep: tuple[str, tuple[int, ...]] | None = None
 
 
 def _check_dims(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
@@ -235,6 +240,32 @@ def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: t
         if nbytes > MAX_INPUT_BYTES:
             raise where.error(path, f"the float64 reference's intermediate {n.op} output would take "
                                     f"{nbytes / 2**30:.1f} GiB {limit}")
+
+
+def _sweep_of(w: WorkloadConfig, graph: Graph, where: LocatedYaml, path: tuple,
+              preset: str | None) -> tuple[str, tuple[int, ...]] | None:
+    """The entry's (dim, values) at `preset` (None: an entry with `shapes`), its dim checked against the graph's."""
+    if w.sweep is None:
+        return None
+    needed = set().union(*(dim_names(n.shape) for n in graph.inputs))
+    if w.sweep.dim not in needed:
+        raise where.error(path + ("sweep", "dim"), f"{clip(w.sweep.dim, 40)!r} is not a dim of this workload "
+                                                   f"(its dims: {', '.join(sorted(needed)) or 'none'})")
+    return w.sweep.dim, tuple(w.sweep.points_for(preset))
+
+
+def _swept(graph: Graph, dims: dict[str, int], sweep: tuple[str, tuple[int, ...]] | None, where: LocatedYaml,
+           path: tuple) -> dict[str, int]:
+    """A shape's dims, checked as `_check_shape` does; for a sweep, at its largest value (the size limits) and
+    at each other value (every dim positive), returned with the swept dim at the first value."""
+    if sweep is None:
+        _check_shape(graph, dims, where, path)
+        return dims
+    dim, values = sweep
+    _check_shape(graph, dims | {dim: max(values)}, where, path)
+    for v in values:
+        _check_dims(graph, dims | {dim: v}, where, path)
+    return dims | {dim: values[0]}
 
 
 def _check_uses_inputs(graph: Graph, where: LocatedYaml, path: tuple) -> None:
@@ -293,10 +324,11 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
         for label, dims in (w.presets or {}).items():   # every preset the entry defines, used or not
             _check_dims(graph, dict(dims), where, path + ("presets", label))
         order = dim_order(graph, presets)
+        sweep = _sweep_of(w, graph, where, path, None if w.shapes else (w.preset or preset))
         if w.shapes:
             shapes, seen = [], {}
             for j, s in enumerate(w.shapes):
-                _check_shape(graph, dict(s), where, path + ("shapes", j))
+                s = _swept(graph, dict(s), sweep, where, path + ("shapes", j))
                 key = tuple(sorted(s.items()))
                 if key in seen:
                     raise where.error(path + ("shapes", j), f"this shape is listed twice (item {seen[key]} is "
@@ -309,12 +341,16 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
                 raise where.error(path + (("preset",) if w.preset else ()),
                                   f"workload {w.name!r} has no preset {label!r}; it has {sorted(presets)}"
                                   + ("; give `shapes` or `presets`" if w.expr else ""))
-            _check_shape(graph, dict(presets[label]), where, path)
-            shapes = [(label, _ordered(dict(presets[label]), order))]
+            dims = _swept(graph, dict(presets[label]), sweep, where, path)
+            shapes = [(label, _ordered(dims, order))]
         dtypes = list(w.dtypes or cfg.dtypes or default_dtypes(device))
-        graph, files = resolve_inits(w.init, graph, [d for _, d in shapes], dtypes, where, path)
+        every = [d for _, d in shapes] if sweep is None else [d | {sweep[0]: v} for _, d in shapes for v in sweep[1]]
+        graph, files = resolve_inits(w.init, graph, every, dtypes, where, path)
+        if w.grad and sweep is not None:
+            raise where.error(path + ("grad",), "grad: true with a sweep is not supported: a sweep serves the "
+                                                "forward; list the training step as its own entry")
         out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes, dtypes=dtypes, input_files=files,
-                                    grad=w.grad))
+                                    grad=w.grad, sweep=sweep))
     # One entry per workload and mode: the forward and the training step of a workload may both be listed.
     names = [(w.name, w.grad) for w in out]
     for j, key in enumerate(names):

@@ -47,6 +47,9 @@ class Case:
     # The training step (forward + backward, workloads/grad.py) instead of the forward alone; flops and
     # bytes_moved are then the step's.
     grad: bool = False
+    # A shape sweep (harness/config/sweep.py): {"dim", "values" (serving order), "graph" (the unbound graph's
+    # JSON, inits applied)}; `graph` and `dims` are then the first value's. None: one shape.
+    sweep: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -79,8 +82,12 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def shape_label(dims: dict[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in dims.items())
+def shape_label(dims: dict[str, int], sweep: tuple[str, tuple[int, ...]] | None = None) -> str:
+    """"M=64,N=256"; a swept dim as `S=sweep[smallest..largest]` (its values in order are the record's
+    `sweep_values`, and enter the graph digest)."""
+    def value(k: str, v: int) -> str:
+        return f"sweep[{min(sweep[1])}..{max(sweep[1])}]" if sweep and k == sweep[0] else str(v)
+    return ",".join(f"{k}={value(k, v)}" for k, v in dims.items())
 
 
 def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> list[Case]:
@@ -99,15 +106,20 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                     # A backend without a backward says so first: installing it would not make the case run.
                     reason = (w.grad and _supports_grad(backend, graph, device.split(":")[0], dtype, options)) or \
                         unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
-                    shape = shape_label(dims)
+                    sweep = None
+                    if w.sweep is not None:
+                        sweep = {"dim": w.sweep[0], "values": list(w.sweep[1]), "graph": w.graph.to_json()}
+                        reason = reason or _supports_sweep(backend, w.graph, dims, w.sweep, dtype, options)
+                    shape = shape_label(dims, w.sweep)
                     cases.append(Case(
                         case_id=f"{workload_label(w.name, w.grad)}/{shape}/{dtype}/{name}", workload=w.name,
                         preset=label, shape=shape, grad=w.grad,
                         dims=dims, dtype=dtype, label=name, device=device, graph=graph.to_json(),
                         options=options,
                         backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
-                        timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm, flops=flops, bytes_moved=nbytes,
-                        memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason, input_files=dict(w.input_files)))
+                        timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm and sweep is None, flops=flops,
+                        bytes_moved=nbytes, memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason,
+                        input_files=dict(w.input_files), sweep=sweep))
     return cases
 
 
@@ -131,6 +143,18 @@ def _supports_grad(backend: Backend, graph: Graph, device: str, dtype: str, opti
     """backend.supports_grad(); one that raises is taken as None, as in _supports."""
     try:
         return backend.supports_grad(graph, device, dtype, options)
+    except Exception:
+        return None
+
+
+def _supports_sweep(backend: Backend, graph: Graph, dims: dict[str, int], sweep: tuple[str, tuple[int, ...]],
+                    dtype: str, options: dict[str, Any]) -> str | None:
+    """backend.sweep_refusal() for the sweep (None: it can serve it); one that raises is taken as None, so the
+    case's worker records the failure."""
+    from bakeoff.backends.sweep import SweepSpec
+
+    try:
+        return backend.sweep_refusal(SweepSpec(graph, dims, sweep[0], tuple(sweep[1]), dtype), options)
     except Exception:
         return None
 

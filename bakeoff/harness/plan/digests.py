@@ -4,8 +4,9 @@ timing settings (asv refuses to compare a benchmark across a change of its code;
 Each is the first 16 hex digits of a SHA-256 over canonical JSON (sorted keys), so equal inputs give equal
 digests on every machine and Python version.
 - graph_digest: the bound graph's nodes and outputs (ops, attributes, input distributions, shapes, dtypes);
-  not its name, which the case key already holds; and, for a training step (`grad: true`), that it is one:
-  a forward case and a training step of the same graph never compare (a forward's digest is unchanged).
+  not its name, which the case key already holds; for a training step (`grad: true`), that it is one: a
+  forward case and a training step of the same graph never compare (a forward's digest is unchanged); and a
+  shape sweep's (its first value's graph) adds the swept dim and its values.
 - options_digest: the backend options as the case carries them.
 - timing_digest: every timing setting except those that only say when to stop sampling (STOPPING_RULE):
   flush_l2, cuda_graph, profile and any setting added later change what a sample is and so enter the digest;
@@ -25,11 +26,16 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def graph_digest(graph_json: Mapping[str, Any], grad: bool = False) -> str:
-    """Of a bound graph's JSON (Graph.to_json()): its nodes and outputs, and `grad` (the training step) when
-    set (see the module docstring)."""
-    step = {"step": "forward+backward"} if grad else {}
-    return _digest({"nodes": graph_json.get("nodes"), "outputs": graph_json.get("outputs"), **step})
+def graph_digest(graph_json: Mapping[str, Any], grad: bool = False, sweep: Mapping[str, Any] | None = None) -> str:
+    """Of a bound graph's JSON (Graph.to_json()): its nodes and outputs; `grad` (the training step) when set;
+    for a shape sweep, the swept dim and its values in serving order, so a sweep is compared only with the
+    same sweep (the digest of a forward case without a sweep is unchanged)."""
+    value: dict[str, Any] = {"nodes": graph_json.get("nodes"), "outputs": graph_json.get("outputs")}
+    if grad:
+        value["step"] = "forward+backward"
+    if sweep:
+        value["sweep"] = {"dim": sweep["dim"], "values": list(sweep["values"])}
+    return _digest(value)
 
 
 def options_digest(options: Mapping[str, Any]) -> str:
@@ -46,7 +52,7 @@ def timing_digest(timing: Mapping[str, Any]) -> str:
 
 
 def case_digests(graph_json: Mapping[str, Any], options: Mapping[str, Any], timing: Mapping[str, Any],
-                 grad: bool = False) -> dict[str, Any]:
+                 grad: bool = False, sweep: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The record fields graph_digest, options_digest, timing_digest and timing_settings."""
-    return {"graph_digest": graph_digest(graph_json, grad), "options_digest": options_digest(options),
+    return {"graph_digest": graph_digest(graph_json, grad, sweep), "options_digest": options_digest(options),
             "timing_digest": timing_digest(timing), "timing_settings": timing_settings(timing)}

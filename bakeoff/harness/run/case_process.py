@@ -326,7 +326,8 @@ def case_fields(case: Case) -> dict[str, Any]:
             "dtype": case.dtype, "backend": case.label, "adapter": case.backend, "device": case.device, "flops": case.flops,
             "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds),
             "inputs": describe_inputs(case.bound_graph(), case.input_files),
-            **case_digests(case.graph, canonical_options(case), case.timing, case.grad)}
+            **case_digests(case.graph, canonical_options(case), case.timing, case.grad, case.sweep),
+            **({"sweep_dim": case.sweep["dim"], "sweep_values": list(case.sweep["values"])} if case.sweep else {})}
 
 
 def canonical_options(case: Case) -> dict[str, Any]:

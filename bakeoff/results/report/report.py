@@ -75,5 +75,8 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              runs_table_html(runs, code.case_of), robustness_section(runs)]
     for div_id, heading, fn, missing in CHARTS:
         parts += [f"<h2>{esc(heading)}</h2>", figure_div(fn(runs), div_id, missing)]
+    from bakeoff.results.report.figures_sweep import sweep_html
+
+    parts.append(sweep_html(runs))
     parts += ['<h2 id="code">Code and kernels</h2>', code.html, "<h2>Environment</h2>", environment_table(runs)]
     return page(title, "\n".join(parts), plotly_js, CODE_CSS, CODE_JS)

@@ -86,8 +86,9 @@ def main(argv: list[str], phases: PhaseLog | None = None) -> int:
             record = run_warm(case, phases)
         else:
             from bakeoff.harness.run.worker.cold import run_cold
+            from bakeoff.harness.run.worker.sweep import run_sweep
 
-            record = run_cold(case, artifacts_dir, phases)
+            record = (run_sweep if case.sweep else run_cold)(case, artifacts_dir, phases)
     except BaseException as exc:  # a failure outside the guarded steps is still a record
         if isinstance(exc, KeyboardInterrupt):
             raise

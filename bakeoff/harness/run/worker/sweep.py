@@ -1,0 +1,214 @@
+"""The cold run of a shape-sweep case: one server (backends/sweep.py), then every value of the swept dim in
+the order given, each checked and timed as a normal case is (docs/MEASUREMENT.md, "Shape sweeps").
+
+Per point: inputs at that shape from the case's seeds (the same inits), eager's outputs and the shared
+float64 reference at that shape; then, synchronised, the time to the first result at that shape (the server's
+`at()`, so any compile, + prepare + one run + sync: `first_result_s`), whether it compiled (the server's own
+counter before and after: `recompiled`, `compiles_so_far`), the numeric checks of every seed with the normal
+verdict rules (measure/checks.py), and the latency with the normal timer and headline (measure/figures.py)
+on a smaller budget per point (`point_timing`), holding the device's timing gate for the timing only.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from bakeoff.backends import get_backend
+from bakeoff.backends.base import TensorSpec
+from bakeoff.backends.sweep import SweepSpec
+from bakeoff.workloads import costs
+from bakeoff.workloads.ir import Graph
+
+from bakeoff.harness.measure.checks import check_outputs, poison_allocator
+from bakeoff.harness.measure.environment import gpu_state
+from bakeoff.harness.measure.figures import BACKEND_TARGET, measure_figures
+from bakeoff.harness.measure.timing import TimedCall
+from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.run.gate import timing_exclusive
+from bakeoff.harness.run.worker.cold import _check_seeds, _save_artifacts, _worst
+from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.run.worker.phases import PhaseLog
+from bakeoff.harness.run.worker.process_setup import warm_up_process
+from bakeoff.harness.run.worker.shared_reference import shared_reference
+from bakeoff.harness.run.worker.steps import count_cache_files, error_record
+
+MIN_POINT_BUDGET_S = 0.05
+MIN_POINT_WARMUP_S = 0.01
+# A point's status, worst first: a wrong answer served without an error is worse than a loud failure.
+SEVERITY = {"mismatch": 3, "oom": 2, "compile_error": 2, "runtime_error": 2, "ok": 0}
+_ERR_KEYS = ("err_max_abs_vs_fp64", "err_rel_l2_vs_fp64", "err_rmse_vs_fp64", "err_ulp_max_vs_fp64",
+             "err_max_abs_vs_eager", "err_rel_l2_vs_eager", "eager_err_rel_l2_vs_fp64")
+
+
+def spec_of(case: Case) -> SweepSpec:
+    sweep = case.sweep or {}
+    return SweepSpec(Graph.from_json(sweep["graph"]), dict(case.dims), sweep["dim"], tuple(sweep["values"]),
+                     case.dtype)
+
+
+def point_timing(timing: dict[str, Any], distinct: int) -> dict[str, Any]:
+    """The timing settings of one point: the case's, with `budget_s` and `warmup_s` divided among the sweep's
+    distinct shapes (at least MIN_POINT_BUDGET_S and MIN_POINT_WARMUP_S), so a sweep costs about one case's
+    timing budget per backend. Every other setting (min_reps, the cache flush, profiling) is the case's."""
+    return {**timing, "budget_s": max(MIN_POINT_BUDGET_S, float(timing["budget_s"]) / distinct),
+            "warmup_s": max(MIN_POINT_WARMUP_S, float(timing["warmup_s"]) / distinct)}
+
+
+def _stat(rec: dict[str, Any], key: str) -> Any:
+    v = rec.get(key)
+    return round(v, 9) if isinstance(v, float) else v
+
+
+class _Eager:
+    """Eager's executable per shape (its PyTorch lowering is built per bound graph: no compile)."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self._built = device, {}
+
+    def __call__(self, graph: Graph):
+        key = graph.digest()
+        if key not in self._built:
+            self._built[key] = get_backend("eager").compile(graph, TensorSpec.of_inputs(graph), self.device, {})
+        return self._built[key]
+
+
+def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _Eager, timing: dict[str, Any],
+                 phases: PhaseLog, sources: dict[str, str]) -> dict[str, Any]:
+    """One point: first result, checks, timing. Returns the point's fields (an error ends the point only)."""
+    point: dict[str, Any] = {}
+    seed = case.seeds[0]
+    with phases.phase("inputs"):
+        inputs = make_inputs(graph, seed, case.device, case.input_files)
+    with phases.phase("eager_baseline"):
+        eager_fn = eager(graph)
+        eager_out = [o.clone() for o in eager_fn(*inputs)]
+    group = shared_reference(graph, seed, inputs, eager_out, case.device, phases)
+    sources[f"{seed}@{graph.digest()}"] = group.source
+    before = server.compiles()
+    torch.manual_seed(seed)
+    poison_allocator(graph, case.device)
+    stage = "compile_error"
+    try:
+        with phases.phase("compile"):
+            t0 = time.perf_counter()
+            compiled = server.at(value, graph, TensorSpec.of_inputs(graph))
+            stage = "runtime_error"
+            prepared = compiled.prepare(inputs)
+            raw = compiled.run(prepared)
+            compiled.sync()
+            point["first_result_s"] = time.perf_counter() - t0
+    except Exception as exc:
+        lazy = type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
+        point["compiles_so_far"] = _safe_compiles(server, before)
+        return {**point, **_error(("compile_error" if lazy else stage), exc)}
+    point["compiles_so_far"] = after = server.compiles()
+    point["recompiled"] = after > before
+    point["_compiled"] = compiled
+    try:
+        with phases.phase("checks"):
+            first = check_outputs(graph, seed, compiled.to_torch(raw), eager_out, group.refs, group.eager_vs_refs)
+        checks = _check_seeds(graph, case, compiled, eager_fn, first, phases, sources)
+    except Exception as exc:
+        return {**point, **_error("runtime_error", exc)}
+    worst = _worst(checks)
+    point["status"] = worst.verdict.status if worst.verdict else "mismatch"
+    point["reason"] = worst.verdict.reason if worst.verdict else "no output checked"
+    point["err_ratio_vs_eager"] = worst.verdict.err_ratio_vs_eager if worst.verdict else None
+    point["checked_seeds"] = [c.seed for c in checks]
+    stats = {}
+    for prefix, suffix, s in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
+                              ("eager_err", "vs_fp64", worst.eager_vs_ref)):
+        if s is not None:
+            stats.update(s.as_dict(suffix, prefix))
+    point.update({k: _stat(stats, k) for k in _ERR_KEYS if k in stats})
+    if point["reason"] and point["reason"].startswith("output shape"):
+        return point
+    try:
+        call = TimedCall(BACKEND_TARGET, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)
+        with timing_exclusive():
+            phases.take_gate_wait()
+            figures = measure_figures(call, None, case.device, timing, capturable=backend.graph_capturable,
+                                      bytes_per_call=costs.min_bytes(graph), phase=phases.phase)
+    except Exception as exc:
+        return {**point, **_error("runtime_error", exc)}
+    point.update({k: figures.get(k) for k in ("headline_ms", "headline_p20_ms", "headline_p80_ms",
+                                              "headline_iqr_rel", "headline_n", "headline_method",
+                                              "headline_fallback", "host_latency_ms") if k in figures})
+    if figures.get("headline_ms"):
+        point["achieved_gbps"] = costs.min_bytes(graph) / (figures["headline_ms"] * 1e-3) / 1e9
+        point["achieved_tflops"] = costs.flops(graph) / (figures["headline_ms"] * 1e-3) / 1e12
+    return point
+
+
+def _safe_compiles(server, fallback: int) -> int:
+    try:
+        return server.compiles()
+    except Exception:  # noqa: BLE001 - the counter of a failed compile: the point's error says what happened
+        return fallback
+
+
+def _error(status: str, exc: BaseException) -> dict[str, Any]:
+    rec = error_record(status, exc)
+    return {"status": rec["status"], "reason": rec["reason"]}
+
+
+def run_sweep(case: Case, artifacts_dir, phases: PhaseLog) -> dict[str, Any]:
+    """The whole sweep case in this (fresh) process. Returns the record's measured fields."""
+    spec = spec_of(case)
+    with phases.phase("imports"):
+        backend = get_backend(case.backend)
+    with phases.phase("gpu_state"):
+        rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
+    with phases.phase("compile_setup"):  # the process's one-time start, on the tiny graph
+        rec.update(warm_up_process(backend, case, case.bound_graph(), count_cache_files))
+    timing = point_timing(case.timing, spec.distinct())
+    rec["sweep_point_budget_s"] = timing["budget_s"]
+    t0 = time.perf_counter()
+    try:
+        with phases.phase("compile"):
+            server = backend.serve_sweep(spec, case.device, dict(case.options))
+    except Exception as exc:
+        return {**rec, **error_record("compile_error", exc)}
+    setup_s = time.perf_counter() - t0
+    rec.update(sweep_serving=server.how, sweep_compile_counter=server.counter, sweep_setup_s=setup_s,
+               compile_notes=list(server.notes))
+    eager, points, sources, compiled = _Eager(case.device), [], {}, None
+    seen: set[int] = set()
+    for value in spec.values:
+        graph = spec.bound_at(value)
+        point = {"value": value, "dims": spec.dims_at(value), "new_shape": value not in seen}
+        seen.add(value)
+        point.update(_serve_point(case, backend, server, value, graph, eager, timing, phases, sources))
+        points.append(point)
+        compiled = point.pop("_compiled", compiled)
+    rec["reference_source"] = sources
+    rec.update(sweep_fields(points, setup_s, _safe_compiles(server, None)))
+    if compiled is not None:  # the last executable served: for a dynamic server, the one that served them all
+        with phases.phase("artifacts"):
+            rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
+    with phases.phase("gpu_state"):
+        rec["gpu_state_after"] = gpu_state(case.device)
+    return rec
+
+
+def sweep_fields(points: list[dict[str, Any]], setup_s: float, compiles: int | None) -> dict[str, Any]:
+    """The record's sweep fields from its points: the points, the totals, and the case's status and errors
+    (its worst point's: SEVERITY, then the first in serving order)."""
+    worst = max(points, key=lambda p: (SEVERITY.get(p.get("status", "mismatch"), 2),
+                                       -points.index(p)))
+    served = [p["first_result_s"] for p in points if p.get("first_result_s") is not None]
+    ok = sum(1 for p in points if p.get("status") == "ok")
+    out: dict[str, Any] = {
+        "sweep": points,
+        "sweep_compiles": compiles,
+        "sweep_serve_s": setup_s + sum(served) if len(served) == len(points) else None,
+        "sweep_points": len(points), "sweep_points_ok": ok,
+        "sweep_recompiled_at": [p["value"] for p in points if p.get("recompiled")],
+        "status": worst.get("status", "mismatch"),
+        "reason": (f"at {worst['dims']}: {worst.get('reason')}" if worst.get("status") != "ok"
+                   else worst.get("reason")),
+    }
+    out.update({k: worst[k] for k in _ERR_KEYS + ("err_ratio_vs_eager",) if k in worst})
+    return out
