@@ -4,7 +4,8 @@ backends/xla.py prepare() now hands over). Prints ms per call: single (block_unt
 single with torch.cuda.synchronize() as well (bakeoff's single-call figure also synchronizes torch), and
 pipelined (100 calls, one block). Usage: python benchmarks/xla_call_paths.py (repo root, on the GPU machine)."""
 import statistics, sys, time
-sys.path.insert(0, ".")
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import jax, jax.numpy as jnp, torch
 from bakeoff.backends import get_backend
 from bakeoff.harness.run.worker.inputs import make_inputs
@@ -17,9 +18,8 @@ for wl in ("ew_sigmoid_relu", "layernorm_gelu"):
     graph = bind(w.graph, w.presets["gpu"], "bfloat16")
     inputs = make_inputs(graph, 0, "cuda")
     comp = get_backend("xla").compile(graph, [], "cuda", {})
-    dl = comp.prepare(inputs)
-    cp = tuple(jnp.copy(x) for x in dl)
-    jax.block_until_ready(cp)
+    dl = tuple(jax.dlpack.from_dlpack(t.contiguous()) for t in inputs)  # aliases of the torch tensors
+    cp = comp.prepare(inputs)  # XLA's own copies, as the adapter hands them over
     jitted = jax.jit(lower_jax(graph, "native", "cuda"))
     exe = comp.executable
     paths = {"compiled+dlpack": (exe, dl), "compiled+copy": (exe, cp), "jit+dlpack": (jitted, dl), "jit+copy": (jitted, cp)}
