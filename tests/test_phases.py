@@ -28,7 +28,8 @@ def test_phases_cover_the_wall_time_of_every_case(phases_run):
                          "checks", "timing", "exit"):
                 assert name in phases, (r["case_id"], name)
             assert phases["timing"] > 0 and phases["compile"] > 0
-        assert r["gate_policy"] == "exclusive"
+        assert r["gate_policy"] == "exclusive"  # auto, on the CPU: every figure is host-timed
+        assert r["gate_policy_reason"].startswith("auto: on the CPU"), r["gate_policy_reason"]
 
 
 def test_the_warm_process_has_its_own_phases(phases_run):
@@ -97,7 +98,7 @@ def test_the_gate_policy_comes_from_the_config_or_the_command_line(tmp_path):
     (tmp_path / "g.yaml").write_text(GATE_CONFIG)
     db = f"sqlite:///{tmp_path / 'g.db'}"
     bad = bakeoff("run", "g.yaml", "--gate", "sometimes", "--db", db, cwd=tmp_path)
-    assert bad.returncode == 2 and "--gate must be one of exclusive, timers_only" in bad.stderr
+    assert bad.returncode == 2 and "--gate must be one of auto, exclusive, timers_only" in bad.stderr
     assert not (tmp_path / "g.db").exists()  # nothing written
 
     def policies(*args: str) -> set[str]:
