@@ -52,6 +52,8 @@ def test_pre_started_workers_keep_cold_compiles_cold(phases_run):
         assert r["phases_s"]["imports"] < 0.5 * r["phases_s"]["compile"]  # torch was imported beforehand
         assert r["cache_files_before_cold"] == 0 and r["cache_files_cold"] > 0  # its own, empty cache
         assert r["cache_hit_cold"] is False  # Inductor's own counter: a miss
+        # The process warm-up compile stays in the case's process, and the record says why.
+        assert r["phases_s"]["compile_setup"] > 0 and "worker pool" in r["compile_setup_in_case_reason"]
         assert r["cache_hit_warm"] is True
         # Spares got ready during its compiles, the process warm-up compile included (at most two spares at
         # once): how long is on the record.

@@ -78,6 +78,9 @@ class InductorBackend(Backend):
     graph_capturable = True
     timed_with_events = True
     Options = InductorOptions
+    warmup_in_case_reason = ("Inductor's compile worker pool starts with the warm-up and keeps the environment "
+                             "it started with: the case's Triton kernels would be compiled into the warm-up's "
+                             "TRITON_CACHE_DIR, not the case's own cache folder")
 
     @classmethod
     def version(cls) -> str | None:
