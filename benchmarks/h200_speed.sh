@@ -12,6 +12,8 @@
 # From the repo root on the GPU machine, carrying .gpu and .gpudeps (benchmarks/pack_gpu_deps.sh):
 #   bash benchmarks/h200_speed.sh [more bakeoff run arguments, e.g. --gate exclusive]
 #   MODE=disturbance bash benchmarks/h200_speed.sh     # benchmarks/gate_disturbance.py alone, in one call
+#   MODE=checks bash benchmarks/h200_speed.sh          # benchmarks/check_cost.py on the GPU: one check's cost
+#                                                      # before and now, 8192^2 and attention's 8x32x4096x128
 # Settings (environment): JOBS (default 4), CALL_S (420), AGREE_S (seconds kept for 2., default 120),
 # WORKLOADS, BACKENDS, DTYPES (space-separated, overriding the subset), GATE (auto | exclusive | timers_only).
 set -uo pipefail
@@ -26,6 +28,12 @@ if [ "${MODE:-suite}" = disturbance ]; then
     > "$OUT/gate_disturbance.txt" 2>&1
   echo "gate_disturbance exited $? after $(( $(date +%s) - T0 )) s"
   tail -c 11000 "$OUT/gate_disturbance.txt"
+  exit 0
+fi
+
+if [ "${MODE:-suite}" = checks ]; then
+  timeout -k 10 $(( $(left_s) - 15 )) python3 "$R/benchmarks/check_cost.py" --device cuda --repeats 2 \
+    --shape 8192x8192 --shape 8x32x4096x128 --dtype bfloat16 --dtype float32 2>&1 | tee "$OUT/check_cost.txt"
   exit 0
 fi
 

@@ -101,12 +101,13 @@ def test_large_outputs_same_bits():
         assert_same(error_stats(out, ref), legacy.error_stats(out, ref))
 
 
-@pytest.mark.parametrize("n", [1, 7, 1000, 70_000, 300_000])
+@pytest.mark.parametrize("n", [1, 7, 1000, 4097, 70_000, 300_000])
 def test_quantile_is_kthvalue(n):
     g = torch.Generator().manual_seed(n)
     small = torch.randint(0, 50, (n,), generator=g)
-    heavy = torch.where(torch.rand(n, generator=g) < 0.05, torch.randint(1 << 16, 1 << 40, (n,), generator=g), small)
-    tail = torch.randint(1 << 15, 1 << 17, (n,), generator=g)  # the 99th percentile past the bins
+    bins = numerics._QUANTILE_BINS
+    heavy = torch.where(torch.rand(n, generator=g) < 0.05, torch.randint(bins, 1 << 40, (n,), generator=g), small)
+    tail = torch.randint(bins // 2, 2 * bins, (n,), generator=g)  # the 99th percentile past the bins
     wrapped = heavy.clone()
     wrapped[0] = -(1 << 62)  # an int64 difference that overflowed
     for x in (small, heavy, tail, wrapped, torch.zeros(n, dtype=torch.int64)):
@@ -141,3 +142,15 @@ def test_check_outputs_same_as_before():
             assert_same(got.eager_vs_ref, judged[i][4])
             w = legacy.worst_element(outs[i], refs[i], eager[i]).as_dict(i, 5)
             assert _bits(tuple(str(v) for v in got.worst_element.values())) == _bits(tuple(str(v) for v in w.values()))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_same_bits_on_a_gpu():
+    """On the device where the outputs live (the GPU path: histogram percentile, sorts instead of kthvalue)."""
+    for dtype in DTYPES:
+        for name, (out, ref) in _adversarial(dtype, 4).items():
+            o, r = out.cuda(), ref.cuda()
+            assert_same(error_stats(o, r), legacy.error_stats(o, r)), name
+            assert_same(worst_element(o, r, r.to(dtype)), legacy.worst_element(o, r, r.to(dtype))), name
+    out, ref = _pair(9, (1024, 1024), torch.bfloat16, noise=3e-2)
+    assert_same(error_stats(out.cuda(), ref.cuda()), legacy.error_stats(out.cuda(), ref.cuda()))

@@ -51,6 +51,7 @@ class SeedCheck:
     verdict: Verdict | None = None
     problems: list[str] = field(default_factory=list)
     worst_element: dict[str, Any] = field(default_factory=dict)  # of the worst output (worst_element.py)
+    eager_vs_refs: list[ErrorStats] | None = None  # eager's error per output, for later checks of this seed
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -99,4 +100,5 @@ def check_outputs(graph: Graph, seed: int, outputs: Sequence[Any], eager_outputs
         del ref64, out64, eager64
     worst = max(judged, key=lambda j: (j[0].status != "ok", j[1].rel_l2))
     result.verdict, result.vs_ref, result.vs_eager, result.eager_vs_ref, result.worst_element = worst
+    result.eager_vs_refs = [j[3] for j in judged]
     return result

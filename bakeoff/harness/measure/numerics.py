@@ -101,8 +101,9 @@ class ErrorStats:
 
 
 # Histogram bins for the exact percentile of ULP distances: most elements are a few ULPs off, so counting
-# finds the k-th smallest in one pass, and only elements past the last bin are ever ordered.
-_QUANTILE_BINS = 1 << 16
+# finds the k-th smallest in one pass, and only elements past the last bin are ever ordered. 4096 int64
+# counters (32 KiB) fit a CUDA block's shared memory, where torch's bincount counts without global atomics.
+_QUANTILE_BINS = 1 << 12
 
 
 def _kth_smallest(flat: torch.Tensor, k: int) -> int:
@@ -125,7 +126,10 @@ def _quantile_int(x: torch.Tensor, q: float) -> float:
     k = max(1, min(n, int(round(q * n))))
     if n <= _QUANTILE_BINS or int(flat.min()) < 0:  # small, or a float64 ULP difference that overflowed
         return float(_kth_smallest(flat, k))
-    below = torch.bincount(flat.clamp_max(_QUANTILE_BINS), minlength=_QUANTILE_BINS + 1).cumsum(0)
+    try:
+        below = torch.bincount(flat.clamp_max(_QUANTILE_BINS), minlength=_QUANTILE_BINS + 1).cumsum(0)
+    except RuntimeError:  # torch.use_deterministic_algorithms(True) refuses CUDA's bincount
+        return float(_kth_smallest(flat, k))
     at = int(torch.searchsorted(below, k))  # the first value whose running count reaches k
     if at < _QUANTILE_BINS:
         return float(at)
