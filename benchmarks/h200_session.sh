@@ -6,14 +6,7 @@
 #   bash benchmarks/h200_session.sh [bakeoff run filters, e.g. -b inductor -b xla]
 # H200_CONFIG names another config under the repo root (default configs/h200.yaml).
 set -uo pipefail
-R=$PWD
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 .gpu/install_iree.py /tmp/site >/dev/null
-python3 -c "import zipfile; zipfile.ZipFile('.gpudeps/pydeps.zip').extractall('/tmp/site')"
-export PYTHONPATH=/tmp/site:$R PYTHONUNBUFFERED=1
-[ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
-W=/tmp/bakeoff-work; mkdir -p "$W"; cd "$W"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
+source "$PWD/benchmarks/gpu_preamble.sh"   # R, OUT, PYTHONPATH; cd to a scratch folder
 python3 -m bakeoff calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
 if [ -n "${VALIDATE:-}" ]; then
   timeout 300 python3 "$R/benchmarks/validate_timing.py" --repeats "${REPEATS:-5}" 2>&1 | tail -22

@@ -1,74 +1,72 @@
 #!/usr/bin/env bash
-# Harness speed on the lent H200 (issue 10), in one device call of at most 10 minutes, or two with RESUME:
-#   1. benchmarks/gate_disturbance.py: short kernels timed alone, while other processes compile, while they
-#      compile and check on the GPU, and after a profiler session (the evidence for timing.gate and
-#      timing.profiler_warmup);
-#   2. configs/h200.yaml in bfloat16, float16 and float32 with warm compile, --jobs $JOBS, under a timeout;
-#   3. benchmarks/harness_overhead.py: the phase table and the overhead share of that run.
-# Records, the store and every table go to $OUT. Run from the repo root on the GPU machine, carrying .gpu and
-# .gpudeps (benchmarks/pack_gpu_deps.sh):
-#   bash benchmarks/h200_speed.sh [bakeoff run filters, e.g. -b inductor -b tritongen]
-# Settings (environment): JOBS (default 4: workers on the one GPU, compiles spread over 16 cores),
-# GATE (exclusive | timers_only; default: the config's, exclusive), CALL_S (the call's limit, default 590:
-# the suite gets what is left of it after the disturbance benchmark, less 45 s for the tables),
-# SKIP_DISTURBANCE=1, DISTURBANCE_ROUNDS (default 5).
-# Resume in a second call: RESUME=<run id> RESUME_DB=<path under the repo root of the first call's
-# bakeoff.db> bash benchmarks/h200_speed.sh   (add SKIP_DISTURBANCE=1 to keep the whole call for the suite).
+# Harness speed on the lent H200 (issue 10) in ONE device call of at most CALL_S (default 420) seconds:
+#   1. a SUBSET of configs/h200.yaml (benchmarks/h200_subset.py: five workloads on the five GPU backends,
+#      bfloat16, warm compile on; it prints which), --jobs $JOBS, under a timeout that leaves room for 2 and 3
+#      (cut short, the run stays resumable and the tables cover the cases that finished);
+#   2. benchmarks/validate_timing.py --agreement-only: eager, Inductor and tritongen against
+#      triton.testing.do_bench on five workloads (the timer and the CUPTI-span headline; target 5%);
+#   3. benchmarks/speed_summary.py: the phase table per backend, the overhead share, cases per minute,
+#      cold/warm cache verification (empty cold caches, Inductor's own cache_hit_cold False, a verified warm
+#      hit), statuses, the gate policy of each case and why, and the do_bench table; JSON in
+#      $OUT/speed_summary.json.
+# From the repo root on the GPU machine, carrying .gpu and .gpudeps (benchmarks/pack_gpu_deps.sh):
+#   bash benchmarks/h200_speed.sh [more bakeoff run arguments, e.g. --gate exclusive]
+#   MODE=disturbance bash benchmarks/h200_speed.sh     # benchmarks/gate_disturbance.py alone, in one call
+#   MODE=checks bash benchmarks/h200_speed.sh          # benchmarks/check_cost.py on the GPU: one check's cost
+#                                                      # before and now, 8192^2 and attention's 8x32x4096x128
+# Settings (environment): JOBS (default 4), CALL_S (420), AGREE_S (seconds kept for 2., default 120),
+# WORKLOADS, BACKENDS, DTYPES (space-separated, overriding the subset), GATE (auto | exclusive | timers_only).
 set -uo pipefail
-R=$PWD
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T0=$(date +%s)
-python3 .gpu/install_iree.py /tmp/site >/dev/null
-python3 -c "import zipfile; zipfile.ZipFile('.gpudeps/pydeps.zip').extractall('/tmp/site')"
-export PYTHONPATH=/tmp/site:$R PYTHONUNBUFFERED=1
-[ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
-W=/tmp/bakeoff-work; mkdir -p "$W"; cd "$W"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
-echo "cores: $(nproc)"
+source "$PWD/benchmarks/gpu_preamble.sh"   # R, OUT, PYTHONPATH; cd to a scratch folder
+CALL_S=${CALL_S:-420}
+left_s() { echo $(( CALL_S - ($(date +%s) - T0) )); }
 
-if [ -z "${SKIP_DISTURBANCE:-}" ]; then
-  timeout -k 10 200 python3 "$R/benchmarks/gate_disturbance.py" --compilers "$(( ${JOBS:-4} - 1 ))" \
-    --rounds "${DISTURBANCE_ROUNDS:-5}" > "$OUT/gate_disturbance.txt" 2>&1
+if [ "${MODE:-suite}" = disturbance ]; then
+  timeout -k 10 $(( $(left_s) - 15 )) python3 "$R/benchmarks/gate_disturbance.py" \
+    --compilers "$(( ${JOBS:-4} - 1 ))" --rounds "${DISTURBANCE_ROUNDS:-5}" --json "$OUT/gate_disturbance.json" \
+    > "$OUT/gate_disturbance.txt" 2>&1
   echo "gate_disturbance exited $? after $(( $(date +%s) - T0 )) s"
-  tail -c 9000 "$OUT/gate_disturbance.txt"
+  tail -c 11000 "$OUT/gate_disturbance.txt"
+  exit 0
 fi
 
-GATE_ARGS=(); [ -n "${GATE:-}" ] && GATE_ARGS=(--gate "$GATE")
-RUN_TIMEOUT=$(( ${CALL_S:-590} - ($(date +%s) - T0) - 45 ))
-echo "the suite gets ${RUN_TIMEOUT} s (then Ctrl-C: the run stays resumable)"
-if [ -n "${RESUME:-}" ]; then
-  mkdir -p results && cp "$R/$RESUME_DB" results/bakeoff.db
-  timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run --resume "$RESUME" --jobs "${JOBS:-4}" \
-    > "$OUT/run.log" 2>&1
-else
-  CONFIG=/tmp/h200-3dtypes.yaml
-  sed -e 's/^dtypes: .*/dtypes: [bfloat16, float16, float32]/' -e 's/warm: false/warm: true/' \
-    "$R/configs/h200.yaml" > "$CONFIG"
-  grep -q '^dtypes: \[bfloat16, float16, float32\]' "$CONFIG" || { echo "could not set dtypes in $CONFIG"; exit 2; }
-  timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run "$CONFIG" --jobs "${JOBS:-4}" \
-    "${GATE_ARGS[@]}" "$@" > "$OUT/run.log" 2>&1
+if [ "${MODE:-suite}" = checks ]; then
+  timeout -k 10 $(( $(left_s) - 15 )) python3 "$R/benchmarks/check_cost.py" --device cuda --repeats 2 \
+    --shape 8192x8192 --shape 8x32x4096x128 --dtype bfloat16 --dtype float32 2>&1 | tee "$OUT/check_cost.txt"
+  exit 0
 fi
-echo "bakeoff run exited $? after $(( $(date +%s) - T0 )) s in all"
+
+CONFIG=/tmp/h200-speed.yaml
+python3 "$R/benchmarks/h200_subset.py" "$R/configs/h200.yaml" "$CONFIG" || exit 2
+GATE_ARGS=()
+[ -n "${GATE:-}" ] && GATE_ARGS=(--gate "$GATE")
+RUN_TIMEOUT=$(( $(left_s) - ${AGREE_S:-120} - 30 ))
+echo "the suite gets ${RUN_TIMEOUT} s (then Ctrl-C: the run stays resumable), --jobs ${JOBS:-4}"
+RUN_T0=$(date +%s)
+timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run "$CONFIG" --jobs "${JOBS:-4}" "${GATE_ARGS[@]}" "$@" \
+  > "$OUT/run.log" 2>&1
+RUN_RC=$?
+RUN_S=$(( $(date +%s) - RUN_T0 ))
+echo "bakeoff run exited $RUN_RC after $RUN_S s"
 grep -E "^run |Resume with|cases:|interrupted" "$OUT/run.log" | tail -4
+
+AGREE_TIMEOUT=$(( $(left_s) - 30 ))
+if [ "$AGREE_TIMEOUT" -gt 20 ]; then
+  timeout -k 10 "$AGREE_TIMEOUT" python3 "$R/benchmarks/validate_timing.py" --agreement-only \
+    > "$OUT/do_bench_agreement.txt" 2>&1
+  echo "do_bench agreement exited $? ($(( $(date +%s) - T0 )) s so far)"
+else
+  echo "no time left for the do_bench agreement"
+fi
+
 RUN_ID=$(python3 -c "from bakeoff.results.store import Store; print(Store().latest_run_id())")
 python3 "$R/benchmarks/harness_overhead.py" --run-id "$RUN_ID" > "$OUT/overhead.txt" 2>&1
 cat "$OUT/overhead.txt"
 python3 -m bakeoff show "$RUN_ID" > "$OUT/show.txt" 2>&1
 python3 -m bakeoff export "$RUN_ID" > "$OUT/records.json"
 cp results/bakeoff.db "$OUT/bakeoff.db"
-python3 - "$OUT/records.json" <<'EOF'
-# Quality held: cold compiles show no cache hit and warm ones a verified hit; statuses; worker starts.
-import collections, json, sys
-records = json.load(open(sys.argv[1]))
-status = collections.Counter(r["status"] for r in records)
-cold_hits = [r["case_id"] for r in records if r.get("cache_hit_cold")]
-cold_nonempty = [r["case_id"] for r in records if (r.get("cache_files_before_cold") or 0) > 0]
-warm = collections.Counter(str(r.get("cache_hit_warm")) for r in records if r.get("compile_warm_s") is not None)
-starts = collections.Counter(f"{r.get('worker_start')}/{r.get('worker_start_warm', '-')}" for r in records
-                             if r["status"] != "skipped")
-print(f"statuses: {dict(status)}")
-print(f"cold compiles with a cache hit: {cold_hits or 'none'}; cold caches not empty: {cold_nonempty or 'none'}")
-print(f"warm cache hit: {dict(warm)}; worker starts (cold/warm): {dict(starts)}")
-print(f"timing gate policy: {sorted({r.get('gate_policy') for r in records if r.get('gate_policy')})}")
-EOF
+python3 "$R/benchmarks/speed_summary.py" "$OUT/records.json" --run-s "$RUN_S" --run-log "$OUT/run.log" \
+  --agreement "$OUT/do_bench_agreement.json" --agreement-log "$OUT/do_bench_agreement.txt" \
+  --json "$OUT/speed_summary.json"
 echo "done after $(( $(date +%s) - T0 )) s"

@@ -104,3 +104,25 @@ def test_timers_only_serializes_timing_phases_and_nothing_else(tmp_path):
     assert t1["waited"] < 1.0
     assert t2["timing"] >= t1["timed"] or t1["timing"] >= t2["timed"]  # the two timing phases never overlap
     assert b["waited"] == 0
+
+
+def test_an_exclusive_timer_waits_for_busy_workers_of_any_policy(tmp_path):
+    """Policies mix on one device (auto resolves per case): a timers_only worker compiling still holds the
+    gate shared, so an exclusive timer waits for it; a timers_only timer does not wait for busy workers but
+    never overlaps an exclusive timer."""
+    prefix = tmp_path / "gpu-0"
+    busy = start(prefix, "busy", 3.0, tmp_path / "busy.wait", "timers_only")
+    entered = busy.stdout.readline()
+    strict = start(prefix, "timer", 1.0, tmp_path / "strict.wait", "exclusive")
+    b, s = events(busy, entered), events(strict)
+    assert s["timing"] >= b["out"] and s["waited"] > 1.0  # the exclusive timer had the device alone
+
+    busy = start(prefix, "busy", 4.0, tmp_path / "busy2.wait", "exclusive")
+    entered = busy.stdout.readline()
+    loose = start(prefix, "timer", 0.5, tmp_path / "loose.wait", "timers_only")
+    loose_in = raw_line(loose)
+    strict = start(prefix, "timer", 1.0, tmp_path / "strict2.wait", "exclusive")
+    b, lo, s = events(busy, entered), events(loose, loose_in), events(strict)
+    assert lo["timing"] < b["out"] and lo["waited"] < 1.0  # timers_only: not held off by a compile
+    assert s["timing"] >= max(b["out"], lo["timed"])  # exclusive: after every busy worker and the other timer
+    assert lo["timed"] <= s["timing"] or lo["timing"] >= s["timed"]  # never overlapping

@@ -28,7 +28,8 @@ def test_phases_cover_the_wall_time_of_every_case(phases_run):
                          "checks", "timing", "exit"):
                 assert name in phases, (r["case_id"], name)
             assert phases["timing"] > 0 and phases["compile"] > 0
-        assert r["gate_policy"] == "exclusive"
+        assert r["gate_policy"] == "exclusive"  # auto, on the CPU: every figure is host-timed
+        assert r["gate_policy_reason"].startswith("auto: on the CPU"), r["gate_policy_reason"]
 
 
 def test_the_warm_process_has_its_own_phases(phases_run):
@@ -51,6 +52,8 @@ def test_pre_started_workers_keep_cold_compiles_cold(phases_run):
         assert r["phases_s"]["imports"] < 0.5 * r["phases_s"]["compile"]  # torch was imported beforehand
         assert r["cache_files_before_cold"] == 0 and r["cache_files_cold"] > 0  # its own, empty cache
         assert r["cache_hit_cold"] is False  # Inductor's own counter: a miss
+        # The process warm-up compile stays in the case's process, and the record says why.
+        assert r["phases_s"]["compile_setup"] > 0 and "worker pool" in r["compile_setup_in_case_reason"]
         assert r["cache_hit_warm"] is True
         # Spares got ready during its compiles, the process warm-up compile included (at most two spares at
         # once): how long is on the record.
@@ -97,7 +100,7 @@ def test_the_gate_policy_comes_from_the_config_or_the_command_line(tmp_path):
     (tmp_path / "g.yaml").write_text(GATE_CONFIG)
     db = f"sqlite:///{tmp_path / 'g.db'}"
     bad = bakeoff("run", "g.yaml", "--gate", "sometimes", "--db", db, cwd=tmp_path)
-    assert bad.returncode == 2 and "--gate must be one of exclusive, timers_only" in bad.stderr
+    assert bad.returncode == 2 and "--gate must be one of auto, exclusive, timers_only" in bad.stderr
     assert not (tmp_path / "g.db").exists()  # nothing written
 
     def policies(*args: str) -> set[str]:

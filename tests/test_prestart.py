@@ -35,8 +35,10 @@ def test_a_variable_already_read_gets_the_case_a_fresh_process():
     # Variables no table entry vouches for may be read when torch is imported.
     assert "OMP_NUM_THREADS" in refusal(BASE, {**BASE, "OMP_NUM_THREADS": "1"}, imported=[])
     assert "CUDA_VISIBLE_DEVICES" in refusal(BASE, {**BASE, "CUDA_VISIBLE_DEVICES": "1"}, imported=[])
-    # The gate the spare joined while getting ready must be the case's.
-    assert "BAKEOFF_GATE_POLICY" in refusal(BASE, {**BASE, "BAKEOFF_GATE_POLICY": "timers_only"}, imported=[])
+    # The gate the spare joined while getting ready must be the case's; its policy is read when the case
+    # arrives (it only changes how the case times).
+    assert "BAKEOFF_GATE" in refusal(BASE, {**BASE, "BAKEOFF_GATE": "/tmp/g/gpu-1"}, imported=[])
+    assert refusal(BASE, {**BASE, "BAKEOFF_GATE_POLICY": "timers_only"}, imported=[]) is None
     removed = {k: v for k, v in BASE.items() if k != "PATH"}
     assert "PATH" in refusal(BASE, removed, imported=[])
 

@@ -128,6 +128,12 @@ class Backend(ABC):
     timed_with_events: ClassVar[bool] = False
     # Whether `run` can be captured in a CUDA graph (torch.cuda.graph) for graph-replay timing.
     graph_capturable: ClassVar[bool] = False
+    # Why the process warm-up compile (harness/run/worker/process_setup.py) runs in the case's own process
+    # rather than in a pre-started worker ahead of it (the record's `compile_setup_in_case_reason`).
+    warmup_in_case_reason: ClassVar[str] = (
+        "a pre-started worker gets ready before its case is dealt (cases come from one queue), so it cannot "
+        "know which backend to warm up, and importing a compiler there would send later cases whose "
+        "environment that compiler reads to fresh processes")
     # The options a config may give this backend (see the module docstring); none by default.
     Options: ClassVar[type[BackendOptions]] = NoOptions
     # Training steps (`grad: true`, workloads/grad.py): whether `compile_grad` is implemented, and if not, why

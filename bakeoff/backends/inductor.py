@@ -81,6 +81,9 @@ class InductorBackend(Backend):
     Options = InductorOptions
     grad = True
     grad_graph_capturable = True
+    warmup_in_case_reason = ("Inductor's compile worker pool starts with the warm-up and keeps the environment "
+                             "it started with: the case's Triton kernels would be compiled into the warm-up's "
+                             "TRITON_CACHE_DIR, not the case's own cache folder")
 
     @classmethod
     def version(cls) -> str | None:

@@ -220,6 +220,8 @@ class TensorRTBackend(Backend):
     cache_env = (CACHE_ENV,)
     timed_with_events = True   # execute_async_v3 is enqueued on torch's current stream
     Options = TrtOptions
+    warmup_in_case_reason = ("the builder's timing cache is the case's cache folder, and moving the warm-up "
+                             "ahead of the case is not verified with TensorRT (not installable here)")
 
     @classmethod
     def available(cls) -> str | None:

@@ -200,6 +200,9 @@ class XlaBackend(Backend):
     cache_env = (_CACHE_ENV,)
     Options = XlaOptions
     grad = True
+    warmup_in_case_reason = ("JAX reads its persistent compilation cache's folder once per process, when the "
+                             "cache is first used: a warm-up in a folder of its own would put the case's "
+                             "executables there")
 
     @classmethod
     def available(cls) -> str | None:

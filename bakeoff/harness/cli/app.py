@@ -48,8 +48,10 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
                                                   help="Ray cluster to join (default: start a local instance)"),
         wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
         gate: Optional[str] = typer.Option(None, "--gate", help="Timing gate policy, overriding the config's "
-                                           "timing.gate: exclusive (nothing else runs on the device while a "
-                                           "case times) or timers_only (only timing phases are serialized)"),
+                                           "timing.gate: auto (the default: timers_only where the headline and "
+                                           "the timer read the device's clock, else exclusive), exclusive "
+                                           "(nothing else runs on the device while a case times) or timers_only "
+                                           "(only timing phases are serialized)"),
         db: Optional[str] = DB_OPTION) -> None:
     """Run a benchmark config and print its summary table.
 
@@ -60,7 +62,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
 
     from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
     from bakeoff.harness.config.source import read_config_file
-    from bakeoff.harness.run.gate import POLICIES as GATE_POLICIES
+    from bakeoff.harness.run.gate_policy import REQUESTABLE as GATE_POLICIES
     from bakeoff.harness.run.orchestrator import Filters, RunBusyError, executor_for, plan_run, resume_run, start_run
     from bakeoff.harness.cli.summary import print_summary
 

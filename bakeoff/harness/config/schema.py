@@ -66,9 +66,10 @@ class TimingConfig(_Strict):
     # load before sampling (0: none; the clock during sampling is recorded either way).
     profile_calls: int = Field(20, ge=3, le=10_000)
     sustained_s: float = Field(0.0, ge=0, le=600)
-    # Who waits for a timing phase (harness/run/gate.py): exclusive = every other worker on the device;
-    # timers_only = only other timing phases. profiler_warmup: start CUPTI in the pre-started worker.
-    gate: Literal["exclusive", "timers_only"] = "exclusive"
+    # What a timing phase waits for (harness/run/gate.py): exclusive = every other worker on the device;
+    # timers_only = only other timing phases; auto = timers_only where the headline and the timer read the
+    # device's clock, else exclusive (run/gate_policy.py). profiler_warmup: start CUPTI in the pre-started worker.
+    gate: Literal["auto", "exclusive", "timers_only"] = "auto"
     profiler_warmup: bool = False
 
     @model_validator(mode="after")

@@ -66,6 +66,7 @@ class SeedCheck:
     # Each output's figures by name (`output_figures`), when the check was given names; the worst one's name.
     per_output: dict[str, dict[str, Any]] = field(default_factory=dict)
     worst_output: str | None = None
+    eager_vs_refs: list[ErrorStats] | None = None  # eager's error per output, for later checks of this seed
 
 
 def output_figures(v: Verdict, vs_ref: ErrorStats, eager_vs_ref: ErrorStats | None) -> dict[str, Any]:
@@ -122,18 +123,24 @@ def check_outputs(graph: Graph, seed: int, outputs: Sequence[Any], eager_outputs
         if out.dtype != eager_out.dtype:
             result.problems.append(f"output dtype {out.dtype} differs from eager's {eager_out.dtype}")
             out = out.to(eager_out.dtype)
-        eager_vs_ref = eager_vs_refs[i] if eager_vs_refs is not None else error_stats(eager_out, ref)
-        vs_ref = eager_vs_ref if same_bits(out, eager_out) else error_stats(out, ref)
-        judged.append((verdict(vs_ref, eager_vs_ref, eager_out.dtype), vs_ref, error_stats(out, eager_out),
-                       eager_vs_ref))
+        # Each tensor in float64 on the output's device once: the reference (moved there once per check, not
+        # per statistic), the output and eager's output, shared by every comparison below.
+        ref64 = ref.to(device=out.device, dtype=torch.float64)
+        out64, eager64 = out.to(torch.float64), eager_out.to(device=out.device, dtype=torch.float64)
+        eager_vs_ref = (eager_vs_refs[i] if eager_vs_refs is not None
+                        else error_stats(eager_out, ref, out64=eager64, ref64=ref64))
+        vs_ref = eager_vs_ref if same_bits(out, eager_out) else error_stats(out, ref, out64=out64, ref64=ref64)
+        judged.append((verdict(vs_ref, eager_vs_ref, eager_out.dtype), vs_ref,
+                       error_stats(out, eager_out, out64=out64, ref64=eager64), eager_vs_ref,
+                       worst_element(out, ref, eager_out, out64=out64, ref64=ref64).as_dict(i, seed)))
+        del ref64, out64, eager64
     worst = max(judged, key=lambda j: (j[0].status != "ok", j[1].rel_l2))
-    result.verdict, result.vs_ref, result.vs_eager, result.eager_vs_ref = worst
+    result.verdict, result.vs_ref, result.vs_eager, result.eager_vs_ref, result.worst_element = worst
+    result.eager_vs_refs = [j[3] for j in judged]
     i = next(k for k, j in enumerate(judged) if j is worst)
     if names:
-        result.per_output = {name: output_figures(v, vs_ref, e) for name, (v, vs_ref, _, e) in zip(names, judged)}
+        result.per_output = {name: output_figures(v, vs_ref, e) for name, (v, vs_ref, _, e, _w) in zip(names, judged)}
         result.worst_output = names[i]
         if result.verdict.reason:
             result.verdict = replace(result.verdict, reason=f"{names[i]}: {result.verdict.reason}")
-    out = outputs[i].to(eager_outputs[i].dtype)
-    result.worst_element = worst_element(out, refs[i], eager_outputs[i]).as_dict(i, seed)
     return result

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bakeoff.harness.measure.numerics import ASSERT_CLOSE_TOL
+from bakeoff.harness.measure.numerics import ASSERT_CLOSE_TOL, _all_finite
 
 
 def _json_float(x: float) -> float | str:
@@ -42,12 +42,17 @@ class WorstElement:
                 "worst_elem_seed": seed}
 
 
-def tolerance_ratio(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+def tolerance_ratio(out: torch.Tensor, ref: torch.Tensor, *, out64: torch.Tensor | None = None,
+                    ref64: torch.Tensor | None = None) -> torch.Tensor:
     """Per element, |out - ref| / (atol + rtol |ref|) in float64 (inf where finiteness disagrees, 0 where
-    both are the same non-finite value)."""
+    both are the same non-finite value). `out64`, `ref64`: both as float64 on `out`'s device where the caller
+    has them; where both are finite everywhere the masks are skipped (the same values)."""
     rtol, atol = ASSERT_CLOSE_TOL.get(out.dtype, (0.0, 0.0))
-    o = out.to(torch.float64)
-    r = ref.to(device=out.device, dtype=torch.float64)
+    o = out64 if out64 is not None else out.to(torch.float64)
+    r = ref64 if ref64 is not None else ref.to(device=out.device, dtype=torch.float64)
+    if _all_finite(out) and _all_finite(r):
+        denom = r.abs().mul_(rtol).add_(atol)
+        return torch.div((o - r).abs_(), denom, out=denom)
     finite_o, finite_r = torch.isfinite(o), torch.isfinite(r)
     both = finite_o & finite_r
     ratio = ((o - r).abs() / (atol + rtol * r.abs())).where(both, torch.zeros((), dtype=torch.float64,
@@ -56,9 +61,11 @@ def tolerance_ratio(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return ratio.where(both | same_nonfinite, torch.full((), math.inf, dtype=torch.float64, device=out.device))
 
 
-def worst_element(out: torch.Tensor, ref: torch.Tensor, eager: torch.Tensor | None = None) -> WorstElement:
-    """The element of `out` furthest outside tolerance against `ref` (same shape), with eager's value there."""
-    ratio = tolerance_ratio(out, ref).flatten()
+def worst_element(out: torch.Tensor, ref: torch.Tensor, eager: torch.Tensor | None = None, *,
+                  out64: torch.Tensor | None = None, ref64: torch.Tensor | None = None) -> WorstElement:
+    """The element of `out` furthest outside tolerance against `ref` (same shape), with eager's value there.
+    `out64`, `ref64`: as in `tolerance_ratio`."""
+    ratio = tolerance_ratio(out, ref, out64=out64, ref64=ref64)
     flat = int(torch.argmax(ratio)) if ratio.numel() else 0  # argmax returns the first of equal maxima
     index, rest = [], flat
     for size in reversed(out.shape):
@@ -69,4 +76,4 @@ def worst_element(out: torch.Tensor, ref: torch.Tensor, eager: torch.Tensor | No
     if not ratio.numel():
         return WorstElement(at, math.nan, math.nan, None, 0.0)
     return WorstElement(at, float(out[at]), float(ref[at]), None if eager is None else float(eager[at]),
-                        float(ratio[flat]))
+                        float(ratio[at]))

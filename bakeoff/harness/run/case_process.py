@@ -25,6 +25,7 @@ from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.plan.digests import case_digests
 from bakeoff.harness.run.deaths import death_record as _death_record, kill_group, oom_kill_counts
 from bakeoff.harness.run.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
+from bakeoff.harness.run.gate_policy import resolve_gate_policy
 from bakeoff.harness.run.prestart import Prestarter, Spare, SpareSpec
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
@@ -258,7 +259,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     staged = staging_dir(work_dir, case)
     discard(work_dir, case)  # whatever an earlier, killed attempt left half-written
     run_case = dataclasses.replace(case, device=slot.device) if slot and slot.device else case
-    policy = case.timing.get("gate") or "exclusive"
+    policy, policy_reason = _gate_policy(run_case)
     overrides = slot_vars(slot, extra_env)
     base = {**base_env(slot, extra_env, policy), ENV_REFERENCE_DIR: str(references_dir(work_dir))}
     record: dict[str, Any] = {}
@@ -302,11 +303,22 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
         phases["cleanup"] = time.perf_counter() - t_cleanup
     if slot is not None:
         record["worker"] = slot.label
-    record["gate_policy"] = policy
+    record["gate_policy"], record["gate_policy_reason"] = policy, policy_reason
     record["wall_s"] = time.perf_counter() - t0
     phases["other"] = max(record["wall_s"] - sum(phases.values()), 0.0)
     record["phases_s"] = {k: round(v, 6) for k, v in phases.items()}
     return record
+
+
+def _gate_policy(case: Case) -> tuple[str, str]:
+    """The timing-gate policy `case` runs under and why (run/gate_policy.py: `auto` by its timing method)."""
+    from bakeoff.backends import backend_class
+
+    try:
+        events = bool(backend_class(case.backend).timed_with_events)
+    except Exception:  # noqa: BLE001 - a backend that cannot load fails on its own; time it alone meanwhile
+        events = False
+    return resolve_gate_policy(case.timing.get("gate"), case.device, case.timing, events, case.backend)
 
 
 def references_dir(work_dir: Path) -> Path:

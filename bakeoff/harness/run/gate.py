@@ -1,25 +1,29 @@
 """The timing gate of one device: a cross-process reader-writer lock on files, with writers first.
 
 Every worker process on a device holds the gate *shared* for its whole life (compiling, checking), and
-*exclusively* only while it times (`_timing` in case_run.py). So a timing phase runs only when no other
+*exclusively* only while it times (`_timing` in worker/cold.py). So a timing phase runs only when no other
 worker process on that device is doing anything, and compiles overlap freely. Writers go first: a worker
 waiting to time takes the turnstile, which stops new workers from entering, so timing is never starved by
 a stream of compiles.
 
-Two lock files per device, `PREFIX.gate` and `PREFIX.turnstile`, locked with fcntl (POSIX record locks):
-the kernel drops them when the process dies, however it dies, and forked children never inherit them.
+Lock files per device, `PREFIX.gate` and `PREFIX.turnstile` (and `PREFIX.timing`, below), locked with
+fcntl (POSIX record locks): the kernel drops them when the process dies, however it dies, and forked children never inherit them.
 A worker never holds one lock while waiting for another except the turnstile, which is always taken
-first, so there is no deadlock. The time a worker spends waiting is written to `wait_file`, so the
-orchestrator can leave it out of the worker's timeout.
+first, and a timers_only timer's shared hold while it waits for `PREFIX.timing`, whose holders are timing
+and wait for nothing: so there is no deadlock. The time a worker spends waiting is written to `wait_file`,
+so the orchestrator can leave it out of the worker's timeout.
 
 The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix),
 BAKEOFF_GATE_WAIT (the wait file) and BAKEOFF_GATE_POLICY. Without a prefix the gate is a no-op.
 
-Policies (`timing: {gate: ...}` in a config, recorded as each record's `gate_policy`):
-- ``exclusive`` (the default): as above; nothing else runs on the device while a worker times.
-- ``timers_only``: workers do not hold the gate while they compile or check; only timing phases take it,
-  so two timing phases never overlap, but compiles (and imports, checks) of other workers run meanwhile.
-  benchmarks/gate_disturbance.py measures what that costs in timing spread before anyone picks it.
+Policies (`timing: {gate: ...}` in a config; `auto` is resolved per case, run/gate_policy.py, and the
+policy each case used is its record's `gate_policy`, with `gate_policy_reason`). They differ only in what a
+worker waits for when it times; every busy worker holds the gate shared whatever its own policy, so a
+device may mix them and an exclusive timer still has the device alone:
+- ``exclusive``: as above; nothing else runs on the device while the worker times.
+- ``timers_only``: the worker keeps its shared hold and takes a third lock, `PREFIX.timing`, exclusively:
+  it waits only for other timing phases (and for an exclusive timer, which holds the gate alone), while
+  compiles, imports and checks of other workers go on.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ from typing import Callable, Iterator
 ENV_PREFIX = "BAKEOFF_GATE"
 ENV_WAIT_FILE = "BAKEOFF_GATE_WAIT"
 ENV_POLICY = "BAKEOFF_GATE_POLICY"
-POLICIES = ("exclusive", "timers_only")
+POLICIES = ("exclusive", "timers_only")  # what a worker runs under; `auto` resolves to one
 
 
 @dataclass
@@ -57,6 +61,7 @@ class Gate:
             _share(lambda: folder.chmod(0o1777))  # like /tmp: every user's workers meet here
         self._gate = _open_shared(self.prefix + ".gate")
         self._turnstile = _open_shared(self.prefix + ".turnstile")
+        self._timing = _open_shared(self.prefix + ".timing")
 
     def _lock(self, fd: int, mode: int) -> None:
         """Take `mode` on `fd`, counting the time it takes as waiting."""
@@ -79,10 +84,7 @@ class Gate:
             os.replace(tmp, self.wait_file)
 
     def enter_shared(self) -> None:
-        """Join the device as a busy worker (waits while someone times or waits to time); under the
-        timers_only policy busy workers hold nothing."""
-        if self.policy == "timers_only":
-            return
+        """Join the device as a busy worker (waits while someone times exclusively or waits to)."""
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
             self._lock(self._gate, fcntl.LOCK_SH)
@@ -93,16 +95,30 @@ class Gate:
         """Stop being a busy worker (an idle pre-started worker must not hold off anyone's timing)."""
         fcntl.lockf(self._gate, fcntl.LOCK_UN)
 
-    def rebind(self, wait_file: str | None) -> None:
+    def rebind(self, wait_file: str | None, policy: str | None = None) -> None:
         """Start over for a new case in this process (a pre-started worker): report waits to `wait_file`,
-        counting from zero. The lock files stay open: POSIX locks belong to the process, and closing any
-        descriptor of a locked file would drop them."""
+        counting from zero, and time under the case's `policy`. The lock files stay open: POSIX locks belong
+        to the process, and closing any descriptor of a locked file would drop them."""
         self.wait_file, self.waited_s, self.windows = wait_file, 0.0, []
+        if policy:
+            if policy not in POLICIES:
+                raise ValueError(f"gate policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+            self.policy = policy
 
     @contextmanager
     def exclusive(self) -> Iterator["Gate"]:
-        """Hold the device alone: leave the shared hold, wait until every other worker has left theirs,
-        run the body, then rejoin as shared. Under timers_only: wait only for other timing phases."""
+        """Time: under `exclusive`, leave the shared hold, wait until every other worker has left theirs, run
+        the body, then rejoin as shared; under `timers_only`, keep the shared hold and wait only for other
+        timing phases (an exclusive timer among them holds the gate alone, so it waits for this one)."""
+        if self.policy == "timers_only":
+            self._lock(self._timing, fcntl.LOCK_EX)
+            start = time.time()
+            try:
+                yield self
+            finally:
+                self.windows.append((start, time.time()))
+                fcntl.lockf(self._timing, fcntl.LOCK_UN)
+            return
         fcntl.lockf(self._gate, fcntl.LOCK_UN)
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:

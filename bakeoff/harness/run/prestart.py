@@ -45,8 +45,9 @@ LATE_READ_PREFIXES: dict[str, tuple[str, ...]] = {
     "ORT_": ("onnxruntime",),
     "BAKEOFF_": (),
 }
-# Read by the spare itself before its case arrives: a case must see the same values.
-FIXED_AT_START = ("BAKEOFF_GATE", "BAKEOFF_GATE_POLICY", "BAKEOFF_PARENT_PID")
+# Read by the spare itself before its case arrives: a case must see the same values (the gate's policy is
+# read again when the case arrives: it only changes how the case times).
+FIXED_AT_START = ("BAKEOFF_GATE", "BAKEOFF_PARENT_PID")
 READY_TIMEOUT_S = 600.0  # longest wait for a spare still getting ready, in seconds
 POLL_S = 0.02
 ENV_PRESTART = "BAKEOFF_PRESTART"  # spares kept per slot; 0 = every worker starts fresh

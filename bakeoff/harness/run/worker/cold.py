@@ -221,7 +221,8 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
             raw = compiled.run(prepared)
             compiled.sync()
             after = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
-                                  group.eager_vs_refs, output_names(graph, case.grad))
+                                  group.eager_vs_refs or first.eager_vs_refs,  # eager's error: known by now
+                                  output_names(graph, case.grad))
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     rec.update(extra_check_fields(after, "post_timing"))

@@ -57,4 +57,5 @@ def warm_up_process(backend: Any, case: Any, case_graph: Graph, count_files: Any
         return {f"compile_process_setup{phase}_error": f"{type(exc).__name__}: {exc}"[:500]}
     seconds = time.perf_counter() - t0
     return {f"compile_process_setup{phase}_s": seconds,
-            f"cache_files_setup{phase}": count_files(backend.cache_env) - before}
+            f"cache_files_setup{phase}": count_files(backend.cache_env) - before,
+            "compile_setup_in_case_reason": type(backend).warmup_in_case_reason}

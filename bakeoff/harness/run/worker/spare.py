@@ -73,7 +73,7 @@ def start_profiler_once(device: str) -> None:
 
 def serve(ready_file: str) -> int:
     """Get ready, report it, wait for one case and run it; returns the exit code."""
-    from bakeoff.harness.run.gate import current_gate
+    from bakeoff.harness.run.gate import ENV_POLICY, ENV_WAIT_FILE, current_gate
 
     gate = current_gate()
     if gate is not None:
@@ -94,7 +94,7 @@ def serve(ready_file: str) -> int:
     os.environ.clear()
     os.environ.update(message["env"])
     if gate is not None:
-        gate.rebind(os.environ.get("BAKEOFF_GATE_WAIT"))
+        gate.rebind(os.environ.get(ENV_WAIT_FILE), os.environ.get(ENV_POLICY))
     from bakeoff.harness.run.worker.entry import run_case
 
     return run_case(message["argv"], started_at)
