@@ -58,7 +58,7 @@ def test_description_names_the_running_cases(tmp_path, monkeypatch):
     run_id = store.create_run(config_name="p", config_path="c.yaml", config_text=CONFIG, device="cpu",
                               environment={}, n_cases=2)
     run_cases(store, run_id, cases, tmp_path / "work", Console(file=io.StringIO()), {},
-              FakeExecutor(), on_record=lambda r: log.append(f"recorded {r['case_id']}"))
+              FakeExecutor(), on_record=lambda r: log.append(f"recorded {r.case_id}"))
     assert log == [f"running {a}", f"running {a} (+1 more)", f"recorded {a}", f"running {b}", f"recorded {b}",
                    "waiting"]
 

@@ -3,7 +3,8 @@
 Modes: none (behaves like eager), abort (os.abort in run), segfault (a null read through ctypes), hang
 (sleeps forever in run), compile_error, run_error, nan (outputs NaN), wrong_shape (drops the last row),
 unwritten (returns torch.empty: never written), perturb (adds relative noise of `scale`), host_oom
-(allocates until the host memory cap stops it), cuda_oom (asks the GPU for more than it has).
+(allocates until the host memory cap stops it), cuda_oom (asks the GPU for more than it has), bad_info
+(runs like eager but puts an exception object, not its text, in its compile notes).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from bakeoff.workloads.ir import Graph
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
 
 MODES = ("none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape", "unwritten",
-         "perturb", "host_oom", "cuda_oom")
+         "perturb", "host_oom", "cuda_oom", "bad_info")
 
 
 class FaultyBackend(Backend):
@@ -65,4 +66,7 @@ class FaultyBackend(Backend):
                 torch.empty(total * 2, dtype=torch.uint8, device=device)
             return outs
 
-        return TorchCompiled(run, device, CompileInfo(notes=[f"faulty mode {mode}"]))
+        notes: list[Any] = [f"faulty mode {mode}"]
+        if mode == "bad_info":
+            notes.append(RuntimeError("a note that is an object, not text"))
+        return TorchCompiled(run, device, CompileInfo(notes=notes))

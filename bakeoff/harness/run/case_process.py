@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bakeoff.results.record import CaseFields
+
 from bakeoff.harness.run.gate import ENV_PREFIX, ENV_WAIT_FILE, waited_s
+from bakeoff.harness.run.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
 from bakeoff.harness.run.worker.entry import ENV_PARENT
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.slots import Slot
@@ -76,14 +79,16 @@ def _worker_env(case: Case, cache_root: Path, extra_env: dict[str, str] | None) 
 
 def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path | None,
                 workers: Workers | None) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bakeoff-case-") as tmp:
+    # Named for this process (harness/run/leftovers.py), so a later run removes it should this one be killed.
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as tmp:
         case_file, out_file, err_file = Path(tmp, "case.json"), Path(tmp, "record.json"), Path(tmp, "stderr.txt")
-        wait_file = Path(tmp, "gate_wait.txt")
+        wait_file, worker_tmp = Path(tmp, "gate_wait.txt"), Path(tmp, "tmp")
+        worker_tmp.mkdir()  # the worker's TMPDIR: what its compilers leave in temporary files goes with it
         case_file.write_text(case.to_json())
         args = [sys.executable, "-m", "bakeoff.harness.run.worker.entry", str(case_file), str(out_file), phase]
         if artifacts_dir is not None:
             args.append(str(artifacts_dir))
-        env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PARENT: str(os.getpid())}
+        env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PARENT: str(os.getpid()), "TMPDIR": str(worker_tmp)}
         oom_before = oom_kill_counts()
         with open(err_file, "wb") as err:
             proc = subprocess.Popen(args, env=env, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -238,7 +243,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     `workers` registers the processes so that an interrupt can kill them.
     """
     t0 = time.perf_counter()
-    cache_root = Path(tempfile.mkdtemp(prefix="cache-", dir=work_dir))
+    cache_root = Path(tempfile.mkdtemp(prefix=owned_prefix(CACHE_PREFIX), dir=work_dir))
     staged = staging_dir(work_dir, case)
     discard(work_dir, case)  # whatever an earlier, killed attempt left half-written
     run_case = dataclasses.replace(case, device=slot.device) if slot and slot.device else case
@@ -267,8 +272,9 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     return record
 
 
-def case_fields(case: Case) -> dict[str, Any]:
+def case_fields(case: Case) -> CaseFields:
     """The record fields that come from the case itself."""
-    return {"case_id": case.case_id, "workload": case.workload, "preset": case.preset, "shape": case.shape,
-            "dtype": case.dtype, "backend": case.label, "adapter": case.backend, "device": case.device, "flops": case.flops,
-            "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds)}
+    return CaseFields(case_id=case.case_id, workload=case.workload, preset=case.preset, shape=case.shape,
+                      dtype=case.dtype, backend=case.label, adapter=case.backend, device=case.device,
+                      flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims, options=case.options,
+                      seeds=list(case.seeds))

@@ -1,0 +1,349 @@
+"""The record of one case: one typed model (`CaseRecord`), owned here, each phase filling its own part.
+
+A record is flat (its JSON and database names are the field names below), but its fields come in groups,
+one per phase that fills them:
+
+    CaseFields       the orchestrator, from the planned case (what was asked for)
+    Outcome          any phase: the status and why
+    CompileFields    the cold worker: compile time, stages, cache, artifacts summary
+    CheckFields      the cold worker: numeric error against fp64 and eager, on every seed
+    TimingFields     the cold worker: latency, eager's interleaved latency, kernels, throughput
+    DeviceState      the cold worker: GPU clocks, power and throttling before and after
+    WarmFields       the warm worker: compile time in a fresh process with the cold caches
+    ProcessFields    the harness around the workers: slot, wall time, output tails, artifacts' place
+    RunFields        the orchestrator, as it commits: attempt, ceiling
+
+The cold worker's output is a `ColdOutput`, the warm worker's a `WarmOutput`; both are serialized through
+the model, so a field the model does not know, or a value JSON cannot hold, is an error (a `crash` record
+saying which field), never a silent string. The store's columns (results/schema.py) and the export's
+columns (results/export.py) are derived from here. To add a field: add it to its group, with its unit in
+its name and a description; it is stored in `details` unless marked `InTable` (a column needs a schema
+migration, results/migrations.py).
+
+None means "not measured" (the step did not run, or does not apply); NaN never reaches the store.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+Status = Literal["ok", "skipped", "mismatch", "compile_error", "runtime_error", "timeout", "oom", "crash"]
+
+
+@dataclass(frozen=True)
+class InTable:
+    """Marks a field stored as its own column of `records` (others go to the `details` JSON column).
+    `length` bounds a VARCHAR column (None: unbounded text, or the number/boolean/JSON type of the field)."""
+
+    length: int | None = None
+
+
+COLUMN = InTable()  # a column of unbounded text, or of the field's number/boolean/JSON type
+
+
+def doc(description: str) -> Any:
+    """An optional field (None: not measured) with its description."""
+    return Field(None, description=description)
+
+
+_CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=True)
+
+
+class _Group(BaseModel):
+    model_config = _CONFIG
+
+
+class CaseFields(_Group):
+    """What was asked for: the planned case (harness/plan/cases.py), copied by the orchestrator."""
+
+    case_id: Annotated[str, COLUMN] = Field(description="workload/shape/dtype/backend label; unique in a run")
+    workload: Annotated[str | None, InTable(128)] = doc("workload name")
+    preset: Annotated[str | None, InTable(32)] = doc("shape preset the shape came from")
+    shape: Annotated[str | None, COLUMN] = doc("bound dimensions, e.g. 'M=64,N=256'")
+    dtype: Annotated[str | None, InTable(16)] = doc("element type, e.g. float32")
+    backend: Annotated[str | None, COLUMN] = doc("the backend's label in the config")
+    adapter: str | None = doc("the registered backend that ran it (= backend unless the config says `backend:`)")
+    device: Annotated[str | None, InTable(32)] = doc("device the case was planned on")
+    flops: Annotated[float | None, COLUMN] = doc("analytic floating-point operations per call")
+    bytes_moved: Annotated[float | None, COLUMN] = doc("analytic minimum bytes read and written per call")
+    dims: dict[str, int] | None = doc("bound dimensions by name")
+    options: dict[str, JsonValue] | None = doc("the backend's options from the config")
+    seeds: list[int] | None = doc("input seeds checked (the first is also timed)")
+
+
+class Outcome(_Group):
+    """The verdict, from whichever phase decided it."""
+
+    status: Annotated[Status | None, InTable(16)] = doc("ok, skipped, mismatch, compile_error, runtime_error, "
+                                                        "timeout, oom or crash")
+    reason: Annotated[str | None, COLUMN] = doc("why the status is not ok; None when ok")
+    traceback: str | None = doc("the exception's traceback (last 4000 characters)")
+
+
+class CompileFields(_Group):
+    """The cold worker's compile, in a fresh process with empty caches."""
+
+    compile_s: Annotated[float | None, COLUMN] = doc("headline compile seconds: the compiler's own stages where "
+                                                     "the backend names them, else compile + prepare + first run + "
+                                                     "sync")
+    compile_total_s: float | None = doc("seconds from the graph to the first result (compile, load or session, "
+                                        "first run, sync)")
+    compile_stages_s: dict[str, float] | None = doc("seconds per stage, as the backend reports them")
+    compile_notes: list[str] | None = doc("the backend's notes on its compile")
+    cache_hit_cold: bool | None = doc("the backend's own cache-hit report, cold")
+    cache_files_cold: int | None = doc("files the cold compile wrote to its cache folders")
+    artifacts: dict[str, JsonValue] | None = doc("summary of the compiled artifacts (<name>_bytes per file "
+                                                 "written, numbers the backend gave)")
+
+
+class CheckFields(_Group):
+    """The numeric check of every seed's outputs: the worst seed's figures (harness/measure/checks.py)."""
+
+    eager_deterministic: Annotated[bool | None, COLUMN] = doc("two eager runs gave the same bits")
+    err_ratio_vs_eager: Annotated[float | None, COLUMN] = doc("RMSE vs fp64 over eager's RMSE vs fp64")
+    checked_seeds: list[int] | None = doc("seeds whose outputs were checked")
+    check_problems: list[str] | None = doc("problems seen on any seed (e.g. output dtype)")
+    # backend vs the fp64 reference (ErrorStats, harness/measure/numerics.py)
+    err_max_abs_vs_fp64: Annotated[float | None, COLUMN] = doc("largest |error|")
+    err_max_rel_vs_fp64: Annotated[float | None, COLUMN] = doc("largest |error| / |reference|")
+    err_rel_l2_vs_fp64: Annotated[float | None, COLUMN] = doc("||error||_2 / ||reference||_2")
+    err_rmse_vs_fp64: Annotated[float | None, COLUMN] = doc("root mean square error")
+    err_cosine_vs_fp64: Annotated[float | None, COLUMN] = doc("cosine similarity")
+    err_ulp_max_vs_fp64: Annotated[float | None, COLUMN] = doc("largest ULP distance (output dtype)")
+    err_ulp_p99_vs_fp64: Annotated[float | None, COLUMN] = doc("99th percentile ULP distance")
+    err_nonfinite_vs_fp64: int | None = doc("non-finite where the reference is not")
+    err_within_tol_vs_fp64: bool | None = doc("within assert_close's default tolerances")
+    # backend vs eager (ErrorStats, harness/measure/numerics.py)
+    err_max_abs_vs_eager: Annotated[float | None, COLUMN] = doc("largest |error|")
+    err_max_rel_vs_eager: float | None = doc("largest |error| / |reference|")
+    err_rel_l2_vs_eager: Annotated[float | None, COLUMN] = doc("||error||_2 / ||reference||_2")
+    err_rmse_vs_eager: float | None = doc("root mean square error")
+    err_cosine_vs_eager: float | None = doc("cosine similarity")
+    err_ulp_max_vs_eager: float | None = doc("largest ULP distance (output dtype)")
+    err_ulp_p99_vs_eager: float | None = doc("99th percentile ULP distance")
+    err_nonfinite_vs_eager: int | None = doc("non-finite where the reference is not")
+    err_within_tol_vs_eager: bool | None = doc("within assert_close's default tolerances")
+    # eager vs the fp64 reference (ErrorStats, harness/measure/numerics.py)
+    eager_err_max_abs_vs_fp64: float | None = doc("largest |error|")
+    eager_err_max_rel_vs_fp64: float | None = doc("largest |error| / |reference|")
+    eager_err_rel_l2_vs_fp64: Annotated[float | None, COLUMN] = doc("||error||_2 / ||reference||_2")
+    eager_err_rmse_vs_fp64: Annotated[float | None, COLUMN] = doc("root mean square error")
+    eager_err_cosine_vs_fp64: float | None = doc("cosine similarity")
+    eager_err_ulp_max_vs_fp64: float | None = doc("largest ULP distance (output dtype)")
+    eager_err_ulp_p99_vs_fp64: float | None = doc("99th percentile ULP distance")
+    eager_err_nonfinite_vs_fp64: int | None = doc("non-finite where the reference is not")
+    eager_err_within_tol_vs_fp64: bool | None = doc("within assert_close's default tolerances")
+
+
+class TimingFields(_Group):
+    """Latency of the backend and of eager interleaved with it, kernels per call, throughput."""
+
+    latency_ms_median: Annotated[float | None, COLUMN] = doc("median milliseconds per call")
+    latency_ms_p20: Annotated[float | None, COLUMN] = doc("20th percentile ms per call")
+    latency_ms_p80: Annotated[float | None, COLUMN] = doc("80th percentile ms per call")
+    latency_iqr_rel: Annotated[float | None, COLUMN] = doc("interquartile range over the median")
+    n_samples: Annotated[int | None, COLUMN] = doc("timed samples")
+    timing_method: str | None = doc("how the backend was timed (harness/measure/timing.py)")
+    samples: Annotated[list[float] | None, COLUMN] = doc("every sample, ms per call")
+    eager_latency_ms_median: Annotated[float | None, COLUMN] = doc("eager's median ms per call, interleaved")
+    eager_latency_ms_p20: float | None = doc("eager's 20th percentile ms per call")
+    eager_latency_ms_p80: float | None = doc("eager's 80th percentile ms per call")
+    eager_samples: list[float] | None = doc("eager's samples, ms per call")
+    eager_timing_method: str | None = doc("how eager was timed (the backend's method)")
+    speedup_vs_eager: Annotated[float | None, COLUMN] = doc("eager's median over the backend's")
+    host_latency_ms: float | None = doc("median ms of one synchronized call, dispatch included (event-timed "
+                                        "backends on CUDA)")
+    graph_latency_ms: Annotated[float | None, COLUMN] = doc("median ms per call replayed from a CUDA graph")
+    graph_latency_error: str | None = doc("why CUDA graph capture failed")
+    kernel_count: Annotated[int | None, COLUMN] = doc("device kernels per call (profiler)")
+    device_ms: Annotated[float | None, COLUMN] = doc("summed kernel ms per call (profiler)")
+    launch_overhead_share: Annotated[float | None, COLUMN] = doc("1 - device_ms over the lone call's latency")
+    profile_error: str | None = doc("why the profiler gave no kernel figures")
+    gate: str | None = doc("the device's timing gate (harness/run/gate.py)")
+    gate_wait_s: float | None = doc("seconds waited for the timing gate before timing")
+    timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held "
+                                                           "alone")
+    achieved_gbps: Annotated[float | None, COLUMN] = doc("bytes_moved per median call, GB/s")
+    achieved_tflops: Annotated[float | None, COLUMN] = doc("flops per median call, TFLOP/s")
+    break_even_calls: Annotated[float | None, COLUMN] = doc("compile_total_s over the time saved per call vs eager")
+
+
+class DeviceState(_Group):
+    """GPU state sampled by the cold worker (harness/measure/environment.py gpu_state); None on the CPU."""
+
+    gpu_state_before: dict[str, JsonValue] | None = doc("clocks (MHz), temperature (C), power (W), throttle "
+                                                        "reasons before the case")
+    gpu_state_after: dict[str, JsonValue] | None = doc("the same, after timing")
+
+
+class WarmFields(_Group):
+    """The warm compile: a second fresh process reusing the caches the cold one filled."""
+
+    compile_warm_s: Annotated[float | None, COLUMN] = doc("headline compile seconds, warm")
+    compile_warm_total_s: float | None = doc("seconds to the first result, warm")
+    cache_hit_warm: Annotated[bool | None, COLUMN] = doc("the warm compile came from the cache (the backend's "
+                                                         "report, else no new cache file)")
+    cache_files_before_warm: int | None = doc("cache files before the warm compile")
+    cache_files_after_warm: int | None = doc("cache files after the warm compile")
+    compile_stages_warm_s: dict[str, float] | None = doc("seconds per stage, warm")
+
+
+class ProcessFields(_Group):
+    """Facts of the processes around the case (harness/run/case_process.py, the executors)."""
+
+    worker: Annotated[str | None, InTable(128)] = doc("the slot that ran it: 'cpu#0', 'cuda:1#0', "
+                                                      "'ray:10.0.0.5/gpu3'")
+    wall_s: float | None = doc("wall seconds of the whole case, every worker included")
+    stderr_tail: str | None = doc("last 3000 characters of the cold worker's output")
+    stderr_tail_warm: str | None = doc("last 3000 characters of the warm worker's output")
+    gate_wait_cold_s: float | None = doc("seconds the cold worker waited for the gate")
+    gate_wait_warm_s: float | None = doc("seconds the warm worker waited for the gate")
+    warm_error: str | None = doc("why the warm compile gave no figures")
+    artifacts_dir: str | None = doc("absolute folder of the case's artifacts")
+    artifacts_error: str | None = doc("why artifacts shipped from a node were dropped")
+    node_hardware_id: str | None = doc("hardware id of the Ray node that ran it")
+    node_fingerprint: str | None = doc("environment fingerprint of that Ray node")
+
+
+class Ceiling(_Group):
+    name: str = Field(description="copy_gbps or matmul_tflops_<dtype> (bakeoff calibrate)")
+    value: float = Field(description="the ceiling, GB/s or TFLOP/s")
+
+
+class RunFields(_Group):
+    """Added by the orchestrator as it commits the record."""
+
+    attempt: Annotated[int | None, COLUMN] = doc("1 for the run's first session, k for its (k-1)-th resume")
+    pct_of_ceiling: Annotated[float | None, COLUMN] = doc("achieved GB/s or TFLOP/s as a percentage of the "
+                                                          "measured ceiling")
+    ceiling: Ceiling | None = doc("the ceiling pct_of_ceiling is measured against")
+
+
+class LegacyFields(_Group):
+    legacy_fields: dict[str, JsonValue] | None = doc("fields of a stored record this bakeoff does not know (an "
+                                                     "older or newer writer), kept as read")
+
+
+# The groups in export order.
+GROUPS: tuple[type[_Group], ...] = (CaseFields, Outcome, CompileFields, CheckFields, TimingFields, DeviceState,
+                                    WarmFields, ProcessFields, RunFields)
+
+
+class ColdOutput(DeviceState, TimingFields, CheckFields, CompileFields, Outcome):
+    """What the cold worker writes (harness/run/worker/cold.py)."""
+
+
+class WarmOutput(WarmFields, Outcome):
+    """What the warm worker writes: its figures, or an error (harness/run/worker/main.py run_warm)."""
+
+
+class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, DeviceState, TimingFields, CheckFields,
+                 CompileFields, Outcome, CaseFields):
+    """One case's record, as the orchestrator commits it (every group; `status` required)."""
+
+    status: Annotated[Status, InTable(16)] = Field(description="ok, skipped, mismatch, compile_error, "
+                                                   "runtime_error, timeout, oom or crash")
+
+    def flat(self) -> dict[str, Any]:
+        """Every field in export order (None where not measured), then any legacy fields; as JSON values."""
+        data = self.model_dump(mode="python", exclude={"legacy_fields"})
+        out = {name: _plain(data[name]) for name in self.export_columns() if name in data}
+        for key, value in (self.legacy_fields or {}).items():
+            out.setdefault(key, value)
+        return out
+
+    @classmethod
+    def export_columns(cls) -> list[str]:
+        """The export's columns, in order: the groups' fields (then StoredRecord's store keys)."""
+        return [name for group in GROUPS for name in group.model_fields]
+
+
+class StoredRecord(CaseRecord):
+    """A record read back from the store, with the keys the store adds."""
+
+    run_id: str | None = doc("the run it belongs to")
+    id: int | None = doc("the store's row id (insertion order)")
+    created_at: dt.datetime | None = doc("when the record was committed (UTC)")
+
+    @classmethod
+    def export_columns(cls) -> list[str]:
+        return ["run_id", "id", "created_at", *super().export_columns()]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "StoredRecord":
+        """A record from a row of `records` (columns, and `details` holding the rest). Never raises for
+        what an older or newer bakeoff wrote: an unknown field, or a value of another type, is kept in
+        `legacy_fields` instead of failing the read."""
+        data = {k: v for k, v in row.items() if k != "details" and v is not None}
+        for key, value in (row.get("details") or {}).items():
+            if value is not None:
+                data.setdefault(key, value)
+        known = cls.model_fields
+        legacy = {k: data.pop(k) for k in list(data) if k not in known or k == "legacy_fields"}
+        data.setdefault("status", "crash")  # no stored record lacks one; a corrupt row still reads
+        for _ in range(len(data) + 1):
+            try:
+                return cls(**data, legacy_fields=_jsonable(legacy) or None)
+            except ValidationError as exc:
+                bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+                bad.discard("legacy_fields")
+                if not bad & set(data):
+                    raise
+                for name in bad & set(data):
+                    legacy[name] = data.pop(name)
+                data.setdefault("status", "crash")
+        raise AssertionError("unreachable")
+
+
+def record_columns() -> list[tuple[str, type, InTable]]:
+    """(name, Python annotation, InTable) of every field stored as a column, in export order."""
+    out = []
+    for name in CaseRecord.export_columns():
+        info = CaseRecord.model_fields[name]
+        marks = [m for m in info.metadata if isinstance(m, InTable)]
+        if marks:
+            out.append((name, info.annotation, marks[0]))
+    return out
+
+
+def invalid_fields(exc: ValidationError, limit: int = 5) -> str:
+    """A short message naming each field that failed and why, e.g.
+    "phases_s: not a record field (declare it in bakeoff/results/record.py); compile_s: Input should be a
+    valid number"."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = ".".join(str(p) for p in err["loc"]) or "record"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"{where}: not a record field (declare it in bakeoff/results/record.py)")
+        else:
+            parts.append(f"{where}: {err['msg']} (got {type(err.get('input')).__name__})")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _plain(value: Any) -> Any:
+    """A value for an export row: datetimes as ISO text, tuples as lists, NaN and infinities as None."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` with anything JSON cannot hold (a datetime from a column) turned into text, for legacy_fields."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
