@@ -12,9 +12,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from bakeoff.results.schema import run_leases
+
+
+TAKEOVER_LOCK_WAIT_S = 5  # the longest a takeover waits for a write of the holder in progress (PostgreSQL)
 
 
 class LeaseLost(RuntimeError):
@@ -90,8 +93,14 @@ def take(conn: Connection, run_id: str, claim: LeaseClaim, replacing: str | None
         except IntegrityError:
             return False
         return True
-    done = conn.execute(update(run_leases).where(run_leases.c.run_id == run_id, run_leases.c.token == replacing)
-                        .values(**values))
+    try:
+        with conn.begin_nested():
+            if conn.dialect.name == "postgresql":  # a holder stopped inside a write holds the row: do not wait
+                conn.execute(text(f"SET LOCAL lock_timeout = '{TAKEOVER_LOCK_WAIT_S}s'"))
+            done = conn.execute(update(run_leases).where(run_leases.c.run_id == run_id,
+                                                         run_leases.c.token == replacing).values(**values))
+    except OperationalError:  # the lock wait timed out: the holder is inside a write
+        return False
     return done.rowcount == 1
 
 

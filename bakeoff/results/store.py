@@ -81,6 +81,8 @@ class Store:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _sqlite_begin)
+        elif self.engine.dialect.name == "postgresql":
+            event.listen(self.engine, "connect", _postgresql_session)
         self.upgraded_to: list[int] = []  # schema versions this open upgraded the store through
         self._init_schema()
 
@@ -284,6 +286,18 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")  # readers (show, report) never block a writer
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+# A transaction left open this long (seconds) belongs to a suspended or hung process: the server ends it, so
+# the row locks it holds (a run's lease, harness/run/lease.py) do not outlive it.
+IDLE_IN_TRANSACTION_S = 60
+
+
+def _postgresql_session(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}")
+    cur.close()
+    dbapi_conn.commit()  # a SET inside the driver's implicit transaction is undone by its rollback
 
 
 def _sqlite_begin(conn: Connection) -> None:

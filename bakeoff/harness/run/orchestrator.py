@@ -331,12 +331,12 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
     """Finish the cases of `run_id` that have no record, with the config, filters, device and preset the run
     started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run."""
     run = store.run(run_id)
-    device, cases = resumed_cases(run)
-    _check_host_device(run_id, device, spec)
     lease = RunLease(store)
-    with lease.held(run_id):
+    with lease.held(run_id):  # first: a run held elsewhere is refused before anything else is done
         if lease.took_over:
             console.print(f"took over the lease of run {run_id} from {lease.took_over}", highlight=False)
+        device, cases = resumed_cases(run)
+        _check_host_device(run_id, device, spec)
         try:
             executor = make_executor(spec, device)
         except ExecutorError as exc:
