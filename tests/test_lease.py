@@ -45,7 +45,7 @@ def test_lease_refuses_a_live_holder_and_takes_over_a_stale_one(store_url):
     second = RunLease(store, stale_s=1.0)
     second.acquire(run_id)
     assert "no heartbeat for" in second.took_over
-    with pytest.raises(LeaseLost, match=f"now held by pid {os.getpid()}"):  # every write checks the lease
+    with pytest.raises(LeaseLost, match=f"lost its lease: it was taken over by pid {os.getpid()}"):  # every write checks the lease
         store.add_record(run_id, {"case_id": "b", "status": "ok"}, lease=first.token)
     with pytest.raises(LeaseLost):
         store.finish_run(run_id, "interrupted", lease=first.token)
@@ -96,9 +96,9 @@ timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 3}
 compile: {warm: false}
 timeout_s: 300
 """
-STALE_S = 4
-# Four cases are enough: A records one or two before it is suspended (the refused resume takes a second or
-# two), B one before it is killed, C the rest.
+STALE_S = 10  # long enough for the refused resume to ask while A, suspended, still holds a live lease
+# Four cases are enough: A is suspended at its first record (it holds one, or two that landed together), B
+# is killed at its first, C runs the rest.
 
 
 def _wait(condition, proc: subprocess.Popen, what: str, timeout_s: float = 300):
@@ -122,22 +122,24 @@ def test_two_orchestrators_on_one_postgresql_store_from_two_folders(tmp_path, po
     (folders["a"] / "c.yaml").write_text(CONFIG)
     store = Store(postgres_url)
 
-    # A runs the config from folder a; B, from folder b, is refused while A lives, and writes nothing.
+    # A runs the config from folder a and is suspended at its first record: alive, its heartbeat stopped.
     a = start_bakeoff("run", "c.yaml", "--db", postgres_url, cwd=folders["a"])
     run_id = _wait(lambda: store.runs() and store.runs()[0]["run_id"], a, "a run")
     _wait(lambda: store.count_records(run_id) >= 1, a, "a first record")
-    refused = bakeoff("run", "--resume", run_id, "--db", postgres_url, cwd=folders["b"], timeout=300)
-    assert refused.returncode == 2, refused.stdout + refused.stderr
-    message = _flat(refused.stderr)
-    assert f"run {run_id} is still being run by another orchestrator (pid {a.pid} on " in message
-    assert f"in {folders['a']}, last heartbeat" in message
-    assert store.run(run_id)["resumes"] == 0
-
-    # A is suspended: alive, but its heartbeat stops. Once its lease is stale, B takes it over.
     os.kill(a.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
     try:
         kept = store.count_records(run_id)
-        time.sleep(STALE_S + 1)
+        # B, from folder b, is refused while A's lease is live, and writes nothing.
+        refused = bakeoff("run", "--resume", run_id, "--db", postgres_url, cwd=folders["b"], timeout=300)
+        assert time.monotonic() - stopped < STALE_S - 2, "the refused resume took too long to test a live lease"
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        message = _flat(refused.stderr)
+        assert f"run {run_id} is still being run by another orchestrator (pid {a.pid} on " in message
+        assert f"in {folders['a']}, last heartbeat" in message
+        assert store.run(run_id)["resumes"] == 0
+        # Once A's lease is stale, B takes it over.
+        time.sleep(max(0.0, stopped + STALE_S + 1 - time.monotonic()))
         b = start_bakeoff("run", "--resume", run_id, "--db", postgres_url, cwd=folders["b"])
         _wait(lambda: (h := store.lease_holder(run_id)) is not None and h.claim.pid == b.pid, b, "B's lease")
     finally:

@@ -70,10 +70,11 @@ def test_store_refuses_unknown_fields_and_reads_foreign_ones(tmp_path):
     assert row["latency_ms_median"] == 2.0 and row["details"] == {
         "compile_notes": ["n"], "ceiling": {"name": "copy_gbps", "value": 10.0}}  # only what was measured
     # A row written by another bakeoff: a field this one does not know, and one of another type.
-    foreign = {**row, "id": 7, "case_id": "b", "kernel_count": None,
+    foreign = {**row, "id": 7, "case_id": "b", "kernel_count": None, "status": "a_newer_status",
                "details": {"future_metric_ms": 3.5, "compile_notes": "one note, not a list"}}
     rec = StoredRecord.from_row(foreign)
     assert rec.case_id == "b" and rec.latency_ms_median == 2.0 and rec.compile_notes is None
+    assert rec.status == "a_newer_status"  # read as written
     assert rec.legacy_fields == {"future_metric_ms": 3.5, "compile_notes": "one note, not a list"}
     flat = rec.flat()
     assert flat["future_metric_ms"] == 3.5 and list(flat)[:4] == ["run_id", "id", "created_at", "case_id"]

@@ -123,5 +123,6 @@ def check(conn: Connection, run_id: str, token: str) -> None:
     found = conn.execute(select(run_leases.c.token, run_leases.c.host, run_leases.c.pid, run_leases.c.folder)
                          .where(run_leases.c.run_id == run_id).with_for_update()).first()
     if found is None or found.token != token:
-        who = f"pid {found.pid} on {found.host} in {found.folder}" if found is not None else "nobody"
-        raise LeaseLost(f"run {run_id}: this orchestrator lost its lease (now held by {who})")
+        who = (f"it was taken over by pid {found.pid} on {found.host} in {found.folder}" if found is not None
+               else "nobody holds it any more")
+        raise LeaseLost(f"run {run_id}: this orchestrator lost its lease: {who}")

@@ -263,8 +263,10 @@ class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, DeviceState
 
 
 class StoredRecord(CaseRecord):
-    """A record read back from the store, with the keys the store adds."""
+    """A record read back from the store, with the keys the store adds. Its status is any text: a newer
+    bakeoff's status reads as written."""
 
+    status: Annotated[str, InTable(16)] = Field(description="as written (see CaseRecord.status)")
     run_id: str | None = doc("the run it belongs to")
     id: int | None = doc("the store's row id (insertion order)")
     created_at: dt.datetime | None = doc("when the record was committed (UTC)")

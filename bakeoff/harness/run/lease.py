@@ -75,6 +75,7 @@ class RunLease:
         self.run_id: str | None = None
         self.took_over: str | None = None  # whom it was taken from, and why
         self.lost: str | None = None
+        self._lost_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -127,8 +128,8 @@ class RunLease:
                     continue
                 found = self._holder()
                 reason = f"it was taken over by {found.owner() if found else 'another orchestrator'}"
-            self.lost = f"run {self.run_id}: this orchestrator lost its lease: {reason}"[:1000]
-            if not self._stop.is_set():  # the run is still going: stop it now, not at its next record
+            first = self.mark_lost(f"run {self.run_id}: this orchestrator lost its lease: {reason}"[:1000])
+            if first and not self._stop.is_set():  # the run goes on unaware: stop it now, not at its next record
                 _thread.interrupt_main()
             return
 
@@ -137,6 +138,15 @@ class RunLease:
             return self.store.lease_holder(self.run_id) if self.run_id else None
         except Exception:
             return None
+
+    def mark_lost(self, reason: str) -> bool:
+        """Record that the lease is lost (the heartbeat found it, or a write was refused); True for the
+        first to say so."""
+        with self._lost_lock:
+            if self.lost:
+                return False
+            self.lost = reason
+            return True
 
     def check(self) -> None:
         """Raise LeaseLost once the heartbeat has found the lease lost."""
@@ -163,5 +173,12 @@ class RunLease:
             self.adopt(run_id)
         try:
             yield self
+        except LeaseLost as exc:
+            self.mark_lost(str(exc))
+            raise
+        except KeyboardInterrupt:
+            if self.lost:  # the heartbeat's interrupt, wherever it landed: the lease is lost, not Ctrl-C
+                raise LeaseLost(self.lost) from None
+            raise
         finally:
             self.release()

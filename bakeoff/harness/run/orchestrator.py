@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from pydantic import ValidationError
 
+from bakeoff.results.leases import LeaseLost
 from bakeoff.results.record import CaseRecord, ProcessFields, invalid_fields
 from bakeoff.results.store import Store
 
@@ -196,7 +197,9 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
                           f"Resume with: bakeoff run --resume {run_id}" + _db_hint(store))
             raise
-        except Exception:  # the lease was lost, the store went away, a harness bug: stop the workers
+        except Exception as exc:  # the lease was lost, the store went away, a harness bug: stop the workers
+            if lease is not None and isinstance(exc, LeaseLost):
+                lease.mark_lost(str(exc))  # the heartbeat need not interrupt this cleanup
             executor.stop()
             executor.close()
             raise
