@@ -18,6 +18,7 @@ python3 -m bakeoff calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
 if [ -n "${VALIDATE:-}" ]; then
   timeout 300 python3 "$R/benchmarks/validate_timing.py" --repeats "${REPEATS:-5}" 2>&1 | tail -22
   [ -n "${IREE_CHECK:-1}" ] && timeout 120 python3 "$R/benchmarks/iree_crosscheck.py" 2>&1 | tail -7
+  timeout 420 python3 "$R/benchmarks/independent_timers.py" 2>&1 | tail -30   # bakeoff vs JAX's and IREE's own timers
 fi
 CONFIG="$R/${H200_CONFIG:-configs/h200.yaml}"   # e.g. H200_CONFIG=configs/h200_tritongen_dtypes.yaml
 if [ -n "${NO_WARM:-}" ]; then  # a shorter lease: cold compile only

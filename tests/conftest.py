@@ -22,9 +22,10 @@ def bakeoff_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "bakeoff"]
 
 
-def bakeoff(*args: str, cwd: Path, timeout: float = 1800, check: bool = False) -> subprocess.CompletedProcess:
-    """Run `bakeoff ARGS` in `cwd`, capturing text output."""
-    env = dict(os.environ, COLUMNS="220")
+def bakeoff(*args: str, cwd: Path, timeout: float = 1800, check: bool = False,
+            columns: int = 220) -> subprocess.CompletedProcess:
+    """Run `bakeoff ARGS` in `cwd`, capturing text output, as a terminal of `columns` would lay it out."""
+    env = dict(os.environ, COLUMNS=str(columns))
     proc = subprocess.run(bakeoff_cmd() + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=env)
     if check and proc.returncode != 0:

@@ -1,4 +1,5 @@
 """The IREE backend: numerics against fp64 on every suite workload, stages, artifacts, CUDA target choice."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference, smoke_graph
+from core_site import core_site
 from bakeoff.backends import get_backend
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,11 +102,12 @@ def test_gpu_target_is_recorded():
         assert any("PTX JIT" in n for n in c.info.notes)
 
 
-def test_available_names_what_to_install_when_nothing_is_installed():
-    """Without site-packages (python -S) the modules still import and say what to pip install."""
+def test_available_names_what_to_install_when_nothing_is_installed(tmp_path):
+    """Without site-packages (python -S; pydantic only) the modules still import and say what to pip install."""
     code = ("from bakeoff.backends import get_backend; import bakeoff.workloads.lower_jax; "
             "b = get_backend('iree'); print(b.available()); print(b.version())")
-    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": str(REPO)},
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO,
+                          env={"PYTHONPATH": os.pathsep.join([str(REPO), str(core_site(tmp_path / "site"))])},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["iree not installed (pip install 'bakeoff[iree]')", "None"]

@@ -9,12 +9,13 @@ import pytest
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
 from bakeoff.backends import backend_class
-from bakeoff.backends.tensorrt import TensorRTBackend, check_options
+from bakeoff.backends.tensorrt import TensorRTBackend
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.suite import builtin_workloads
 
 # ONNX ops the TensorRT 10.15 parser supports (onnx-tensorrt docs/operators.md) that lower_onnx may emit.
-TRT_PARSER_OPS = {"Add", "Cast", "Div", "Erf", "Exp", "Expand", "Gelu", "GreaterOrEqual", "Identity",
+# Attention: the parser imports it from TensorRT 10.14 on (older parsers get the decomposed export instead).
+TRT_PARSER_OPS = {"Add", "Attention", "Cast", "Div", "Erf", "Exp", "Expand", "Gelu", "GreaterOrEqual", "Identity",
                   "LayerNormalization", "Log", "MatMul", "Max", "Mul", "Neg", "Pow", "RMSNormalization", "Range",
                   "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Sigmoid", "Softmax",
                   "Sqrt", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where"}
@@ -44,10 +45,12 @@ def test_options_are_checked_before_tensorrt_is_needed():
     with pytest.raises(ValueError, match="bogus"):
         TensorRTBackend().compile(g, [], "cuda", {"bogus": True})
     with pytest.raises(ValueError, match="typing"):
-        check_options({"typing": "loose"})
+        TensorRTBackend.parse_options({"typing": "loose"})
     with pytest.raises(ValueError, match="builder_optimization_level"):
-        check_options({"builder_optimization_level": 9})
-    check_options({"typing": "weak", "builder_optimization_level": 5, "tf32": True, "opset": 23})
+        TensorRTBackend.parse_options({"builder_optimization_level": 9})
+    opts = TensorRTBackend.parse_options({"typing": "weak", "builder_optimization_level": 5, "tf32": True,
+                                          "opset": 23})
+    assert (opts.typing, opts.builder_optimization_level, opts.tf32, opts.opset) == ("weak", 5, True, 23)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

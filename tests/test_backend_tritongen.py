@@ -282,3 +282,124 @@ def test_supports_never_raises_and_launches_are_event_timed(monkeypatch):
     assert TritonGenBackend().supports(g, "cpu", "float32") == "tritongen: no fusion rule for op 'frobnicate'"
     monkeypatch.setattr(fusion, "fuse", bug)
     assert TritonGenBackend().supports(g, "cpu", "float32") is None   # compile() raises it: a compile_error
+
+
+def _compile_with(graph, pick, dtype):
+    """Compile for the interpreter with TMA twins generated, each kernel's fixed config rewritten by `pick`."""
+    from bakeoff.backends.tritongen import tune
+    from bakeoff.backends.tritongen.pipeline import compile_graph
+    from bakeoff.backends.tritongen.source import CodegenTarget
+
+    orig = tune.fixed
+    tune.fixed = lambda src: pick(src, orig(src))
+    try:
+        return compile_graph(graph, "cpu", CodegenTarget(True, dtype, tma=True), False, "interpreter-test")
+    finally:
+        tune.fixed = orig
+
+
+_TMA = lambda src, cfg: {**cfg, "TMA": 1} if src.variant == "tma" else cfg  # noqa: E731
+_PTMA = lambda src, cfg: {**cfg, "TMA": 2, "NUM_SMS": 3} if src.variant == "tma" else cfg  # noqa: E731
+_ROWS = lambda src, cfg: {**cfg, "ROWS": 1, "NUM_PROGRAMS": 3} if src.variant == "persistent" else cfg  # noqa: E731
+
+
+@pytest.mark.parametrize("workload, dtype, pick, suffix", [
+    ("attention", "float16", _TMA, "_tma"), ("attention", "float32", _TMA, "_tma"),
+    ("attn_block", "float16", _TMA, "_tma"),          # head-interleaved q/k/v/o through per-head descriptors
+    ("gemm_bias_residual", "float16", _TMA, "_tma"),  # residual read and output written through descriptors
+    ("gemm_bias_gelu", "float32", _PTMA, "_ptma"), ("mlp_block", "float16", _PTMA, "_ptma"),
+    ("layernorm_gelu", "float32", _ROWS, "_rows"), ("rmsnorm", "bfloat16", _ROWS, "_rows"),
+    ("softmax", "float32", _ROWS, "_rows"), ("attn_block", "float32", _ROWS, "_rows"),
+])
+def test_gpu_kernel_twins_match_reference_under_the_interpreter(workload, dtype, pick, suffix):
+    w = builtin_workloads()[workload]
+    g = bind(w.graph, w.presets["smoke"], dtype)
+    compiled = _compile_with(g, pick, dtype)
+    launched = [s.fn.fn.__name__ if hasattr(s.fn, "fn") else str(s.fn) for s in compiled.steps]
+    assert any(name.endswith(suffix) for name in launched), launched
+    for seed in (1, 2):
+        xs = make_inputs(g, seed, "cpu")
+        assert _rel_l2_vs_fp64(g, compiled(*xs), xs) < REL_L2_TOL[dtype]
+
+
+def test_row_loop_walks_every_row_block_when_rows_do_not_divide_the_grid():
+    b = GraphBuilder("ragged_rows")
+    g = bind(b.finish([b.softmax(b.input("x", (23, 40)))]), {}, "float32")
+    compiled = _compile_with(g, lambda src, cfg: {**cfg, "BLOCK_M": 2, "ROWS": 1, "NUM_PROGRAMS": 5}, "float32")
+    xs = make_inputs(g, 4, "cpu")
+    assert torch.allclose(compiled(*xs)[0], lower_torch(g)(*xs)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's inf * 0 inside the interpreter (NaN, as torch)
+def test_exact_gelu_matches_erf_gelu_over_its_range_and_at_infinities():
+    b = GraphBuilder("gelu")
+    x = b.input("x", (4011,))
+    g = bind(b.finish([b.gelu(x)]), {}, "float32")
+    xs = torch.cat([torch.linspace(-12, 12, 4000), torch.tensor([0.0, -0.0, 1e-30, -1e-30, 30.0, -30.0, float("inf"),
+                                                               -float("inf"), float("nan"), 1e4, -1e4])])
+    got = _compile(g)(xs)[0].double()
+    want = torch.nn.functional.gelu(xs.double())
+    finite = torch.isfinite(want)
+    assert torch.equal(torch.isnan(got), torch.isnan(want)) and got[~finite & ~torch.isnan(want)].eq(
+        want[~finite & ~torch.isnan(want)]).all()
+    assert ((got - want).abs()[finite] <= 1e-7 * (1 + xs.double().abs()[finite])).all()
+
+
+def test_fp32_dot_option_names_the_precision_in_source_and_notes():
+    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen.pipeline import _notes
+
+    plan = _plan("attn_block", "float32")
+    for option, want in ((None, {"matmul": "ieee", "attention": "tf32x3"}), ("tf32x3", {"matmul": "tf32x3"}),
+                         ("tf32", {"attention": "tf32"})):
+        target = target_from_options({} if option is None else {"fp32_dot": option}, False, "float32")
+        for src in generate_all(plan, target):
+            if src.kernel.kind in want:
+                assert f'input_precision="{want[src.kernel.kind]}"' in src.text
+        note = next(n for n in _notes(plan, target, "GPU", []) if n.startswith("float32 dots"))
+        assert all(f"{kind} input_precision={p}" in note for kind, p in want.items())
+    # 16-bit inputs and the interpreter name no precision
+    assert "input_precision" not in generate_all(plan, target_from_options({}, True, "float32"))[1].text
+    with pytest.raises(ValueError, match="fp32_dot"):
+        target_from_options({"fp32_dot": "fp64"}, False, "float32")
+    with pytest.raises(ValueError, match="search"):
+        target_from_options({"search": "exhaustive"}, False, "float32")
+
+
+@pytest.mark.parametrize("workload, dtype", [("softmax", "bfloat16"), ("gemm_bias_gelu", "bfloat16"),
+                                             ("gemm_bias_gelu", "float32"), ("attention", "float16"),
+                                             ("attention", "float32"), ("ew_sigmoid_relu", "float32")])
+def test_pruned_search_is_the_head_of_the_wide_one_and_every_twin_is_searched_wide(workload, dtype):
+    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen.configs import PRUNED, candidates, kernel_fn
+    from bakeoff.backends.tritongen.fusion import fuse
+
+    w = builtin_workloads()[workload]
+    plan = fuse(bind(w.graph, w.presets["gpu"], dtype))
+    for src in generate_all(plan, target_from_options({}, False, dtype)):
+        wide, pruned = candidates(src, dtype, sms=132), candidates(src, dtype, sms=132, wide=False)
+        assert pruned == wide[:PRUNED[src.kernel.kind]] and len(pruned) <= PRUNED[src.kernel.kind] < len(wide) + 1
+        assert len({str(c) for c in wide}) == len(wide)
+        fns = {kernel_fn(type("M", (), {n: n for n in (src.fn, src.fn + "_tma", src.fn + "_ptma", src.fn + "_rows")}),
+                         src, c) for c in wide}
+        assert all(f"def {f}(" in src.text for f in fns)
+
+
+def test_offline_report_compiles_for_sm90_without_a_gpu(tmp_path):
+    """The offline tool: Triton compiles the GPU sources for sm_90 here (no device); its report names registers,
+    shared memory and SASS instruction counts per candidate."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-m", "bakeoff.backends.tritongen.offline", "ew_sigmoid_relu", "--preset",
+                          "smoke", "--dtype", "float16"], capture_output=True, text=True, env=env, timeout=600,
+                         check=False)
+    if "ptxas" in out.stderr and out.returncode:
+        pytest.skip("no ptxas for sm_90 here")
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = out.stdout.splitlines()[0]
+    assert line.startswith("k0_pointwise") and "regs=" in line and "instr/elem" in line and "FAILED" not in line

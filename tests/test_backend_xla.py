@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference, smoke_graph
+from core_site import core_site
 from bakeoff.backends import get_backend
 from bakeoff.workloads.suite import builtin_workloads
 
@@ -107,11 +108,12 @@ def test_xla_flags_take_effect_in_a_fresh_process(tmp_path):
     assert any(dump.iterdir()), "XLA wrote no dump: the flag did not reach XLA"
 
 
-def test_available_names_what_to_install_when_jax_is_missing():
-    """Without site-packages (python -S) the module still imports and says what to pip install."""
+def test_available_names_what_to_install_when_jax_is_missing(tmp_path):
+    """Without site-packages (python -S; pydantic only) the module still imports and says what to pip install."""
     code = ("from bakeoff.backends import get_backend; import bakeoff.workloads.lower_jax; "
             "b = get_backend('xla'); print(b.available()); print(b.version())")
-    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": str(REPO)},
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO,
+                          env={"PYTHONPATH": os.pathsep.join([str(REPO), str(core_site(tmp_path / "site"))])},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["jax not installed (pip install 'bakeoff[xla]')", "None"]

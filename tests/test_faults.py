@@ -61,6 +61,12 @@ def assert_fault_records(got: dict[str, dict]) -> None:
     assert "non-finite" in unwritten["reason"] or "beyond tolerance" in unwritten["reason"], unwritten["reason"]
     assert got["perturb"]["err_ratio_vs_eager"] > 2  # numbers are kept beside the verdict
     assert got["eager"]["latency_ms_median"] > 0
+    for r in got.values():  # where the time went, dead or alive: phases_s covers wall_s
+        assert abs(sum(r["phases_s"].values()) - r["wall_s"]) <= 0.05 * r["wall_s"], r["phases_s"]
+    # A worker that died or was killed: the phases it finished, then 'unfinished' up to its end.
+    for label in ("segfault", "abort", "hang"):
+        assert got[label]["phases_s"]["unfinished"] > 0 and "eager_baseline" in got[label]["phases_s"], label
+    assert got["hang"]["phases_s"]["unfinished"] > 0.5 * got["hang"]["wall_s"]
 
 
 def test_fault_injection_statuses(tmp_path):

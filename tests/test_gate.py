@@ -17,7 +17,7 @@ PROGRAM = """
 import sys, time
 from bakeoff.harness.run.gate import Gate
 prefix, role, hold_s, wait_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-gate = Gate(prefix, wait_file)
+gate = Gate(prefix, wait_file, sys.argv[5])
 if role == "busy":                    # a worker compiling: shared for its whole life
     gate.enter_shared()
     print("in", time.time(), flush=True)
@@ -34,8 +34,8 @@ print("waited", gate.waited_s, flush=True)
 """
 
 
-def start(prefix: Path, role: str, hold_s: float, wait_file: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PROGRAM, str(prefix), role, str(hold_s), str(wait_file)],
+def start(prefix: Path, role: str, hold_s: float, wait_file: Path, policy: str = "exclusive") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", PROGRAM, str(prefix), role, str(hold_s), str(wait_file), policy],
                             cwd=REPO, stdout=subprocess.PIPE, text=True)
 
 
@@ -43,6 +43,16 @@ def events(proc: subprocess.Popen, seen: str = "") -> dict[str, float]:
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
     return {line.split()[0]: float(line.split()[1]) for line in (seen + out).splitlines()}
+
+
+def raw_line(proc: subprocess.Popen) -> str:
+    """One line of `proc`'s output read byte by byte, so nothing after it is left in a buffer."""
+    data = b""
+    while not data.endswith(b"\n"):
+        byte = os.read(proc.stdout.fileno(), 1)
+        assert byte, "the process ended before writing a line"
+        data += byte
+    return data.decode()
 
 
 def wait_for_line(path: Path, timeout_s: float = 30) -> None:
@@ -80,3 +90,17 @@ def test_a_killed_timer_releases_the_gate(tmp_path):
     timer.wait()
     busy = start(prefix, "busy", 0.0, tmp_path / "busy.wait")
     assert events(busy)["waited"] < 5  # the kernel dropped the dead process's locks
+
+
+def test_timers_only_serializes_timing_phases_and_nothing_else(tmp_path):
+    prefix = tmp_path / "cpu"
+    busy = start(prefix, "busy", 3.0, tmp_path / "busy.wait", "timers_only")
+    entered = busy.stdout.readline()
+    first = start(prefix, "timer", 1.5, tmp_path / "t1.wait", "timers_only")
+    first_in = raw_line(first)  # unbuffered: its next line follows at once, and communicate() must see it
+    second = start(prefix, "timer", 0.5, tmp_path / "t2.wait", "timers_only")
+    b, t1, t2 = events(busy, entered), events(first, first_in), events(second)
+    assert t1["timing"] < b["out"]  # a busy worker holds nothing: timing does not wait for it
+    assert t1["waited"] < 1.0
+    assert t2["timing"] >= t1["timed"] or t1["timing"] >= t2["timed"]  # the two timing phases never overlap
+    assert b["waited"] == 0

@@ -1,5 +1,7 @@
 """On a GPU: the profiled pass counts kernels only (not the copies inside a call), and eager paired with a
 host-timed backend is itself host-timed."""
+import time
+
 import pytest
 import torch
 
@@ -7,7 +9,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_profile_counts_kernels_not_copies():
-    from bakeoff.harness.measure.timing import is_kernel_event, profile_kernels
+    from bakeoff.harness.measure.device_time import profile_device_time
+    from bakeoff.harness.measure.timing import TimedCall, is_kernel_event
 
     host = torch.randn(1 << 20).pin_memory()
     a = torch.randn(1 << 20, device="cuda")
@@ -16,8 +19,12 @@ def test_profile_counts_kernels_not_copies():
         upload = host.to("cuda", non_blocking=True)  # a host-to-device copy: CUPTI sees a Memcpy, not a kernel
         return a + upload  # one elementwise kernel
 
-    count, device_ms = profile_kernels(call, torch.cuda.synchronize)
-    assert count == 1 and device_ms > 0
+    figs = profile_device_time([TimedCall("t", call, torch.cuda.synchronize)], "cuda", 5, True)["t"]
+    assert figs.kernel_count == 1 and figs.kernel_sum.median_ms > 0 and figs.span.n == 5
+    assert figs.span.median_ms == pytest.approx(figs.kernel_sum.median_ms)  # one kernel: span = its duration
+    (kernel,) = figs.kernel_times  # the one kernel, by name, with its share of the call
+    assert "elementwise" in kernel["name"] and kernel["launches"] == 1.0
+    assert kernel["share"] == pytest.approx(1.0) and kernel["device_ms"] == pytest.approx(figs.kernel_sum.median_ms, rel=0.2)
 
     from torch.profiler import ProfilerActivity, profile
 
@@ -40,3 +47,19 @@ def test_eager_beside_a_host_timed_backend_is_host_timed_on_a_gpu():
     results = measure(targets, "cuda", warmup_s=0.01, budget_s=0.1, min_reps=3, max_reps=20, target_iqr=0.5,
                       flush_l2=True)
     assert {s.method for s in results.values()} == {"host-clock+sync+flush"}
+
+
+def test_device_span_counts_the_gap_between_kernels_and_the_sum_does_not():
+    from bakeoff.harness.measure.device_time import profile_device_time
+    from bakeoff.harness.measure.timing import TimedCall
+
+    a = torch.randn(1 << 22, device="cuda")
+
+    def call():
+        b = a * 2
+        time.sleep(0.002)  # the host launches the second kernel 2 ms later: the device waits
+        return b + 1
+
+    figs = profile_device_time([TimedCall("t", call, torch.cuda.synchronize)], "cuda", 5, False)["t"]
+    assert figs.kernel_count == 2
+    assert figs.span.median_ms >= 2.0 > figs.kernel_sum.median_ms

@@ -45,7 +45,7 @@ class EventTimedBackend:  # like Inductor, tritongen, TensorRT
 def _case(label: str, adapter: str, device: str = "cpu", **timing) -> SimpleNamespace:
     t = {"warmup_s": 0.0, "budget_s": 0.2, "min_reps": 5, "max_reps": 15, "target_iqr": 1e-9, "flush_l2": False,
          "cuda_graph": False, "profile": True, **timing}
-    return SimpleNamespace(label=label, backend=adapter, device=device, timing=t)
+    return SimpleNamespace(label=label, backend=adapter, device=device, timing=t, bytes_moved=1 << 20)
 
 
 @pytest.mark.parametrize("backend_cls, events", [(HostTimedBackend, False), (EventTimedBackend, True)])
@@ -71,8 +71,8 @@ def test_label_eager_for_another_adapter_keeps_both_targets_apart():
     out = case_run.latency_fields(results, targets)
     assert 2.0 <= out["latency_ms_median"] < 5.0  # the backend's own (2 ms), not eager's (6 ms)
     assert out["eager_latency_ms_median"] >= 6.0
-    assert out["speedup_vs_eager"] == pytest.approx(out["eager_latency_ms_median"] / out["latency_ms_median"])
-    assert out["speedup_vs_eager"] > 1.5
+    assert out["timer_speedup_vs_eager"] == pytest.approx(out["eager_latency_ms_median"] / out["latency_ms_median"])
+    assert out["timer_speedup_vs_eager"] > 1.5
     assert out["samples"] == targets[0].samples_ms and out["eager_samples"] == targets[1].samples_ms
     assert out["eager_timing_method"] == out["timing_method"] == "host-clock+sync"
 
@@ -81,21 +81,28 @@ def test_eager_case_reports_its_own_latency_as_eager():
     target = TimedCall(case_run.BACKEND_TARGET, lambda: None, lambda: None)
     stats = Stats(1.0, 0.9, 1.1, 0.1, 1.0, 0.9, 5, "m")
     out = case_run.latency_fields({case_run.BACKEND_TARGET: stats}, [target])
-    assert out["speedup_vs_eager"] == 1.0 and out["eager_timing_method"] == "m"
+    assert out["timer_speedup_vs_eager"] == 1.0 and out["eager_timing_method"] == "m"
 
 
 def test_profiler_failure_keeps_the_case(monkeypatch):
-    stats = Stats(1.0, 0.9, 1.1, 0.1, 1.0, 0.9, 5, "host-clock+sync")
-    monkeypatch.setattr(case_run, "measure", lambda targets, *a, **k: {t.name: stats for t in targets})
+    import bakeoff.harness.measure.figures as figures
 
-    def broken(call, sync):
+    stats = Stats(1.0, 0.9, 1.1, 0.1, 1.0, 0.9, 5, "host-clock+sync")
+    monkeypatch.setattr(figures, "measure", lambda targets, *a, **k: {t.name: stats for t in targets})
+    monkeypatch.setattr(figures, "host_latency", lambda *a, **k: stats)
+    monkeypatch.setattr(figures, "pipelined_latency", lambda *a, **k: Stats(0.8, 0.7, 0.9, 0.1, 0.8, 0.7, 5, "p"))
+
+    def broken(*a, **k):
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
-    monkeypatch.setattr(case_run, "profile_kernels", broken)
+    monkeypatch.setattr(figures, "profile_device_time", broken)
     out = case_run._measure_all(_case("iree", "iree", device="cuda"), HostTimedBackend(), _Compiled("b"), None,
                                 _Compiled("e"), None)
     assert out["latency_ms_median"] == 1.0
     assert "CUPTI_ERROR_NOT_INITIALIZED" in out["profile_error"] and "kernel_count" not in out
+    # The headline falls back to the pipelined figure, for the backend and eager alike, and says why.
+    assert out["headline_ms"] == 0.8 and out["headline_method"] == "p" and out["speedup_vs_eager"] == 1.0
+    assert "CUPTI_ERROR_NOT_INITIALIZED" in out["headline_fallback"]
 
 
 def _event(name, activity=None, device=True, annotation=False):
@@ -147,7 +154,8 @@ def test_warm_run_keeps_the_cold_stderr_tail(monkeypatch, tmp_path):
     phases = {"cold": {"status": "ok", "stderr_tail": "cold warning"},
               "warm": {"compile_warm_s": 0.5, "stderr_tail": "warm warning"}}
     monkeypatch.setattr(execute, "_worker_env", lambda *a, **k: {})
-    monkeypatch.setattr(execute, "_run_worker", lambda case, phase, *a: dict(phases[phase]))
+    monkeypatch.setattr(execute, "_run_worker",
+                        lambda case, phase, *a: execute.WorkerRun(dict(phases[phase]), {"compile": 0.1}, "fresh"))
     record = execute.execute_case(case, tmp_path)
     assert record["stderr_tail"] == "cold warning" and record["stderr_tail_warm"] == "warm warning"
     assert record["compile_warm_s"] == 0.5

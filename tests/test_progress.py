@@ -1,13 +1,15 @@
-"""The progress bar names the case that is running (not the last one that finished): executors report each
-case's start, from whatever thread runs it."""
+"""Progress: on a terminal the bar names the case that is running (not the last one that finished; executors
+report each case's start, from whatever thread runs it) and ends on `done`; off a terminal each finished case
+is one plain line."""
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console
 
 import bakeoff.harness.run.executors.local as local
-import bakeoff.harness.run.orchestrator as runner
+import bakeoff.harness.run.progress as progress
 from bakeoff.harness.run.executors.local import LocalExecutor
 from bakeoff.harness.run.orchestrator import Filters, plan_run, run_cases
 from bakeoff.harness.run.slots import Slot
@@ -42,31 +44,62 @@ class FakeExecutor:
         pass
 
 
-def test_description_names_the_running_cases(tmp_path, monkeypatch):
+class TimedExecutor(FakeExecutor):
+    """Ends each case with a measured latency and speedup."""
+
+    def run(self, cases, work_dir, on_start=None):
+        for case in cases:
+            on_start(case)
+            yield case, {"status": "ok", "latency_ms_median": 0.0123, "speedup_vs_eager": 2.5}
+
+
+def _run(tmp_path, console, executor, on_record=None):
+    cases = plan_run(CONFIG, "c.yaml", Filters()).cases
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    run_id = store.create_run(config_name="p", config_path="c.yaml", config_text=CONFIG, device="cpu",
+                              environment={}, n_cases=2)
+    run_cases(store, run_id, cases, tmp_path / "work", console, {}, executor, on_record=on_record)
+    return cases
+
+
+def test_description_names_the_running_cases_and_ends_on_done(tmp_path, monkeypatch):
     log: list[str] = []
 
-    class Recording(runner.Progress):
+    class Recording(progress.Progress):
         def update(self, task_id, **kw):
             if "description" in kw:
                 log.append(kw["description"])
             super().update(task_id, **kw)
 
-    monkeypatch.setattr(runner, "Progress", Recording)
-    cases = plan_run(CONFIG, "c.yaml", Filters()).cases
+    monkeypatch.setattr(progress, "Progress", Recording)
+    out = io.StringIO()
+    cases = _run(tmp_path, Console(file=out, force_terminal=True, width=100), FakeExecutor(),
+                 on_record=lambda r: log.append(f"recorded {r.case_id}"))
     a, b = (c.case_id for c in cases)
-    store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    run_id = store.create_run(config_name="p", config_path="c.yaml", config_text=CONFIG, device="cpu",
-                              environment={}, n_cases=2)
-    run_cases(store, run_id, cases, tmp_path / "work", Console(file=io.StringIO()), {},
-              FakeExecutor(), on_record=lambda r: log.append(f"recorded {r.case_id}"))
-    assert log == [f"running {a}", f"running {a} (+1 more)", f"recorded {a}", f"running {b}", f"recorded {b}",
-                   "waiting"]
+    assert log[:5] == [f"running {a}", f"running {a} (+1 more)", f"recorded {a}", f"running {b}", f"recorded {b}"]
+    assert set(log[5:]) == {"done"} and log[5:]
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())  # the frames, without terminal codes
+    assert [x for x in shown.splitlines() if x.strip()][-1].startswith("done") and "waiting" not in shown
+
+
+def test_off_a_terminal_each_finished_case_is_one_plain_line(tmp_path):
+    """A CI log or a file gets a line per case as it ends (a live bar would print nothing until the end)."""
+    out = io.StringIO()
+    cases = _run(tmp_path, Console(file=out, width=100), TimedExecutor())
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(cases) == 2, lines
+    for i, (line, case) in enumerate(zip(lines, cases), 1):
+        assert line.startswith(f"[{i}/2] ok ") and "softmax [" in line and case.label in line, line
+        assert "0.0123 ms" in line and "2.5×" in line and re.search(r"elapsed 0:00:0\d  ETA 0:00:0\d$", line), line
+    assert lines[-1].endswith("ETA 0:00:00")
+    assert "━" not in out.getvalue() and "\x1b[" not in out.getvalue()  # no bar, no escape codes
+    assert progress.clock(3725.4) == "1:02:05"
 
 
 def test_local_executor_reports_each_start_before_its_worker(tmp_path, monkeypatch):
     events: list[tuple[str, str]] = []
 
-    def fake_execute(case, work_dir, slot, workers):
+    def fake_execute(case, work_dir, slot, workers, **_):
         events.append(("execute", case.case_id))
         return {"status": "ok"}
 

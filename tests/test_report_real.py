@@ -2,11 +2,14 @@
 fault-injection backend: one label that behaves, one that perturbs its output, one that fails to compile)."""
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import re
 
 import pytest
 
-from browser_cdp import artifacts_dir, evaluate, open_browser
+from browser import artifacts_dir, open_browser
 from conftest import bakeoff
 from bakeoff.results.report.data import load_run
 from bakeoff.results.report.figures_perf import pareto_front, speedup_heatmap
@@ -98,6 +101,7 @@ def test_compare_a_real_run_with_itself_exits_0(real):
     proc = bakeoff("compare", run_id, "latest", "--db", db, cwd=work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 regression(s)" in proc.stdout and "no environment change" in proc.stdout
+    assert "compared with itself" in proc.stderr
 
 
 def test_dashboard_of_a_real_run(real):
@@ -113,29 +117,112 @@ def test_report_opens_in_chromium_and_sorts(real):
     if not (work / "report.html").exists():
         bakeoff("report", "-o", "report.html", "--db", db, cwd=work, check=True)
     shots = artifacts_dir()  # tests/artifacts/: kept after the session
-    browser = open_browser()
-    try:
-        res = browser.load(work / "report.html", {".js-plotly-plot": N_CHARTS,
-                                                  ".js-plotly-plot .main-svg": 2 * N_CHARTS}, shots / "report.png")
+    with open_browser() as browser:
+        res = browser.open(work / "report.html", {".js-plotly-plot": N_CHARTS, ".js-plotly-plot .main-svg": 2 * N_CHARTS})
         # Click the latency header: rows with a latency come first, ascending.
-        order = evaluate(browser, """(() => {
+        res.page.locator("#cases th", has_text="latency").click()
+        order = res.evaluate("""(() => {
             const th = [...document.querySelectorAll('#cases th')].find(h => h.textContent.startsWith('latency'));
-            const i = [...th.parentNode.children].indexOf(th); th.click();
+            const i = [...th.parentNode.children].indexOf(th);
             return [...document.querySelectorAll('#cases tbody tr')].map(r => r.cells[i].getAttribute('data-v'));
         })()""")
-        heat_cells = evaluate(browser, "document.querySelectorAll('#speedup .heatmaplayer image, "
-                                       "#speedup .heatmaplayer path').length")
-        site = browser.load(work / "site" / "workload-softmax.html", {".js-plotly-plot": 3},
-                            shots / "dashboard-real.png") if (work / "site").exists() else None
-    finally:
-        browser.close()
+        heat_cells = res.count("#speedup .heatmaplayer image, #speedup .heatmaplayer path")
+        legends = res.count(".js-plotly-plot .legend")
+        shot = res.screenshot(shots / "report.png")
+        site = None  # (errors, charts, legends) of a dashboard page
+        if (work / "site").exists():
+            page = browser.open(work / "site" / "workload-softmax.html", {".js-plotly-plot": 3})
+            page.screenshot(shots / "dashboard-real.png")
+            site = (page.errors, page.count(".js-plotly-plot"), page.count(".js-plotly-plot .legend"))
     assert res.errors == [], res.errors
-    assert res.counts[".js-plotly-plot"] == N_CHARTS and res.counts[".js-plotly-plot .main-svg"] >= 2 * N_CHARTS
     values = [float(v) for v in order if v is not None]
     # eager, same and perturb (timed although it failed the check) have latencies; broken has none: last.
     assert len(values) == 6 and values == sorted(values) and order[6:] == [None] * 2
-    assert heat_cells >= 1
+    assert heat_cells >= 1 and legends == N_CHARTS  # every chart names what it draws
     if site is not None:  # latency, cold compile, error (warm compile is off in CONFIG)
-        assert site.errors == [] and site.counts[".js-plotly-plot"] == 3
-    print(f"\nscreenshot: {res.screenshot}")
-    assert res.screenshot.stat().st_size > 50_000
+        assert site == ([], 3, 3)
+    print(f"\nscreenshot: {shot}")
+    assert shot.stat().st_size > 50_000
+
+
+# The code view over real compilers: Inductor's C++ path, tritongen under Triton's interpreter, XLA on the CPU.
+CODE_CONFIG = """
+name: report-code
+device: cpu
+preset: smoke
+dtypes: [float32]
+workloads: [layernorm_gelu]
+backends: {inductor: {}, tritongen: {}, xla: {}}
+seeds: [0, 1]
+timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 5}
+compile: {warm: false}
+timeout_s: 300
+"""
+
+
+@pytest.fixture(scope="module")
+def coded(tmp_path_factory):
+    """A real run of CODE_CONFIG and its report."""
+    work = tmp_path_factory.mktemp("report_code")
+    (work / "code.yaml").write_text(CODE_CONFIG)
+    db = f"sqlite:///{work / 'c.db'}"
+    bakeoff("run", "code.yaml", "--db", db, cwd=work, check=True)
+    bakeoff("report", "-o", "code.html", "--db", db, cwd=work, check=True)
+    return work / "code.html"
+
+
+def _index(html: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="code-index">(.*?)</script>', html, re.S)
+                      .group(1))
+
+
+def test_report_embeds_each_backends_code_compressed_with_its_kernels(coded):
+    html = coded.read_text()
+    (case,) = _index(html)["cases"]
+    by = {b["backend"]: b for b in case["backends"]}
+    names = {k: {a["name"] for a in b["artifacts"]} for k, b in by.items()}
+    assert {"output_code.py", "graph"} <= names["inductor"]
+    assert {"k0_rowreduce.py", "partition.txt"} <= names["tritongen"]
+    assert {"hlo_optimized", "stablehlo"} <= names["xla"]
+    # Compressed in the page: no generated source in clear text; each blob inflates to its file.
+    assert "async_compile" not in html and "def k0_rowreduce(" not in html and "HloModule" not in html
+    blob = {a["name"]: a["blob"] for a in by["tritongen"]["artifacts"]}["k0_rowreduce.py"]
+    data = re.search(rf'<script type="application/octet-stream" id="blob-{blob}">(.*?)</script>', html).group(1)
+    assert "def k0_rowreduce(" in gzip.decompress(base64.b64decode(data)).decode()
+    # The kernels as generated (no CUPTI on a CPU), each tied to its source.
+    (k0,) = by["tritongen"]["kernels"]
+    assert k0["name"] == "k0_rowreduce" and k0["artifact"] == "k0_rowreduce.py" and "gelu" in k0["fused"]
+    cpp = [k for k in by["inductor"]["kernels"] if k["name"].startswith("cpp_fused")]
+    assert cpp and cpp[0]["artifact"] == "output_code.py" and cpp[0]["origin"] == "Inductor → C++"
+    assert by["xla"]["kernels"] and all(k["origin"].startswith("XLA") for k in by["xla"]["kernels"])
+
+
+def test_code_view_in_chromium_opens_a_case_and_two_backends_side_by_side(coded):
+    ready = ".code-text[data-state=ready]"
+    with open_browser() as browser:
+        page = browser.open(coded, {f"#code-left {ready}": 1, f"#code-right {ready}": 1})
+        p = page.page
+        p.locator('#cases a.open-code[data-backend="tritongen"]').click()  # the case table's code link
+        p.wait_for_selector('#code-left .code-text[data-artifact="k0_rowreduce.py"][data-state=ready]')
+        source = p.inner_text("#code-left .code-text")
+        table = p.inner_text("#code-left .kernel-table")
+        p.click("#code-left .kernel-table button.open-source")  # the kernel's source line, highlighted
+        p.wait_for_selector("#code-left .code-text mark")
+        marked = p.inner_text("#code-left .code-text mark")
+        p.select_option("#code-right .code-backend", "inductor")
+        p.wait_for_selector('#code-right .code-text[data-artifact="output_code.py"][data-state=ready]')
+        right = p.inner_text("#code-right .code-text")
+        right_table = p.inner_text("#code-right .kernel-table")
+        shot = page.screenshot(artifacts_dir() / "report-code.png")
+        # A click on a heatmap cell opens that case and backend (plotly's click event, as a user's click emits).
+        p.evaluate("""document.getElementById('speedup').emit('plotly_click',
+                      {points: [{x: 'xla', y: document.getElementById('code-case').selectedOptions[0].text}]})""")
+        p.wait_for_selector('#code-left .code-text[data-artifact="hlo_optimized"][data-state=ready]')
+        hlo = p.inner_text("#code-left .code-text")
+    assert page.errors == [], page.errors
+    assert "@triton.jit" in source and "def k0_rowreduce(" in source
+    assert "k0_rowreduce" in table and "tritongen → Triton (rowreduce)" in table
+    assert marked.startswith("def k0_rowreduce(")
+    assert "cpp_fused" in right and "cpp_fused" in right_table and "Inductor → C++" in right_table
+    assert hlo.startswith("HloModule")
+    assert shot.stat().st_size > 50_000

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-import browser_cdp
+import browser
 import ci_required
 import pgserver
 from conftest import bakeoff
@@ -203,12 +203,14 @@ def test_missing_dependencies_fail_under_bakeoff_ci(monkeypatch):
     monkeypatch.setattr(pgserver, "why_no_postgres", lambda: "no PostgreSQL server binaries")
     with pytest.raises(pytest.fail.Exception, match="no PostgreSQL server binaries"):
         next(pgserver.start_server())
-    monkeypatch.setattr(browser_cdp, "chromium_path", lambda: None)
+    monkeypatch.setattr(browser, "chromium_path", lambda: None)
     with pytest.raises(pytest.fail.Exception, match="chromium is not installed"):
-        browser_cdp.open_browser()
+        with browser.open_browser():
+            pass
     monkeypatch.setenv("BAKEOFF_CI", "0")
     with pytest.raises(pytest.skip.Exception):
-        browser_cdp.open_browser()
+        with browser.open_browser():
+            pass
     monkeypatch.delenv("BAKEOFF_CI")
     with pytest.raises(pytest.skip.Exception):
         next(pgserver.start_server())
@@ -225,6 +227,6 @@ def test_ci_run_sets_bakeoff_ci_and_runs_the_readme_command():
 # 5: screenshots outlive the session
 def test_screenshots_default_to_tests_artifacts(monkeypatch, tmp_path):
     monkeypatch.delenv("BAKEOFF_TEST_ARTIFACTS", raising=False)
-    assert browser_cdp.artifacts_dir() == Path(__file__).resolve().parent / "artifacts"
+    assert browser.artifacts_dir() == Path(__file__).resolve().parent / "artifacts"
     monkeypatch.setenv("BAKEOFF_TEST_ARTIFACTS", str(tmp_path / "shots"))
-    assert browser_cdp.artifacts_dir() == tmp_path / "shots" and (tmp_path / "shots").is_dir()
+    assert browser.artifacts_dir() == tmp_path / "shots" and (tmp_path / "shots").is_dir()

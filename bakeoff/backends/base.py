@@ -6,17 +6,44 @@ The harness exchanges tensors with it as torch tensors on the device; an adapter
 
 Call order used by the harness::
 
-    compiled = backend.compile(graph, specs, options)     # timed as compile time
-    prepared = compiled.prepare(inputs)                   # not timed: upload / wrap inputs
-    raw = compiled.run(prepared); compiled.sync()         # timed
-    outputs = compiled.to_torch(raw)                      # not timed: for the numeric check
+    compiled = backend.compile(graph, specs, device, options)   # timed as compile time
+    prepared = compiled.prepare(inputs)                         # not timed: upload / wrap inputs
+    raw = compiled.run(prepared); compiled.sync()               # timed
+    outputs = compiled.to_torch(raw)                            # not timed: for the numeric check
+
+Options. A backend declares the options its YAML entry takes as a pydantic model, the class attribute
+`Options` (a subclass of `backends.options.BackendOptions`: unknown keys refused, no coercion across types,
+finite floats; every field typed, with a default and a `description`). The config loader validates each
+label's options against it, so a typo exits 2 naming the file, the line and the field before anything
+runs; `bakeoff list backends --options` prints the models. What crosses into `supports()` and `compile()` is
+the plain mapping the config gave (JSON data: it travels inside the case to the worker process, and the
+record keeps it as written); an adapter reads it typed with `self.parse_options(options)`, which accepts
+the mapping or an instance and fills in the defaults.
+
+Adapters from outside this repository. A distribution registers a backend under the entry-point group
+`bakeoff.backends`: the entry point's name is the backend's name (lowercase, stable: it is stored in every
+record) and its value `module:Class`, a subclass of `Backend` whose `name` is that same name, e.g. in the
+plugin's pyproject.toml::
+
+    [project.entry-points."bakeoff.backends"]
+    mycc = "mycc_bakeoff.adapter:MyccBackend"
+
+It then appears in `bakeoff list backends` (its origin: the distribution and version) and is named in a
+config like a built-in one. The class is imported when first asked for, in the orchestrator (to check the
+config's options, plan) and in each worker; a module must import without its compiler (import it inside
+methods, and say in `available()` what to install). A plugin that fails to import, is not a Backend
+subclass, or takes a name already taken (a built-in, or another plugin) is not used; `list backends` and
+`doctor` report why.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
+from pydantic import ValidationError
+
+from bakeoff.backends.options import BackendOptions, NoOptions, OptionsError, errors_text
 from bakeoff.workloads.ir import Graph
 
 
@@ -48,12 +75,15 @@ class CompileInfo:
     sum and the whole span (compile() + prepare + first run + sync) is kept apart as the record's
     `compile_total_s` (`stages_s["first_run"]` = prepare + first run + sync). Empty: `compile_s` is
     that whole span, as for eager, Inductor (compiles lazily inside the first call), XLA and tritongen.
+    lowering: which route each composite op of the graph took into the framework, in words, by op name (e.g.
+    {"sdpa": "native: ONNX Attention (opset 23)"}); the record's `lowering`. Empty where not told.
     """
 
     stages_s: dict[str, float] = field(default_factory=dict)
     cache_hit: bool | None = None
     notes: list[str] = field(default_factory=list)
     compiler_stages: tuple[str, ...] = ()
+    lowering: dict[str, str] = field(default_factory=dict)
 
 
 class Compiled(ABC):
@@ -98,6 +128,25 @@ class Backend(ABC):
     timed_with_events: ClassVar[bool] = False
     # Whether `run` can be captured in a CUDA graph (torch.cuda.graph) for graph-replay timing.
     graph_capturable: ClassVar[bool] = False
+    # The options a config may give this backend (see the module docstring); none by default.
+    Options: ClassVar[type[BackendOptions]] = NoOptions
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> BackendOptions:
+        """`options` as this backend's typed `Options`, defaults filled in. Raises
+        OptionsError (a ValueError) for an unknown key or a bad value; the config loader refuses those first."""
+        if isinstance(options, cls.Options):
+            return options
+        try:
+            return cls.Options.model_validate(dict(options or {}))
+        except ValidationError as exc:
+            raise OptionsError(f"{cls.name}: {errors_text(exc)}") from None
+
+    @classmethod
+    def canonical_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> dict[str, Any]:
+        """Every option with its value, defaults filled in, as JSON data: `{}` and `{mode: default}` give the
+        same dict, so two cases can be compared (or digested) by the options they really ran with."""
+        return cls.parse_options(options).model_dump(mode="json")
 
     @classmethod
     def available(cls) -> str | None:
@@ -114,9 +163,11 @@ class Backend(ABC):
         """Version string of the underlying compiler, or None if not installed."""
         return None
 
-    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
-        """None when this backend can run `graph` on `device` in `dtype` with the case's `options`, else why
-        not (becomes `skipped`). Runs at planning time, in the orchestrator: it must not raise."""
+    def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
+        """None when this backend can run `graph` on `device` in `dtype` with the case's `options` (the
+        config's mapping; read it with `parse_options`), else why not (becomes `skipped`). Runs at planning
+        time, in the orchestrator: it must not raise (if it does, the planner treats it as None and the
+        case's compile records the failure)."""
         if device not in self.devices:
             return f"{self.name} does not run on {device}"
         if dtype not in self.dtypes:
@@ -125,8 +176,10 @@ class Backend(ABC):
 
     @abstractmethod
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        """Compile `graph` (bound) for inputs `specs` on `device`. Raise on failure; the harness records it."""
+                options: Mapping[str, Any]) -> Compiled:
+        """Compile `graph` (bound) for inputs `specs` on `device` with the case's `options` (the config's
+        mapping, already validated against `Options`; read it with `parse_options`). Raise on failure; the
+        harness records it."""
 
 
 def dist_version(dist: str) -> str | None:

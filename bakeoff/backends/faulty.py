@@ -5,41 +5,63 @@ Modes: none (behaves like eager), abort (os.abort in run), segfault (a null read
 unwritten (returns torch.empty: never written), perturb (adds relative noise of `scale`), host_oom
 (allocates until the host memory cap stops it), cuda_oom (asks the GPU for more than it has), bad_info
 (runs like eager but puts an exception object, not its text, in its compile notes).
+Wrong answers a verdict must catch: nonfinite_zero (0 where the output is +-inf or NaN: a causal mask
+written as 0), zeros (every output 0), spike (the middle element set to `value`, default 5.0), wrong_after
+(correct for the first `calls` calls, default 4, then zeros: an output that goes stale with reuse),
+stale_cache (zeros from an executable "loaded" from its cache folder: what a warm process gets).
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence, get_args
+
+from pydantic import Field
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+from bakeoff.backends.options import BackendOptions
 
-MODES = ("none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape", "unwritten",
-         "perturb", "host_oom", "cuda_oom", "bad_info")
+Mode = Literal["none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape",
+               "unwritten", "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after",
+               "stale_cache", "bad_info"]
+MODES = get_args(Mode)
+CACHE_ENV = "BAKEOFF_FAULTY_CACHE_DIR"
+
+
+class FaultyOptions(BackendOptions):
+    mode: Mode = Field("none", description="the fault to inject (none behaves like eager)")
+    scale: float = Field(1e-2, ge=0, le=1e6, description="perturb: noise relative to the outputs' mean magnitude")
+    value: float = Field(5.0, description="spike: the value set in the middle element of each output")
+    calls: int = Field(4, ge=0, description="wrong_after: correct calls before the outputs turn to zeros")
 
 
 class FaultyBackend(Backend):
     name = "faulty"
     timed_with_events = True
+    cache_env = (CACHE_ENV,)
+    Options = FaultyOptions
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: dict[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
+                options: Mapping[str, Any]) -> Compiled:
         import torch
 
         from bakeoff.workloads.lower_torch import lower_torch
 
-        mode = options.get("mode", "none")
-        if mode not in MODES:
-            raise ValueError(f"faulty: unknown mode {mode!r}; modes: {', '.join(MODES)}")
+        opts = self.parse_options(options)
+        mode = opts.mode
         if mode == "compile_error":
             raise RuntimeError("faulty backend: injected compile error")
         fn = lower_torch(graph)
-        scale = float(options.get("scale", 1e-2))
+        scale = opts.scale
+        from_cache = _cached(graph)
+        calls = [0]
 
         def run(*xs):
             outs = fn(*xs)
+            calls[0] += 1
             if mode == "abort":
                 os.abort()
             if mode == "segfault":
@@ -61,6 +83,14 @@ class FaultyBackend(Backend):
                 hog = []
                 while True:
                     hog.append(bytearray(2**28))
+            if mode == "nonfinite_zero":
+                return tuple(o.nan_to_num(0.0, 0.0, 0.0) for o in outs)
+            if mode == "zeros" or (mode == "wrong_after" and calls[0] > opts.calls) or (
+                    mode == "stale_cache" and from_cache):
+                return tuple(torch.zeros_like(o) for o in outs)
+            if mode == "spike":
+                for o in outs:
+                    o.view(-1)[o.numel() // 2] = opts.value
             if mode == "cuda_oom":
                 free, total = torch.cuda.mem_get_info()
                 torch.empty(total * 2, dtype=torch.uint8, device=device)
@@ -69,4 +99,20 @@ class FaultyBackend(Backend):
         notes: list[Any] = [f"faulty mode {mode}"]
         if mode == "bad_info":
             notes.append(RuntimeError("a note that is an object, not text"))
-        return TorchCompiled(run, device, CompileInfo(notes=notes))
+        return TorchCompiled(run, device, CompileInfo(notes=notes, cache_hit=from_cache))
+
+
+def _cached(graph: Graph) -> bool | None:
+    """Whether this graph was compiled before with the same cache folder (a warm process); marks it compiled.
+    None without a cache folder."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        return None
+    marker = Path(folder) / hashlib.sha256(json.dumps(graph.to_json(), sort_keys=True).encode()).hexdigest()
+    hit = marker.exists()
+    marker.write_text("compiled\n")
+    return hit

@@ -5,7 +5,11 @@ if the installed compiler knows it, else the highest target it does know (record
 on the `cuda` driver. IREE's Python runtime has no DLPack import, so `prepare` uploads inputs to device
 buffers once (untimed) and `run` invokes the module on them.
 
-Options (YAML `backends: {iree: {...}}`): `extra_flags` (list of str, appended to the iree-compile flags).
+Options (YAML `backends: {iree: {...}}`): `IreeOptions` below (`extra_flags`: appended to iree-compile's;
+`attention`: "decomposed" only, the default). IREE's input is StableHLO from the JAX lowering, where the
+fused attention JAX offers is a cuDNN custom call that IREE cannot lower, and StableHLO has no attention op of
+its own (IREE reaches its fused attention only from torch-mlir's SDPA): attention stays matmul, mask,
+softmax, matmul, and the record's `lowering` says so.
 IREE has no compile cache: `cache_env` stays empty.
 """
 from __future__ import annotations
@@ -17,11 +21,39 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
+
+from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+from bakeoff.backends.options import BackendOptions, clip
+
+
+class IreeOptions(BackendOptions):
+    extra_flags: list[str] = Field(default_factory=list, max_length=256,
+                                   description="flags appended to iree-compile's, e.g. "
+                                               "--iree-opt-level=O3")
+
+    @field_validator("extra_flags")
+    @classmethod
+    def _flags(cls, flags: list[str]) -> list[str]:
+        # The module comes from bakeoff: a word that is not a flag would be read as a second input file.
+        for flag in flags:
+            if not flag.startswith("-"):
+                raise ValueError(f"each entry is one iree-compile flag (--name or --name=value), not {clip(flag)!r}")
+        return flags
+
+    attention: str = Field("decomposed", description="decomposed only: StableHLO has no attention op and JAX's "
+                                                     "fused attention is a cuDNN call IREE cannot lower")
+
+    @field_validator("attention")
+    @classmethod
+    def _attention(cls, value: str) -> str:
+        if value != "decomposed":
+            raise ValueError(f"attention={clip(value)!r} is not available: {_NO_NATIVE_ATTENTION}; use decomposed")
+        return value
 
 # Synchronous exports: each call waits for its device work before returning (see IreeCompiled.sync).
 _COMMON_FLAGS = ["--iree-execution-model=async-internal"]
@@ -37,6 +69,8 @@ _PROBE_MODULE = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %0 : tensor<4xf32>
 }"""
 _known_targets: dict[str, bool] = {}
+_NO_NATIVE_ATTENTION = ("IREE's input is StableHLO, which has no attention op, and JAX's fused attention is a cuDNN "
+                        "custom call that IREE cannot lower")
 
 
 def _compiler_version() -> str:
@@ -166,6 +200,7 @@ class IreeCompiled(Compiled):
 
 class IreeBackend(Backend):
     name = "iree"
+    Options = IreeOptions
 
     @classmethod
     def available(cls) -> str | None:
@@ -186,15 +221,13 @@ class IreeBackend(Backend):
             return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - {"extra_flags"}
-        if unknown:
-            raise ValueError(f"iree: unknown option(s) {sorted(unknown)}; known: ['extra_flags']")
+                options: Mapping[str, Any]) -> Compiled:
+        opts = self.parse_options(options)
         import iree.compiler as ireec
         import iree.runtime as ireert
         import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
 
-        from bakeoff.workloads.lower_jax import stablehlo_text
+        from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
         stages: dict[str, float] = {}
         notes: list[str] = []
@@ -217,17 +250,22 @@ class IreeBackend(Backend):
             driver_uri = f"cuda://{_cuda_index(device)}"  # CUDA ordinal, as torch numbers visible GPUs
         else:
             raise ValueError(f"iree: unknown device {device!r}")
-        flags += _COMMON_FLAGS + [str(f) for f in options.get("extra_flags", [])]
+        flags += _COMMON_FLAGS + list(opts.extra_flags)
 
         with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
             stats_path = Path(tmp) / "stats.json"
             # IREE's own scheduling statistics count the dispatches the program launches per call.
+            # The dispatches' sources (one executable each, with locations back into the StableHLO) are written
+            # too, for the report: a few small files, inside the timed compile as the statistics are.
             stats_flags = ["--iree-scheduling-dump-statistics-format=json",
-                           f"--iree-scheduling-dump-statistics-file={stats_path}"]
+                           f"--iree-scheduling-dump-statistics-file={stats_path}",
+                           f"--iree-hal-dump-executable-sources-to={Path(tmp) / 'sources'}"]
             t0 = time.perf_counter()
             vmfb = ireec.compile_str(source, input_type="stablehlo", extra_args=flags + stats_flags)
             stages["compile"] = time.perf_counter() - t0
             stats = json.loads(stats_path.read_text())
+            dispatches = "".join(f"// ---- {p.name}\n{p.read_text(errors='replace')}\n"
+                                 for p in sorted((Path(tmp) / "sources").glob("*.mlir")))
 
         t0 = time.perf_counter()
         hal_device = ireert.get_device(driver_uri)
@@ -246,9 +284,14 @@ class IreeBackend(Backend):
             "flags": flags,
             "target": target,
             "stablehlo": source,
+            "dispatches.mlir": dispatches or None,
         }
         notes.append(f"target={target}")
+        paths = lowering_paths(graph, "decomposed", "cpu" if device == "cpu" else "cuda")
+        if "sdpa" in paths:
+            paths["sdpa"] = f"decomposed (matmul, scale, mask, softmax, matmul): {_NO_NATIVE_ATTENTION}"
+        notes += [f"{op}: {words}" for op, words in paths.items()]
         # The headline compile time is iree-compile's; the StableHLO export, the target probe and the module
         # load are recorded apart in stages_s.
-        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("compile",))
+        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("compile",), lowering=paths)
         return IreeCompiled(fn, hal_device, device, info, artifacts)

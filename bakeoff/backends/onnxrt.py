@@ -3,11 +3,11 @@
 Inputs and outputs are bound in place through IOBinding on the torch tensors' memory (CPU or CUDA), so the
 timed `run` copies nothing. Session creation (graph optimizations, kernel selection) is the compile stage.
 
-Options (YAML `backends: {onnxruntime: {...}}`):
-- graph_optimization_level: "disable" | "basic" | "extended" | "all" (default "all");
-- intra_op_num_threads: int (default: ONNX Runtime's choice, one per physical core);
-- opset: ONNX opset to export (default `workloads.lower_onnx.DEFAULT_OPSET`);
-- artifacts_dir: a folder; when given, the exported model is written there and its path recorded.
+Options (YAML `backends: {onnxruntime: {...}}`): `OrtOptions` below (`bakeoff list backends --options`):
+graph_optimization_level, intra_op_num_threads, and the export's opset, attention and artifacts_dir.
+attention: "native" (default: the opset-23 Attention op) or "decomposed" (MatMul, Where, Softmax, MatMul).
+Where this runtime has no Attention kernel for the case (onnxruntime 1.32's CPU provider has none for
+bfloat16), the session is created from the decomposed export instead and `info.lowering` says why.
 
 On CUDA the CUDAExecutionProvider is required (onnxruntime-gpu) and CPU fallback is disabled, so that a node
 without a CUDA kernel fails the case instead of silently running on the host.
@@ -20,15 +20,49 @@ import re
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
+from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, MIN_OPSET
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
+from bakeoff.backends.options import BackendOptions
 
-_LEVELS = ("disable", "basic", "extended", "all")
-_OPTIONS = {"graph_optimization_level", "intra_op_num_threads", "opset", "artifacts_dir"}
 _INSTALL = "pip install 'bakeoff[onnx]'"
+
+
+class OnnxExportOptions(BackendOptions):
+    """Options of the ONNX export (`workloads.lower_onnx`), shared by ONNX Runtime and TensorRT."""
+
+    opset: int = Field(DEFAULT_OPSET, ge=MIN_OPSET, description=f"ONNX opset to export (at least {MIN_OPSET}, "
+                                                                 "at most the installed onnx's)")
+    artifacts_dir: str | None = Field(None, min_length=1, max_length=4096,
+                                      description="a folder: the exported model is written there, its path "
+                                                  "recorded")
+    attention: Literal["native", "decomposed"] = Field(
+        "native", description="native: the opset-23 Attention op (the decomposed export where the runtime "
+                              "cannot run it, with the reason recorded); decomposed: MatMul, Where, Softmax, MatMul")
+
+    @field_validator("opset")
+    @classmethod
+    def _opset_known(cls, opset: int) -> int:
+        try:
+            from onnx.defs import onnx_opset_version
+        except ImportError:   # without onnx the backend is unavailable: its cases are skipped anyway
+            return opset
+        if opset > onnx_opset_version():
+            raise ValueError(f"opset {opset} is newer than the installed onnx knows ({onnx_opset_version()})")
+        return opset
+
+
+class OrtOptions(OnnxExportOptions):
+    graph_optimization_level: Literal["disable", "basic", "extended", "all"] = Field(
+        "all", description="ONNX Runtime's graph optimizations")
+    intra_op_num_threads: int | None = Field(None, ge=1, le=4096,
+                                             description="threads per op; None: ONNX Runtime's choice (one per "
+                                                         "physical core)")
 
 # supports() probes: (graph digest, device, options as JSON) -> None or the reason ONNX Runtime gave.
 _PROBES: dict[tuple, str | None] = {}
@@ -61,30 +95,62 @@ def _providers(device: str) -> list:
     return ["CPUExecutionProvider"]
 
 
-def _session_options(device: str, options: dict[str, Any]) -> Any:
+def _session_options(device: str, opts: OrtOptions) -> Any:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    level = options.get("graph_optimization_level", "all")
-    if level not in _LEVELS:
-        raise ValueError(f"onnxruntime: graph_optimization_level must be one of {list(_LEVELS)}, got {level!r}")
     so.graph_optimization_level = {
         "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }[level]
-    if options.get("intra_op_num_threads") is not None:
-        so.intra_op_num_threads = int(options["intra_op_num_threads"])
+    }[opts.graph_optimization_level]
+    if opts.intra_op_num_threads is not None:
+        so.intra_op_num_threads = opts.intra_op_num_threads
     if device.startswith("cuda"):
         # Documented session config key: fail rather than place nodes on the CPU provider behind our back.
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     return so
 
 
+def open_session(graph: Graph, device: str, opts: OnnxExportOptions, so: Any) -> tuple[Any, Any, dict, dict]:
+    """Export `graph` and create its session: (model, session, seconds per stage, lowering paths).
+
+    With native attention in the export, a session that cannot be created (no Attention kernel for this
+    provider and dtype, or an ONNX Runtime that does not know the op) is retried on the decomposed export;
+    the paths then name the first error. The decomposed export's own failure propagates."""
+    import onnxruntime as ort
+
+    from bakeoff.workloads.lower_onnx import lower_onnx, lowering_paths
+
+    opset, attention = opts.opset, opts.attention
+    paths = lowering_paths(graph, opset, attention)
+    t0 = time.perf_counter()
+    model = lower_onnx(graph, opset, attention)
+    t1 = time.perf_counter()
+    stages = {"export": t1 - t0}
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device))
+    except Exception as exc:
+        if not paths.get("sdpa", "").startswith("native"):
+            raise
+        t2 = time.perf_counter()
+        stages["session_native_attention_failed"] = t2 - t1
+        provider = "CUDA" if device.startswith("cuda") else "CPU"
+        reason = str(exc).split(" : ")[-1].strip()[:300]
+        paths["sdpa"] = (f"decomposed (MatMul, Mul, Where, Softmax, MatMul): onnxruntime {ort.__version__} "
+                         f"{provider} provider could not run the Attention export: {reason}")
+        model = lower_onnx(graph, opset, "decomposed")
+        t1 = time.perf_counter()
+        stages["export"] += t1 - t2
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device))
+    stages["session"] = time.perf_counter() - t1
+    return model, session, stages, paths
+
+
 class OrtCompiled(Compiled):
     """An InferenceSession plus the names it reads and writes, in graph order."""
 
     def __init__(self, session: Any, graph: Graph, device: str, info: CompileInfo, model_bytes: bytes,
-                 artifacts: dict[str, Any], options: dict[str, Any]) -> None:
+                 artifacts: dict[str, Any], options: OrtOptions) -> None:
         from bakeoff.workloads.lower_onnx import input_names, output_names
 
         self.session, self.graph, self.device, self.info = session, graph, device, info
@@ -162,6 +228,9 @@ class OrtCompiled(Compiled):
                 opt = onnx.load(so.optimized_model_filepath)
             ops = Counter((f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
                           for n in opt.graph.node)
+            from bakeoff.workloads.onnx_text import node_list
+
+            out["optimized_nodes.txt"] = node_list(opt)
             out["optimized_op_types"] = dict(sorted(ops.items()))
             out["optimized_nodes"] = len(opt.graph.node)
             out["casts_added_by_ort"] = ops.get("Cast", 0) - out["op_types"].get("Cast", 0)
@@ -172,6 +241,7 @@ class OrtCompiled(Compiled):
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
+    Options = OrtOptions
 
     @classmethod
     def available(cls) -> str | None:
@@ -189,7 +259,7 @@ class OnnxRuntimeBackend(Backend):
     def version(cls) -> str | None:
         return dist_version("onnxruntime")
 
-    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
+    def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
         """Device and dtype checks, then a real try: create a session and report a missing kernel.
 
         ONNX Runtime's CPU provider has no bfloat16 kernels for most ops (Add, MatMul, Exp, ...): session
@@ -205,7 +275,7 @@ class OnnxRuntimeBackend(Backend):
             return "onnxruntime has no CUDA provider (pip install onnxruntime-gpu)"
         return self._probe(graph, device, dtype, dict(options or {}))
 
-    def _probe(self, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+    def _probe(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any]) -> str | None:
         """Runs at planning time (harness.plan), so it never raises: a known "cannot run this" is a reason
         string; any other failure (bad option values included) gives None, so compile() raises it again as
         this case's compile_error. The probe exports and opens the session as compile() will, with the case's
@@ -213,25 +283,21 @@ class OnnxRuntimeBackend(Backend):
         key = (graph.digest(), device, json.dumps(options, sort_keys=True, default=str))
         if key not in _PROBES:
             try:
-                _PROBES[key] = self._try_session(graph, device, dtype, options)
+                _PROBES[key] = self._try_session(graph, device, dtype, self.parse_options(options))
             except Exception:   # not a known "unsupported": left for compile() to raise and record
                 _PROBES[key] = None
         return _PROBES[key]
 
-    def _try_session(self, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+    def _try_session(self, graph: Graph, device: str, dtype: str, opts: OrtOptions) -> str | None:
         import onnxruntime as ort
         from onnxruntime.capi.onnxruntime_pybind11_state import Fail as OrtFail
         from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
-        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx
-
         try:
-            model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET))).SerializeToString()
+            open_session(graph, device, opts, _session_options(device, opts))
+            return None
         except NotImplementedError as exc:   # an op the ONNX lowering has no rule for
             return f"onnxruntime: {exc}"
-        try:
-            ort.InferenceSession(model, _session_options(device, options), providers=_providers(device))
-            return None
         except OrtNotImplemented as exc:
             # "... NOT_IMPLEMENTED : Could not find an implementation for MatMul(13) node with name '...'"
             provider = "CUDA" if device.startswith("cuda") else "CPU"
@@ -247,41 +313,34 @@ class OnnxRuntimeBackend(Backend):
                     f"graph in {dtype} (CPU fallback is disabled so that nothing runs on the host)")
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise ValueError(f"onnxruntime: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
-        import onnxruntime as ort
+                options: Mapping[str, Any]) -> Compiled:
+        opts = self.parse_options(options)
+        from bakeoff.workloads.lower_onnx import model_summary
+        from bakeoff.workloads.onnx_text import node_list
 
-        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, model_summary
-
-        so = _session_options(device, options)   # validates option values before any work
-        t0 = time.perf_counter()
-        model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET)))
+        so = _session_options(device, opts)
+        model, session, stages, paths = open_session(graph, device, opts, so)
         model_bytes = model.SerializeToString()
-        t1 = time.perf_counter()
-        session = ort.InferenceSession(model_bytes, so, providers=_providers(device))
-        t2 = time.perf_counter()
 
         artifacts = model_summary(model)
+        artifacts["nodes.txt"] = node_list(model)
         artifacts["providers"] = session.get_providers()
         artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
-        if options.get("artifacts_dir"):
-            path = os.path.join(str(options["artifacts_dir"]), f"{graph.name}-{graph.digest()}.onnx")
+        if opts.artifacts_dir:
+            path = os.path.join(opts.artifacts_dir, f"{graph.name}-{graph.digest()}.onnx")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
                 f.write(model_bytes)
             artifacts["model_path"] = path
-        level = options.get("graph_optimization_level", "all")
-        notes = [f"opset={artifacts['opset']}", f"graph_optimization_level={level}",
+        notes = [f"opset={artifacts['opset']}", f"graph_optimization_level={opts.graph_optimization_level}",
                  f"providers={','.join(session.get_providers())}"]
         if device == "cpu" and any(n.dtype == "float16" for n in graph.nodes):
             notes.append("float16 on the CPU provider: ops without a float16 kernel compute in float32 between "
                          "Casts that ONNX Runtime inserts (artifacts: casts_added_by_ort)")
-        if options.get("intra_op_num_threads") is not None:
-            notes.append(f"intra_op_num_threads={options['intra_op_num_threads']}")
+        if opts.intra_op_num_threads is not None:
+            notes.append(f"intra_op_num_threads={opts.intra_op_num_threads}")
+        notes += [f"{op}: {words}" for op, words in paths.items()]
         # Session creation (graph optimizations, kernel selection) is ONNX Runtime's compile: the headline
-        # compile time; the ONNX export is recorded apart.
-        info = CompileInfo(stages_s={"export": t1 - t0, "session": t2 - t1}, notes=notes,
-                           compiler_stages=("session",))
-        return OrtCompiled(session, graph, device, info, model_bytes, artifacts, dict(options))
+        # compile time; the ONNX export (and a native-attention session that failed) is recorded apart.
+        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("session",), lowering=paths)
+        return OrtCompiled(session, graph, device, info, model_bytes, artifacts, opts)

@@ -22,34 +22,36 @@ Precision: the exported ONNX already carries the case dtype on every tensor, so 
 typed network (TensorRT keeps those types; required by 11.x, opt-in on 10.x). `typing: weak` (10.x only) uses
 the old builder flags FP16/BF16 instead. TF32 is off unless asked, so float32 stays float32 as in eager.
 
-Options: opset, builder_optimization_level (0-5, default 3), typing ("strong"|"weak"), tf32 (bool, default
-false), workspace_mb, artifacts_dir (the ONNX model and the engine are written there).
+Options: `TrtOptions` below (`bakeoff list backends --options`): opset, builder_optimization_level, typing,
+tf32, workspace_mb, artifacts_dir (the ONNX model and the engine are written there), attention ("native",
+default: the opset-23 ONNX Attention op, which the parser imports from TensorRT 10.14 on; or "decomposed").
+Where the parser rejects the Attention export (an older TensorRT), the decomposed export is parsed instead
+and `info.lowering` says why.
 Cold and warm builds differ through the timing cache file kept in $BAKEOFF_TRT_CACHE_DIR.
 """
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+from pydantic import Field
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
+from bakeoff.backends.onnxrt import OnnxExportOptions
 
-_OPTIONS = {"opset", "builder_optimization_level", "typing", "tf32", "workspace_mb", "artifacts_dir"}
 CACHE_ENV = "BAKEOFF_TRT_CACHE_DIR"
 
 
-def check_options(options: dict[str, Any]) -> None:
-    """Raise ValueError for unknown options or bad values (before TensorRT is imported)."""
-    unknown = set(options) - _OPTIONS
-    if unknown:
-        raise ValueError(f"tensorrt: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
-    if options.get("typing", "strong") not in ("strong", "weak"):
-        raise ValueError(f"tensorrt: typing must be 'strong' or 'weak', got {options['typing']!r}")
-    level = options.get("builder_optimization_level", 3)
-    if not isinstance(level, int) or not 0 <= level <= 5:
-        raise ValueError(f"tensorrt: builder_optimization_level must be an int in 0..5, got {level!r}")
+class TrtOptions(OnnxExportOptions):
+    builder_optimization_level: int = Field(3, ge=0, le=5, description="TensorRT's builder optimization level")
+    typing: Literal["strong", "weak"] = Field("strong", description="strong: the ONNX dtypes are kept; weak "
+                                                                    "(TensorRT 10 only): FP16/BF16 builder flags")
+    tf32: bool = Field(False, description="allow TF32 for float32 matmuls (off: float32 stays float32)")
+    workspace_mb: int | None = Field(None, ge=1, le=2**24, description="builder workspace limit in MiB; None: "
+                                                                       "TensorRT's default")
 
 
 def _logger() -> Any:
@@ -214,6 +216,7 @@ class TensorRTBackend(Backend):
     devices = frozenset({"cuda"})
     cache_env = (CACHE_ENV,)
     timed_with_events = True   # execute_async_v3 is enqueued on torch's current stream
+    Options = TrtOptions
 
     @classmethod
     def available(cls) -> str | None:
@@ -232,23 +235,25 @@ class TensorRTBackend(Backend):
         return dist_version("tensorrt")
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        check_options(options)
+                options: Mapping[str, Any]) -> Compiled:
+        opts = self.parse_options(options)   # before TensorRT is imported
         import tensorrt as trt
         import torch
 
-        from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, lower_onnx, model_summary
+        from bakeoff.workloads.lower_onnx import lower_onnx, lowering_paths, model_summary
 
         major = int(trt.__version__.split(".")[0])
-        typing = options.get("typing", "strong")
+        typing = opts.typing
         if typing == "weak" and major >= 11:
             raise ValueError("tensorrt: typing='weak' needs TensorRT 10; TensorRT 11 removed BuilderFlag.FP16/BF16")
         dtypes = {n.dtype for n in graph.nodes if n.op != "const"}
         dev = torch.device(device)
         index = dev.index if dev.index is not None else torch.cuda.current_device()
 
+        opset, attention = opts.opset, opts.attention
+        paths = lowering_paths(graph, opset, attention)
         t0 = time.perf_counter()
-        model = lower_onnx(graph, int(options.get("opset", DEFAULT_OPSET)))
+        model = lower_onnx(graph, opset, attention)
         model_bytes = model.SerializeToString()
         t1 = time.perf_counter()
 
@@ -261,16 +266,27 @@ class TensorRTBackend(Backend):
             flags = 1 << int(strong) if typing == "strong" and strong is not None else 0
             network = builder.create_network(flags)
             parser = trt.OnnxParser(network, logger)
-            if not parser.parse(model_bytes):
+            ok = parser.parse(model_bytes)
+            if not ok and paths.get("sdpa", "").startswith("native"):
+                # An older parser has no Attention importer: the decomposed export, with the reason kept.
+                errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+                paths["sdpa"] = (f"decomposed (MatMul, Mul, Where, Softmax, MatMul): TensorRT {trt.__version__}'s "
+                                 f"ONNX parser rejected the Attention export: {'; '.join(errors)[:300]}")
+                model = lower_onnx(graph, opset, "decomposed")
+                model_bytes = model.SerializeToString()
+                network = builder.create_network(flags)
+                parser = trt.OnnxParser(network, logger)
+                ok = parser.parse(model_bytes)
+            if not ok:
                 errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
                 raise RuntimeError("tensorrt: ONNX parse failed: " + "; ".join(errors + logger.messages)[:2000])
             t2 = time.perf_counter()
 
             config = builder.create_builder_config()
-            config.builder_optimization_level = int(options.get("builder_optimization_level", 3))
-            if options.get("workspace_mb") is not None:
-                config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(options["workspace_mb"]) << 20)
-            if not options.get("tf32", False) and hasattr(trt.BuilderFlag, "TF32"):
+            config.builder_optimization_level = opts.builder_optimization_level
+            if opts.workspace_mb is not None:
+                config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, opts.workspace_mb << 20)
+            if not opts.tf32 and hasattr(trt.BuilderFlag, "TF32"):
                 config.clear_flag(trt.BuilderFlag.TF32)   # on by default in TensorRT
             if typing == "weak":
                 if "float16" in dtypes:
@@ -298,23 +314,27 @@ class TensorRTBackend(Backend):
         # A warm build finds every timing query in the loaded cache, so the cache it writes back is unchanged.
         loaded = len(timing.loaded)
         cache_hit = bool(loaded and accepted and cache_bytes == loaded) if timing.path else None
-        notes = [f"opset={model.opset_import[0].version}", f"typing={typing}",
+        notes = [f"{op}: {words}" for op, words in paths.items()]
+        notes += [f"opset={model.opset_import[0].version}", f"typing={typing}",
                  f"builder_optimization_level={config.builder_optimization_level}",
-                 f"tf32={bool(options.get('tf32', False))}",
+                 f"tf32={opts.tf32}",
                  (f"timing cache {timing.path}: {loaded} B loaded{'' if accepted else ' (rejected)'}, "
                   f"{cache_bytes} B written" if timing.path else f"no timing cache file (${CACHE_ENV} unset)")]
         # The builder's time (build_serialized_network) is TensorRT's compile time, the headline; export, parse,
         # cache save and deserialize are recorded apart.
         info = CompileInfo(stages_s={"export": t1 - t0, "parse": t2 - t1, "build": t3 - t2,
                                      "cache_save": t4 - t3, "deserialize": t5 - t4},
-                           cache_hit=cache_hit, notes=notes, compiler_stages=("build",))
+                           cache_hit=cache_hit, notes=notes, compiler_stages=("build",), lowering=paths)
         artifacts = model_summary(model)
         artifacts["model.onnx"] = model_bytes   # the harness writes bytes artifacts to its artifacts folder
+        from bakeoff.workloads.onnx_text import node_list
+
+        artifacts["nodes.txt"] = node_list(model)
         artifacts.update({"engine_bytes": int(plan.nbytes), "num_layers": int(engine.num_layers),
                           "timing_cache_loaded_bytes": loaded, "timing_cache_bytes": cache_bytes,
                           "timing_cache_hit": cache_hit})
-        if options.get("artifacts_dir"):
-            folder = str(options["artifacts_dir"])
+        if opts.artifacts_dir:
+            folder = opts.artifacts_dir
             os.makedirs(folder, exist_ok=True)
             stem = os.path.join(folder, f"{graph.name}-{graph.digest()}")
             with open(stem + ".onnx", "wb") as f:

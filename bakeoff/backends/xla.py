@@ -3,7 +3,11 @@
 Compile is `jax.jit(f).trace(specs).lower().compile()`, each stage timed apart. Inputs cross from torch to
 JAX by DLPack on the device (zero-copy) in `prepare`, and outputs come back the same way in `to_torch`.
 
-Options (YAML `backends: {xla: {...}}`): `xla_flags` (str), put in XLA_FLAGS before JAX is imported.
+Options (YAML `backends: {xla: {...}}`): `XlaOptions` below; `xla_flags` is put in XLA_FLAGS before JAX is
+imported; `attention`: "native" (default: jax.nn.dot_product_attention, cuDNN's fused attention on a GPU in
+16-bit floats, see workloads.lower_jax) or "decomposed" (matmul, mask, softmax, matmul). A cuDNN build that
+fails falls back to JAX's XLA attention, with the reason in the compile notes; the route taken is
+`info.lowering`.
 Cache: set JAX_COMPILATION_CACHE_DIR to use JAX's persistent compilation cache there (every entry kept).
 GPU memory: XLA_PYTHON_CLIENT_PREALLOCATE defaults to false here, since torch allocates on the same GPU.
 """
@@ -15,11 +19,36 @@ import os
 import re
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+from bakeoff.backends.options import BackendOptions, clip
+
+_FLAG = re.compile(r"--[A-Za-z0-9_]+(=\S*)?")
+
+
+class XlaOptions(BackendOptions):
+    xla_flags: str | None = Field(None, max_length=4000,
+                                  description="XLA_FLAGS for the case's worker, e.g. --xla_gpu_autotune_level=4 "
+                                              "(set before jax is imported)")
+
+    @field_validator("xla_flags")
+    @classmethod
+    def _flags(cls, flags: str | None) -> str | None:
+        # XLA aborts the whole process on a malformed XLA_FLAGS; its flag names are known only once it starts.
+        for token in (flags or "").split():
+            if not _FLAG.fullmatch(token):
+                raise ValueError(f"each XLA flag is --name or --name=value, not {clip(token)!r}")
+        return flags
+
+    attention: Literal["native", "decomposed"] = Field(
+        "native", description="native: jax.nn.dot_product_attention (cuDNN's fused attention on a GPU in 16-bit "
+                              "floats); decomposed: matmul, mask, softmax, matmul")
+
 
 _CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 _cache_hits = 0  # persistent-cache hits in this process, counted from JAX's monitoring events
@@ -105,6 +134,22 @@ def fusion_count(hlo: str) -> int:
     return sum(len(lines) for name, lines in computations.items() if name not in called)
 
 
+_CUDNN_FMHA = "__cudnn$fmha"
+
+
+def _build(jax: Any, fn: Any, arg_specs: list) -> tuple[dict[str, float], Any, Any]:
+    """jit, trace, lower and compile `fn` for `arg_specs`: (seconds per stage, lowered, executable)."""
+    jitted = jax.jit(fn)
+    t0 = time.perf_counter()
+    traced = jitted.trace(*arg_specs)
+    t1 = time.perf_counter()
+    lowered = traced.lower()
+    t2 = time.perf_counter()
+    executable = lowered.compile()
+    t3 = time.perf_counter()
+    return {"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2}, lowered, executable
+
+
 class XlaCompiled(Compiled):
     """An XLA executable for one device; inputs and outputs are jax arrays."""
 
@@ -143,6 +188,7 @@ class XlaCompiled(Compiled):
 class XlaBackend(Backend):
     name = "xla"
     cache_env = (_CACHE_ENV,)
+    Options = XlaOptions
 
     @classmethod
     def available(cls) -> str | None:
@@ -159,12 +205,11 @@ class XlaBackend(Backend):
             return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - {"xla_flags"}
-        if unknown:
-            raise ValueError(f"xla: unknown option(s) {sorted(unknown)}; known: ['xla_flags']")
-        _apply_xla_flags(options.get("xla_flags"))
-        from bakeoff.workloads.lower_jax import input_specs, lower_jax, share_gpu_with_torch
+                options: Mapping[str, Any]) -> Compiled:
+        opts = self.parse_options(options)
+        attention = opts.attention
+        _apply_xla_flags(opts.xla_flags)
+        from bakeoff.workloads.lower_jax import input_specs, lower_jax, lowering_paths, sdpa_routes, share_gpu_with_torch
 
         share_gpu_with_torch()
         import jax
@@ -179,20 +224,29 @@ class XlaBackend(Backend):
 
         # Argument specs carry the target device, so XLA compiles for it (CPU or one GPU).
         arg_specs = input_specs(graph, SingleDeviceSharding(_jax_device(device)))
-        jitted = jax.jit(lower_jax(graph))
-        t0 = time.perf_counter()
-        traced = jitted.trace(*arg_specs)
-        t1 = time.perf_counter()
-        lowered = traced.lower()
-        t2 = time.perf_counter()
-        executable = lowered.compile()
-        t3 = time.perf_counter()
+        platform = "cuda" if device.startswith("cuda") else "cpu"
+        notes: list[str] = []
+        paths = lowering_paths(graph, attention, platform)
+        cudnn = "cudnn" in sdpa_routes(graph, attention, platform).values()
+        try:
+            stages, lowered, executable = _build(jax, lower_jax(graph, attention, platform), arg_specs)
+        except Exception as exc:
+            if not cudnn:
+                raise
+            # cuDNN's fused attention can be missing or refuse a shape at build time: JAX's own attention then.
+            notes.append(f"cuDNN fused attention failed, built with JAX's XLA attention: {type(exc).__name__}: "
+                         f"{exc}"[:600])
+            cudnn, paths = False, lowering_paths(graph, attention, platform, cudnn=False)
+            stages, lowered, executable = _build(jax, lower_jax(graph, attention, platform, cudnn=False), arg_specs)
 
         flags = os.environ.get("XLA_FLAGS", "")
-        info = CompileInfo(stages_s={"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2},
-                           cache_hit=(_cache_hits > hits_before) if cache_dir else None,
-                           notes=[f"XLA_FLAGS={flags!r}"] if flags else [])
+        notes += [f"XLA_FLAGS={flags!r}"] if flags else []
         hlo = executable.as_text() or ""
+        if cudnn and _CUDNN_FMHA not in hlo:
+            paths["sdpa"] += f" (requested, but the compiled HLO has no {_CUDNN_FMHA} call)"
+        notes += [f"{op}: {words}" for op, words in paths.items()]
+        info = CompileInfo(stages_s=stages, cache_hit=(_cache_hits > hits_before) if cache_dir else None,
+                           notes=notes, lowering=paths)
         artifacts = {"stablehlo": lowered.as_text(), "hlo_optimized": hlo,
                      "fusion_count": fusion_count(hlo) if hlo else None, "flags": flags.split()}
         return XlaCompiled(executable, info, artifacts)

@@ -38,8 +38,8 @@ def export_columns(rows: Iterable[dict[str, Any]]) -> list[str]:
 
 
 def export_records(records: Iterable[StoredRecord | Mapping[str, Any]], fmt: str, output: Path | None) -> str | None:
-    """Write `records` to `output` in `fmt` (json, csv, parquet); returns the text instead when no output
-    file is given (json and csv; parquet needs a file)."""
+    """Write `records` to `output` in `fmt` (json, csv, parquet); returns the JSON or CSV text when no output
+    file is given (parquet needs one: ValueError)."""
     rows = [flatten(r) for r in records]
     columns = export_columns(rows)
     if fmt == "json":
@@ -57,6 +57,6 @@ def export_records(records: Iterable[StoredRecord | Mapping[str, Any]], fmt: str
         frame.to_csv(output, index=False)
         return None
     if output is None:
-        raise ValueError("parquet export needs an output file")
+        raise ValueError("parquet is binary: it needs an output file")
     frame.to_parquet(output, index=False)
     return None

@@ -30,7 +30,8 @@ class ExprError(ValueError):
 
     def __init__(self, message: str, token: str = "", col: int | None = None) -> None:
         self.token, self.col = token, col
-        super().__init__(f"{message}" + (f" (at {token!r})" if token else ""))
+        shown = token if len(token) <= 60 else token[:59] + "…"   # the offending text may be 4000 characters
+        super().__init__(f"{message}" + (f" (at {shown!r})" if token else ""))
 
 
 def _number(value: Any, text: str, node: ast.AST) -> float:

@@ -3,6 +3,14 @@
 The mirror of `lower_torch`: one JAX (jax.numpy / jax.lax) expression per op, composites written out with
 the numerics PyTorch's native kernels use (statistics of 16-bit inputs computed in float32, softmax shifted
 by its row max). JAX is imported inside the functions only, so this module imports without JAX installed.
+
+Attention (`sdpa`) has two routes, chosen by `attention`: "native" calls `jax.nn.dot_product_attention`, what
+a JAX user would write: on a GPU in float16/bfloat16 with a head dim that is a multiple of 8 and at most 128,
+`implementation="cudnn"` (cuDNN's fused flash attention, a `__cudnn$fmha` custom call in the HLO), else
+JAX's own XLA implementation; "decomposed" writes it out as matmul, scale, causal mask, softmax, matmul (what
+IREE gets: a cuDNN custom call cannot lower in IREE, and StableHLO has no fused attention op). Layer norm,
+RMS norm and softmax have no native JAX op and are written out either way. `lowering_paths` says in words
+which route each composite of a graph takes.
 """
 from __future__ import annotations
 
@@ -114,6 +122,90 @@ def _sdpa(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
     return _matmul(_softmax(s), v)
 
 
+ATTENTION_ROUTES = ("native", "decomposed")
+_CUDNN_MAX_HEAD_DIM = 128
+
+
+def sdpa_route(n: Node, graph: Graph, attention: str, platform: str | None, cudnn: bool = True) -> tuple[str, str]:
+    """(route, words) of sdpa node `n`: route "cudnn" or "xla" (jax.nn.dot_product_attention with that
+    implementation; "xla" is implementation=None) or "decomposed"; the words say why."""
+    if attention not in ATTENTION_ROUTES:
+        raise ValueError(f"attention must be one of {list(ATTENTION_ROUTES)}, got {attention!r}")
+    if attention == "decomposed":
+        return "decomposed", "decomposed (matmul, scale, mask, softmax, matmul): option attention=decomposed"
+    q, k, v = (graph.node(i) for i in n.inputs)
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]) or v.shape[-1] != q.shape[-1]:
+        return "decomposed", ("decomposed: jax.nn.dot_product_attention needs q, k, v with the same leading dims "
+                              "and head dim")
+    head = int(q.shape[-1])
+    call = "native: jax.nn.dot_product_attention"
+    if platform not in ("cuda", "gpu"):
+        if n.dtype == "float16":  # checked with jax 0.10.2 on the CPU: "not supported by dot_general on CPU"
+            return "decomposed", ("decomposed: jax.nn.dot_product_attention asks for F16_F16_F32 matmuls, which "
+                                  "XLA's CPU backend rejects")
+        return "xla", f"{call}(implementation=None), JAX's XLA path (cuDNN runs on a GPU only)"
+    if n.dtype not in _HALF:
+        return "xla", f"{call}(implementation=None), JAX's XLA path: cuDNN fused attention takes float16/bfloat16"
+    if head % 8 or head > _CUDNN_MAX_HEAD_DIM:
+        return "xla", (f"{call}(implementation=None), JAX's XLA path: cuDNN fused attention needs a head dim that "
+                       f"is a multiple of 8 and at most {_CUDNN_MAX_HEAD_DIM}, got {head}")
+    if not cudnn:
+        return "xla", f"{call}(implementation=None), JAX's XLA path: the cuDNN build failed (compile notes)"
+    return "cudnn", f"{call}(implementation='cudnn'), cuDNN fused attention"
+
+
+def _sdpa_native(q: Any, k: Any, v: Any, scale: float, causal: bool, route: str) -> Any:
+    """jax.nn.dot_product_attention on (..., L, E) inputs: leading dims become (batch, heads) in JAX's BTNH
+    layout and back. float32 asks for full-precision matmuls (JAX's default would allow TF32 on a GPU)."""
+    import math
+
+    import jax
+    import jax.numpy as jnp
+
+    lead = q.shape[:-2]
+    b, heads = (1, 1) if not lead else ((lead[0], 1) if len(lead) == 1 else (math.prod(lead[:-1]), lead[-1]))
+
+    def btnh(x: Any) -> Any:
+        return jnp.swapaxes(x.reshape(b, heads, x.shape[-2], x.shape[-1]), 1, 2)
+
+    impl = "cudnn" if route == "cudnn" else None
+    precision = "highest" if q.dtype == jnp.float32 else None
+    with jax.default_matmul_precision(precision):
+        out = jax.nn.dot_product_attention(btnh(q), btnh(k), btnh(v), scale=scale, is_causal=causal,
+                                           implementation=impl)
+    return jnp.swapaxes(out, 1, 2).reshape(*lead, q.shape[-2], v.shape[-1])
+
+
+def sdpa_routes(graph: Graph, attention: str, platform: str | None, cudnn: bool = True) -> dict[int, str]:
+    """The route of every sdpa node of `graph` by node id ("cudnn", "xla" or "decomposed")."""
+    return {n.id: sdpa_route(n, graph, attention, platform, cudnn)[0] for n in graph.nodes if n.op == "sdpa"}
+
+
+_WRITTEN_OUT = {
+    "layer_norm": "jnp: float32 statistics for 16-bit inputs (JAX has no layer-norm op)",
+    "rms_norm": "jnp: float32 statistics for 16-bit inputs (JAX has no RMS-norm op)",
+    "softmax": "jnp: max-shifted exp, float32 inside for 16-bit inputs (jax.nn.softmax would sum in 16 bits)",
+}
+
+
+def lowering_paths(graph: Graph, attention: str = "decomposed", platform: str | None = None,
+                   cudnn: bool = True) -> dict[str, str]:
+    """Which route each composite op of `graph` takes in `lower_jax` with these arguments, in words; {} when
+    the graph has none. Several sdpa nodes on different routes are joined with '; '."""
+    out: dict[str, list[str]] = {}
+    for n in graph.nodes:
+        if n.op == "sdpa":
+            words = sdpa_route(n, graph, attention, platform, cudnn)[1]
+        elif n.op in _WRITTEN_OUT:
+            words = _WRITTEN_OUT[n.op]
+        else:
+            continue
+        out.setdefault(n.op, [])
+        if words not in out[n.op]:
+            out[n.op].append(words)
+    return {op: "; ".join(ws) for op, ws in out.items()}
+
+
 def _pow(x: Any, exponent: float) -> Any:
     """x ** exponent; integer exponents as repeated multiplication, exact for negative x as in PyTorch."""
     import jax
@@ -124,7 +216,7 @@ def _pow(x: Any, exponent: float) -> Any:
     return jnp.power(x, jnp.asarray(exponent, x.dtype))
 
 
-def _eval(n: Node, a: list, graph: Graph) -> Any:
+def _eval(n: Node, a: list, graph: Graph, routes: dict[int, str]) -> Any:
     import jax
     import jax.numpy as jnp
 
@@ -169,24 +261,32 @@ def _eval(n: Node, a: list, graph: Graph) -> Any:
         return _softmax(a[0])
     if op == "sdpa":
         q = graph.node(n.inputs[0])
-        return _sdpa(a[0], a[1], a[2], sdpa_scale(n, q.shape[-1]), bool(n.attr("causal")))
+        scale, causal = sdpa_scale(n, q.shape[-1]), bool(n.attr("causal"))
+        if routes[n.id] == "decomposed":
+            return _sdpa(a[0], a[1], a[2], scale, causal)
+        return _sdpa_native(a[0], a[1], a[2], scale, causal, routes[n.id])
     raise NotImplementedError(f"no JAX lowering for op {op!r}")
 
 
-def lower_jax(graph: Graph) -> Callable[..., tuple]:
+def lower_jax(graph: Graph, attention: str = "decomposed", platform: str | None = None,
+              cudnn: bool = True) -> Callable[..., tuple]:
     """A pure function of the graph's inputs (jax arrays, in graph order) returning its outputs as a tuple.
 
+    `attention` ("native" or "decomposed") and `platform` ("cpu", "cuda") pick each sdpa's route
+    (`sdpa_route`); `cudnn=False` keeps native attention off cuDNN (after a failed cuDNN build).
     Constants stay Python floats: JAX treats them as weakly typed, so they take the tensor's dtype.
     """
     if not graph.is_bound():
         raise ValueError("lower_jax needs a bound graph (workloads.ir.bind)")
     input_ids = [n.id for n in graph.inputs]
     nodes = [n for n in graph.nodes if n.op != "input"]
+    routes = sdpa_routes(graph, attention, platform, cudnn)
 
     def run(*arrays: Any) -> tuple:
         env: dict[int, Any] = dict(zip(input_ids, arrays))
         for n in nodes:
-            env[n.id] = n.attr("value") if n.op == "const" else _eval(n, [env[i] for i in n.inputs], graph)
+            env[n.id] = (n.attr("value") if n.op == "const"
+                         else _eval(n, [env[i] for i in n.inputs], graph, routes))
         return tuple(env[i] for i in graph.outputs)
 
     run.__name__ = f"bakeoff_{graph.name}"

@@ -2,8 +2,11 @@
 
 Mirrors `lower_torch`: layer_norm -> LayerNormalization, gelu -> Gelu (opset >= 20), rms_norm ->
 RMSNormalization (opset >= 23, else decomposed with float32 statistics like the native op's stash_type),
-softmax -> Softmax(axis=-1); sdpa is decomposed (MatMul, Mul by `sdpa_scale`, causal Where, Softmax, MatMul)
-so that every runtime that reads ONNX can run it. Scalar constants become initializers in the dtype of the
+softmax -> Softmax(axis=-1); sdpa -> Attention (opset >= 23, softmax in float32 for 16-bit inputs as
+PyTorch's kernels compute it) with `attention="native"`, or decomposed (MatMul, Mul by `sdpa_scale`, causal
+Where, Softmax, MatMul) with `attention="decomposed"`, which every runtime that reads ONNX can run; the
+runtimes fall back to it, with the reason recorded, where they lack an Attention kernel. `lowering_paths`
+says in words which form each composite takes. Scalar constants become initializers in the dtype of the
 op that reads them (PyTorch folds a Python float into the tensor's dtype the same way).
 
 The default opset is 23, the first with RMSNormalization (onnx >= 1.18). Checked by trying: onnxruntime 1.23.0,
@@ -17,6 +20,7 @@ op does from opset 18 on: that is the lowest opset this lowering writes.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +34,8 @@ DEFAULT_OPSET = 23
 MIN_OPSET = 18          # ReduceMax/ReduceMean take axes as an input from 18 on
 GELU_OPSET = 20         # Gelu(approximate=none|tanh)
 RMS_NORM_OPSET = 23     # RMSNormalization
+ATTENTION_OPSET = 23    # Attention
+ATTENTION_FORMS = ("native", "decomposed")
 
 _SIMPLE_UNARY = {"neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "tanh": "Tanh", "erf": "Erf",
                  "sigmoid": "Sigmoid", "relu": "Relu"}
@@ -62,8 +68,8 @@ class _Emitter:
     name, which is an identifier.
     """
 
-    def __init__(self, graph: Graph, opset: int) -> None:
-        self.graph, self.opset = graph, opset
+    def __init__(self, graph: Graph, opset: int, attention: str = "decomposed") -> None:
+        self.graph, self.opset, self.attention = graph, opset, attention
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.names: dict[int, str] = {}
@@ -178,8 +184,41 @@ def _rms_norm(e: _Emitter, n: Node, x: str, w: str | None, out: str) -> str:
     return e.node("Mul", [y, w], out) if w else e.node("Identity", [y], out)
 
 
+def sdpa_form(graph: Graph, n: Node, opset: int, attention: str) -> tuple[str, str]:
+    """("native" | "decomposed", words) for sdpa node `n` at `opset` with option `attention`."""
+    if attention not in ATTENTION_FORMS:
+        raise ValueError(f"attention must be one of {list(ATTENTION_FORMS)}, got {attention!r}")
+    if attention == "decomposed":
+        return "decomposed", "decomposed (MatMul, Mul, Where, Softmax, MatMul): option attention=decomposed"
+    if opset < ATTENTION_OPSET:
+        return "decomposed", f"decomposed: opset {opset} has no Attention (opset {ATTENTION_OPSET} and later)"
+    q, k, v = (graph.node(i) for i in n.inputs)
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        return "decomposed", "decomposed: ONNX Attention needs q, k and v with the same leading dims"
+    softmax = ", softmax in float32" if n.dtype in ("float16", "bfloat16") else ""
+    return "native", f"native: ONNX Attention (opset {ATTENTION_OPSET}{softmax})"
+
+
+def _sdpa_native(e: _Emitter, n: Node, q: str, k: str, v: str, out: str) -> str:
+    """Attention on 4-D (batch, heads, seq, head dim) inputs; other ranks are reshaped to that and back."""
+    q_shape, k_shape, v_shape = (tuple(int(d) for d in e.graph.node(i).shape) for i in n.inputs)
+    attrs = {"is_causal": int(bool(n.attr("causal"))), "scale": sdpa_scale(n, q_shape[-1])}
+    if n.dtype in ("float16", "bfloat16"):
+        attrs["softmax_precision"] = onnx_elem_type("float32")
+    lead = q_shape[:-2]
+    if len(lead) == 2:
+        return e.node("Attention", [q, k, v], out, **attrs)
+    b, heads = (1, 1) if not lead else ((lead[0], 1) if len(lead) == 1 else (math.prod(lead[:-1]), lead[-1]))
+    q4, k4, v4 = (e.node("Reshape", [x, e.ints([b, heads, shape[-2], shape[-1]])])
+                  for x, shape in ((q, q_shape), (k, k_shape), (v, v_shape)))
+    y = e.node("Attention", [q4, k4, v4], **attrs)
+    return e.node("Reshape", [y, e.ints(list(lead) + [q_shape[-2], v_shape[-1]])], out)
+
+
 def _sdpa(e: _Emitter, n: Node, q: str, k: str, v: str, out: str) -> str:
     """softmax(q @ k^T * scale [causal]) @ v, as lower_torch's F.scaled_dot_product_attention computes it."""
+    if sdpa_form(e.graph, n, e.opset, e.attention)[0] == "native":
+        return _sdpa_native(e, n, q, k, v, out)
     q_shape, k_shape = e.graph.node(n.inputs[0]).shape, e.graph.node(n.inputs[1]).shape
     rank = len(k_shape)
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
@@ -238,8 +277,33 @@ def _lower_node(e: _Emitter, n: Node, out: str) -> str:
     raise NotImplementedError(f"no ONNX lowering for op {op!r}")
 
 
-def lower_onnx(graph: Graph, opset: int = DEFAULT_OPSET) -> "onnx.ModelProto":
+def lowering_paths(graph: Graph, opset: int = DEFAULT_OPSET, attention: str = "native") -> dict[str, str]:
+    """Which ONNX form each composite op of `graph` (and gelu) takes in `lower_onnx`, in words; several sdpa
+    nodes on different forms are joined with '; '."""
+    out: dict[str, list[str]] = {}
+    for n in graph.nodes:
+        if n.op == "sdpa":
+            words = sdpa_form(graph, n, opset, attention)[1]
+        elif n.op == "layer_norm":
+            words = "native: LayerNormalization (float32 statistics)"
+        elif n.op == "rms_norm":
+            words = ("native: RMSNormalization (float32 statistics)" if opset >= RMS_NORM_OPSET else
+                     f"decomposed: opset {opset} has no RMSNormalization (float32 statistics kept)")
+        elif n.op == "softmax":
+            words = "native: Softmax"
+        elif n.op == "gelu":
+            words = "native: Gelu" if opset >= GELU_OPSET else f"decomposed: opset {opset} has no Gelu"
+        else:
+            continue
+        out.setdefault(n.op, [])
+        if words not in out[n.op]:
+            out[n.op].append(words)
+    return {op: "; ".join(ws) for op, ws in out.items()}
+
+
+def lower_onnx(graph: Graph, opset: int = DEFAULT_OPSET, attention: str = "native") -> "onnx.ModelProto":
     """An ONNX model computing `graph` (bound). Inputs keep the graph's names; outputs are `output_names`.
+    `attention` ("native" or "decomposed") picks sdpa's form (`sdpa_form`).
 
     The model is validated with `onnx.checker.check_model(full_check=True)` (structure, opset schemas and strict
     shape inference) before it is returned, so every consumer (ONNX Runtime, TensorRT) gets a checked model; a
@@ -252,7 +316,9 @@ def lower_onnx(graph: Graph, opset: int = DEFAULT_OPSET) -> "onnx.ModelProto":
         raise ValueError("lower_onnx needs a bound graph (workloads.ir.bind)")
     if opset < MIN_OPSET:
         raise ValueError(f"lower_onnx writes opset {MIN_OPSET} or later, got {opset}")
-    e = _Emitter(graph, opset)
+    if attention not in ATTENTION_FORMS:
+        raise ValueError(f"attention must be one of {list(ATTENTION_FORMS)}, got {attention!r}")
+    e = _Emitter(graph, opset, attention)
     ins = []
     for n in graph.inputs:
         e.names[n.id] = n.attr("name")

@@ -1,26 +1,19 @@
 """The built-in workload suite, with shape presets `smoke`, `cpu` and `gpu`.
 
 `smoke` runs in seconds on two CPU cores (odd sizes on purpose, to exercise ragged edges); `gpu` fills an H200.
-Weights are drawn with std 1/sqrt(fan_in) so activations stay near unit scale in every dtype.
+Weights are drawn with std 1/sqrt(fan_in) so activations stay near unit scale in every dtype. The numerics
+suite, whose inputs open numerical traps on purpose, is in traps.py; `every_workload()` is both.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.ir import Graph
+from bakeoff.workloads.traps import numerics_workloads
+from bakeoff.workloads.workload import Workload
 
-
-@dataclass(frozen=True)
-class Workload:
-    """A named graph with symbolic dims and the presets that bind them."""
-
-    name: str
-    category: str
-    description: str
-    graph: Graph
-    presets: Mapping[str, Mapping[str, int]]
+__all__ = ["Workload", "builtin_workloads", "numerics_workloads", "every_workload"]
 
 
 def _w(_fan_in: str) -> tuple:
@@ -114,8 +107,8 @@ def _mlp_block() -> Graph:
     return b.finish([b.add(b.add(b.matmul(h, w2), b2), x)])
 
 
-_ROWS = {"smoke": {"M": 37, "N": 300}, "cpu": {"M": 2048, "N": 1024}, "gpu": {"M": 16384, "N": 4096}}
-_EW = {"smoke": {"M": 61, "N": 257}, "cpu": {"M": 2048, "N": 2048}, "gpu": {"M": 8192, "N": 8192}}
+_ROWS = {"smoke": {"M": 37, "N": 300}, "cpu": {"M": 1024, "N": 1024}, "gpu": {"M": 16384, "N": 4096}}
+_EW = {"smoke": {"M": 61, "N": 257}, "cpu": {"M": 1024, "N": 1024}, "gpu": {"M": 8192, "N": 8192}}
 _GEMM = {"smoke": {"M": 48, "K": 80, "N": 72}, "cpu": {"M": 512, "K": 512, "N": 512},
          "gpu": {"M": 8192, "K": 8192, "N": 8192}}
 _ATTN = {"smoke": {"B": 1, "H": 2, "S": 40, "Dh": 16}, "cpu": {"B": 2, "H": 8, "S": 512, "Dh": 64},
@@ -143,5 +136,10 @@ _SUITE: list[tuple[str, str, str, Callable[[], Graph], Mapping]] = [
 
 
 def builtin_workloads() -> dict[str, Workload]:
-    """Every built-in workload by name, in suite order."""
+    """The default (performance) suite's workloads by name, in suite order."""
     return {name: Workload(name, cat, desc, build(), presets) for name, cat, desc, build, presets in _SUITE}
+
+
+def every_workload() -> dict[str, Workload]:
+    """Every built-in workload a config may name: the default suite, then the numerics suite (traps.py)."""
+    return {**builtin_workloads(), **numerics_workloads()}

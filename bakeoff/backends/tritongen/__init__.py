@@ -2,21 +2,42 @@
 
 Triton is imported lazily: this package imports without it. On the CPU kernels run in Triton's interpreter,
 which needs TRITON_INTERPRET=1 in the environment before compile (read at compile time, not import time).
-Options: autotune (bool, default true; GPU only), max_row_block (int, elements: longest row kept in one tile),
-matmul_tma (bool, default true: on the GPU also try matmul tiles loaded through TMA descriptors).
+Options: `TritonGenOptions` below (`bakeoff list backends --options`). fp32_dot says how float32 matmul and
+attention products run on the GPU: tf32x3 splits each operand into two TF32 parts on the tensor cores and
+keeps float32 accuracy, ieee is SIMT float32, tf32 is faster and less accurate; auto = tf32x3 for attention,
+ieee for matmul, the faster float32-accurate choice of each on the H200 (the record's notes name what each
+kernel kind used). search: "pruned" (the few configs per kernel kind that won on the H200) or "wide" (the
+whole space, slower to compile); winners are cached either way.
 """
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+from pydantic import Field
 
 from bakeoff.backends.base import Backend, Compiled, TensorSpec, dist_version
+from bakeoff.backends.options import BackendOptions
 from bakeoff.workloads.ir import Graph
 
 _NO_TRITON = "triton not installed (pip install 'bakeoff[triton]')"
 _NO_INTERP = ("on the CPU tritongen needs TRITON_INTERPRET=1 (Triton's interpreter) set before triton is "
               "imported; the harness sets it in its workers")
-_OPTIONS = {"autotune", "max_row_block", "matmul_tma"}
+
+
+class TritonGenOptions(BackendOptions):
+    autotune: bool = Field(True, description="search kernel configs by timing them (GPU only; the interpreter "
+                                             "takes the first)")
+    max_row_block: int = Field(16384, ge=1, le=2**24,
+                               description="elements: the longest row a reduction keeps in one tile; longer "
+                                           "rows loop over tiles")
+    matmul_tma: bool = Field(True, description="GPU: also try matmul and attention tiles loaded through TMA "
+                                               "descriptors")
+    fp32_dot: Literal["auto", "tf32x3", "ieee", "tf32"] = Field(
+        "auto", description="float32 matmul/attention products on the GPU: tf32x3 (float32-accurate), ieee "
+                            "(SIMT), tf32 (faster, less accurate), auto (tf32x3 attention, ieee matmul)")
+    search: Literal["pruned", "wide"] = Field("pruned", description="config search: the few winners per kernel "
+                                                                    "kind (pruned) or the whole space (wide)")
 
 
 def _interpreting() -> bool:
@@ -28,6 +49,7 @@ class TritonGenBackend(Backend):
     cache_env = ("BAKEOFF_TRITONGEN_CACHE_DIR", "TRITON_CACHE_DIR")
     timed_with_events = True   # Triton launches on torch's current CUDA stream
     graph_capturable = True
+    Options = TritonGenOptions
 
     @classmethod
     def version(cls) -> str | None:
@@ -46,7 +68,7 @@ class TritonGenBackend(Backend):
         # Triton kernels run on the CPU only through its interpreter, which is chosen when triton is imported.
         return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
 
-    def supports(self, graph: Graph, device: str, dtype: str, options: dict[str, Any] | None = None) -> str | None:
+    def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
         reason = super().supports(graph, device, dtype, options)
         if reason:
             return reason
@@ -65,24 +87,30 @@ class TritonGenBackend(Backend):
         return None
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise ValueError(f"tritongen: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+                options: Mapping[str, Any]) -> Compiled:
+        opts = self.parse_options(options)
         interpret = _interpreting()
         if device == "cpu" and not interpret:
             raise RuntimeError(_NO_INTERP)
-        from bakeoff.backends.tritongen.source import CodegenTarget
         from bakeoff.backends.tritongen.pipeline import compile_graph
 
         dtype = next((n.dtype for n in graph.inputs), "float32")
-        target = CodegenTarget(interpret, dtype, int(options.get("max_row_block", 16384)),
-                        bool(options.get("matmul_tma", True)))
+        target = target_from_options(opts, interpret, dtype)
         if interpret:
             device_name = "triton-interpreter"
         else:
             import torch
 
             device_name = torch.cuda.get_device_name(torch.device(device))
-        search = bool(options.get("autotune", True)) and not interpret
+        search = opts.autotune and not interpret
         return compile_graph(graph, device, target, search, device_name)
+
+
+def target_from_options(options: Mapping[str, Any] | TritonGenOptions, interpret: bool, dtype: str):
+    """The CodegenTarget that `options` ask for (values checked: a bad one is a ValueError naming it)."""
+    from bakeoff.backends.tritongen.source import CodegenTarget
+
+    opts = TritonGenBackend.parse_options(options)
+    # TMA twins only for the GPU: the interpreter's search is one fixed config, which never picks them
+    return CodegenTarget(interpret, dtype, opts.max_row_block, opts.matmul_tma and not interpret, opts.fp32_dot,
+                         opts.search)

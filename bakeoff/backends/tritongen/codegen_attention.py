@@ -4,6 +4,8 @@ One program = BLOCK_M query rows of one (batch, head). Key blocks wholly visible
 diagonal (causal) and ragged blocks run masked; causal programs start with the longest rows (a shorter tail).
 Scores use exp2 with the softmax scale folded into log2(e) and into one FMA per score.
 q, k, v and the output are read and written through their strides, so head split/merge layouts are free.
+On the GPU, when the layouts allow, a twin `<name>_tma` reads q/k/v and writes the output through per-head 2-D
+TMA descriptors (the config's TMA=1 picks it); float32 products use the target's `fp32_dot` precision.
 """
 from __future__ import annotations
 
@@ -23,6 +25,21 @@ def _pow2(x: int) -> int:
     return max(16, 1 << max(x - 1, 0).bit_length())
 
 
+def _tma_ok(plan: Plan, views: list, d: int, dv: int, bd: int, bdv: int) -> bool:
+    """TMA descriptors need power-of-two head dims of >= 16 bytes, unit inner strides, 16-byte-aligned row
+    strides, head offsets and view offsets."""
+    from bakeoff.workloads.ir import ITEMSIZE
+
+    if bd != d or bdv != dv:
+        return False
+    for v in views:
+        size = ITEMSIZE[plan.buffer(v.buffer).dtype]
+        if v.strides[-1] != 1 or v.shape[-1] * size < 16 or any((s * size) % 16 for s in v.strides[:-1]) \
+                or (v.offset * size) % 16:
+            return False
+    return True
+
+
 def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     g = plan.graph
     node = g.node(kernel.anchor)
@@ -37,72 +54,113 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     k = broadcast_view(loads[kn.id], batch + (sk, d))
     v = broadcast_view(loads[vn.id], batch + (sk, dv))
     o = dict(kernel.stores)[node.id]
-    causal = bool(node.attr("causal"))
-    scale = sdpa_scale(node, d) * _LOG2E
     bd, bdv = _pow2(d), _pow2(dv)
-    dmask = "" if bd == d else f" & (offs_d[None, :] < {d})"
-    dvmask = "" if bdv == dv else f" & (offs_dv[None, :] < {dv})"
-    base = {t.buffer + name: f"{t.buffer} + {linear_offset('off_b', batch, t.strides[:-2])} + {t.offset}"
-            for name, t in (("q", q), ("k", k), ("v", v), ("o", o))}
-    op_q, op_k, op_v = (target.dot_operand(x) for x in ("q", "tl.trans(kt)", "vt"))
-    p_cast = target.dot_operand("p.to(vt.dtype)")
+    tma = target.tma and _tma_ok(plan, [q, k, v, o], d, dv, bd, bdv)
+    a = _Attn(kernel, target, q, k, v, o, batch, sq, sk, d, dv, bd, bdv, sdpa_scale(node, d) * _LOG2E,
+              bool(node.attr("causal")))
+    lines = a.function("")
+    if tma:
+        lines += ["", ""] + a.function("_tma")
+    text = header(f"attention kernel {kernel.name}", target) + "\n".join(lines) + "\n"
+    return KernelSource(kernel, kernel.name, text, kernel.buffers(), {"sq": sq, "sk": sk, "heads": math.prod(batch),
+                                                                      "d": d}, "tma" if tma else "")
 
-    def block(masked: bool) -> list[str]:
+
+class _Attn:
+    """One attention kernel's facts, and its jit functions: pointer loads ('') or TMA descriptor loads ('_tma')."""
+
+    def __init__(self, kernel, target, q, k, v, o, batch, sq, sk, d, dv, bd, bdv, scale, causal):
+        self.kernel, self.target = kernel, target
+        self.q, self.k, self.v, self.o = q, k, v, o
+        self.batch, self.sq, self.sk, self.d, self.dv, self.bd, self.bdv = batch, sq, sk, d, dv, bd, bdv
+        self.scale, self.causal = scale, causal
+        self.dmask = "" if bd == d else f" & (offs_d[None, :] < {d})"
+        self.dvmask = "" if bdv == dv else f" & (offs_dv[None, :] < {dv})"
+
+    def base(self, t) -> str:
+        return f"{t.buffer} + {linear_offset('off_b', self.batch, t.strides[:-2])} + {t.offset}"
+
+    def block(self, masked: bool, tma: bool) -> list[str]:
+        """One key block: scores, online-softmax update, P @ V; `masked` for the diagonal / ragged blocks."""
+        k, v, sk, t = self.k, self.v, self.sk, self.target
         ind = "        "
-        kmask = f"(offs_n[:, None] < {sk}){dmask}" if masked else (dmask[3:] if dmask else "")
-        vmask = f"(offs_n[:, None] < {sk}){dvmask}" if masked else (dvmask[3:] if dvmask else "")
-        km = f", mask={kmask}, other=0.0" if kmask else ""
-        vm = f", mask={vmask}, other=0.0" if vmask else ""
-        out = [f"{ind}offs_n = start_n + offs_n0",
-               f"{ind}kt = tl.load(k_base + offs_n[:, None] * {k.strides[-2]} + offs_d[None, :] * {k.strides[-1]}{km})",
-               f"{ind}qk = tl.dot({op_q}, {op_k}{target.dot_kwargs})"]
+        out = [f"{ind}offs_n = start_n + offs_n0"]
+        if tma:
+            out.append(f"{ind}kt = k_desc.load([start_n, 0])")
+        else:
+            kmask = f"(offs_n[:, None] < {sk}){self.dmask}" if masked else (self.dmask[3:] if self.dmask else "")
+            km = f", mask={kmask}, other=0.0" if kmask else ""
+            out.append(f"{ind}kt = tl.load(k_base + offs_n[:, None] * {k.strides[-2]} + offs_d[None, :] * "
+                       f"{k.strides[-1]}{km})")
+        kw = t.dot_kwargs("attention")
+        out.append(f"{ind}qk = tl.dot({t.dot_operand('q')}, {t.dot_operand('tl.trans(kt)')}{kw})")
         if masked:
-            valid = f"(offs_n[None, :] < {sk})" + (" & (offs_n[None, :] <= offs_m[:, None])" if causal else "")
+            valid = f"(offs_n[None, :] < {sk})" + (" & (offs_n[None, :] <= offs_m[:, None])" if self.causal else "")
             out.append(f'{ind}qk = tl.where({valid}, qk, -float("inf"))')
-        out += [f"{ind}m_new = tl.maximum(m_i, tl.max(qk, 1) * {scale!r})  # running max, in log2 units",
-                f"{ind}p = _exp2(qk * {scale!r} - m_new[:, None])  # scale folded into one FMA",
+        out += [f"{ind}m_new = tl.maximum(m_i, tl.max(qk, 1) * {self.scale!r})  # running max, in log2 units",
+                f"{ind}p = _exp2(qk * {self.scale!r} - m_new[:, None])  # scale folded into one FMA",
                 f"{ind}alpha = _exp2(m_i - m_new)",
                 f"{ind}l_i = l_i * alpha + tl.sum(p, 1)",
-                f"{ind}acc = acc * alpha[:, None]",
-                f"{ind}vt = tl.load(v_base + offs_n[:, None] * {v.strides[-2]} + offs_dv[None, :] * {v.strides[-1]}{vm})",
-                f"{ind}acc = tl.dot({p_cast}, {op_v}, acc{target.dot_kwargs})",
+                f"{ind}acc = acc * alpha[:, None]"]
+        if tma:
+            out.append(f"{ind}vt = v_desc.load([start_n, 0])")
+        else:
+            vmask = f"(offs_n[:, None] < {sk}){self.dvmask}" if masked else (self.dvmask[3:] if self.dvmask else "")
+            vm = f", mask={vmask}, other=0.0" if vmask else ""
+            out.append(f"{ind}vt = tl.load(v_base + offs_n[:, None] * {v.strides[-2]} + offs_dv[None, :] * "
+                       f"{v.strides[-1]}{vm})")
+        out += [f"{ind}acc = tl.dot({t.dot_operand('p.to(vt.dtype)')}, {t.dot_operand('vt')}, acc{kw})",
                 f"{ind}m_i = m_new"]
         return out
 
-    n_full = (f"(tl.minimum(start_m * BLOCK_M, {sk}) // BLOCK_N) * BLOCK_N" if causal
-              else f"({sk} // BLOCK_N) * BLOCK_N")
-    n_end = f"tl.minimum((start_m + 1) * BLOCK_M, {sk})" if causal else str(sk)
-    params = kernel.buffers()
-    lines = [
-        "@triton.jit",
-        f"def {kernel.name}({', '.join(params)}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
-        f'    """Flash attention{" (causal)" if causal else ""}: {math.prod(batch)} heads, {sq} queries x {sk} keys, '
-        f'head dim {d}; one program = BLOCK_M queries of one head."""',
-        "    start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # longest (causal) query blocks first" if causal
-        else "    start_m = tl.program_id(0)",
-        "    off_b = tl.program_id(1)",
-        f"    q_base = {base[q.buffer + 'q']}",
-        f"    k_base = {base[k.buffer + 'k']}",
-        f"    v_base = {base[v.buffer + 'v']}",
-        f"    o_base = {base[o.buffer + 'o']}",
-        "    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "    offs_n0 = tl.arange(0, BLOCK_N)",
-        f"    offs_d = tl.arange(0, {bd})",
-        f"    offs_dv = tl.arange(0, {bdv})",
-        f"    q = tl.load(q_base + offs_m[:, None] * {q.strides[-2]} + offs_d[None, :] * {q.strides[-1]}, "
-        f"mask=(offs_m[:, None] < {sq}){dmask}, other=0.0)",
-        "    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float(\"inf\")",
-        "    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)",
-        f"    acc = tl.zeros([BLOCK_M, {bdv}], dtype=tl.float32)",
-        f"    n_full = {n_full}",
-        "    for start_n in range(0, n_full, BLOCK_N):  # wholly visible key blocks: no masks",
-        *block(False),
-        f"    for start_n in range(n_full, {n_end}, BLOCK_N):  # diagonal / ragged key blocks",
-        *block(True),
-        "    acc = acc / l_i[:, None]",
-        f"    tl.store(o_base + offs_m[:, None] * {o.strides[-2]} + offs_dv[None, :] * {o.strides[-1]}, "
-        f"acc.to({o.buffer}.dtype.element_ty), mask=(offs_m[:, None] < {sq}){dvmask})",
-    ]
-    text = header(f"attention kernel {kernel.name}", target) + "\n".join(lines) + "\n"
-    return KernelSource(kernel, kernel.name, text, params, {"sq": sq, "sk": sk, "heads": math.prod(batch),
-                                                            "d": d})
+    def function(self, mode: str) -> list[str]:
+        q, k, v, o, sq, sk, d, dv = self.q, self.k, self.v, self.o, self.sq, self.sk, self.d, self.dv
+        tma = mode == "_tma"
+        causal = self.causal
+        n_full = (f"(tl.minimum(start_m * BLOCK_M, {sk}) // BLOCK_N) * BLOCK_N" if causal
+                  else f"({sk} // BLOCK_N) * BLOCK_N")
+        n_end = f"tl.minimum((start_m + 1) * BLOCK_M, {sk})" if causal else str(sk)
+        params = self.kernel.buffers()
+        how = "TMA descriptor loads" if tma else "pointer loads"
+        lines = [
+            "@triton.jit",
+            f"def {self.kernel.name}{mode}({', '.join(params)}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
+            f'    """Flash attention{" (causal)" if causal else ""}, {how}: {math.prod(self.batch)} heads, {sq} '
+            f'queries x {sk} keys, head dim {d}; one program = BLOCK_M queries of one head."""',
+            "    start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # longest (causal) query blocks first" if causal
+            else "    start_m = tl.program_id(0)",
+            "    off_b = tl.program_id(1)",
+            "    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+            "    offs_n0 = tl.arange(0, BLOCK_N)",
+            f"    offs_dv = tl.arange(0, {self.bdv})",
+        ]
+        if tma:  # one 2-D descriptor per operand over this head's (rows, head dim); edges read as zeros
+            for name, t, rows, cols, blk in (("q", q, sq, d, "BLOCK_M"), ("k", k, sk, d, "BLOCK_N"),
+                                             ("v", v, sk, dv, "BLOCK_N"), ("o", o, sq, dv, "BLOCK_M")):
+                lines.append(f"    {name}_desc = tl.make_tensor_descriptor({self.base(t)}, shape=[{rows}, {cols}], "
+                             f"strides=[{t.strides[-2]}, 1], block_shape=[{blk}, {cols}])")
+            lines.append("    q = q_desc.load([start_m * BLOCK_M, 0])")
+        else:
+            lines += [f"    q_base = {self.base(q)}", f"    k_base = {self.base(k)}", f"    v_base = {self.base(v)}",
+                      f"    o_base = {self.base(o)}", f"    offs_d = tl.arange(0, {self.bd})",
+                      f"    q = tl.load(q_base + offs_m[:, None] * {q.strides[-2]} + offs_d[None, :] * "
+                      f"{q.strides[-1]}, "
+                      f"mask=(offs_m[:, None] < {sq}){self.dmask}, other=0.0)"]
+        lines += [
+            "    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float(\"inf\")",
+            "    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)",
+            f"    acc = tl.zeros([BLOCK_M, {self.bdv}], dtype=tl.float32)",
+            f"    n_full = {n_full}",
+            "    for start_n in range(0, n_full, BLOCK_N):  # wholly visible key blocks: no masks",
+            *self.block(False, tma),
+            f"    for start_n in range(n_full, {n_end}, BLOCK_N):  # diagonal / ragged key blocks",
+            *self.block(True, tma),
+            "    acc = acc * _rcp(l_i)[:, None]",
+        ]
+        if tma:
+            lines.append(f"    o_desc.store([start_m * BLOCK_M, 0], acc.to({o.buffer}.dtype.element_ty))")
+        else:
+            lines.append(f"    tl.store(o_base + offs_m[:, None] * {o.strides[-2]} + offs_dv[None, :] * "
+                         f"{o.strides[-1]}, "
+                         f"acc.to({o.buffer}.dtype.element_ty), mask=(offs_m[:, None] < {sq}){self.dvmask})")
+        return lines

@@ -52,7 +52,8 @@ def _tma_ok(plan: Plan, o: dict) -> bool:
 def _mainloop(o: dict, target: CodegenTarget, i64: str, tma: bool) -> list[str]:
     """The K loop: pointer loads (wrapped M/N edges, masked ragged K) or TMA descriptor loads (zero-filled edges)."""
     a, b, m, n, k = o["a"], o["b"], o["m"], o["n"], o["k"]
-    dot = f"        acc = tl.dot({target.dot_operand('a')}, {target.dot_operand('b')}, acc{target.dot_kwargs})"
+    kw = target.dot_kwargs("matmul")
+    dot = f"        acc = tl.dot({target.dot_operand('a')}, {target.dot_operand('b')}, acc{kw})"
     if tma:
         return [
             "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
@@ -81,8 +82,43 @@ def _mainloop(o: dict, target: CodegenTarget, i64: str, tma: bool) -> list[str]:
     ]
 
 
-def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str) -> list[str]:
-    """Bias, activation, residual... on the fp32 tile, then the masked stores."""
+def _tile_rows_stride(plan: Plan, view, rows_shape: tuple[int, ...], o: dict) -> int | None:
+    """Row stride of a full-tile epilogue operand a 2-D TMA descriptor can read or write (rows folded into one
+    strided run of M rows, unit column stride, 16-byte-aligned rows and offset); None when it cannot."""
+    from bakeoff.workloads.ir import ITEMSIZE
+
+    if o["nb"] != 1:
+        return None
+    v = broadcast_view(view, rows_shape)
+    runs = merge_dims(v.shape[:-1], v.strides[:-1])
+    size = ITEMSIZE[plan.buffer(v.buffer).dtype]
+    if len(runs) != 1 or runs[0][0] != o["m"] or runs[0][1] == 0 or v.strides[-1] != 1 or v.shape[-1] != o["n"]:
+        return None
+    sr = runs[0][1]
+    return sr if (sr * size) % 16 == 0 and (v.offset * size) % 16 == 0 and o["n"] * size >= 16 else None
+
+
+def _epilogue_descs(plan: Plan, kernel: Kernel, o: dict) -> dict[tuple[str, int], str]:
+    """('load'|'store', node id) -> the descriptor line, for the epilogue tiles TMA can move."""
+    g = plan.graph
+    mm = g.node(kernel.anchor)
+    rows_shape = tuple(int(d) for d in mm.shape)
+    out = {}
+    for what, items in (("load", kernel.loads), ("store", kernel.stores)):
+        for nid, view in items:
+            if what == "load" and nid in mm.inputs:
+                continue
+            sr = _tile_rows_stride(plan, view, rows_shape, o)
+            if sr is not None:
+                v = broadcast_view(view, rows_shape) if what == "load" else view
+                out[(what, nid)] = (f"    {what[0]}{nid}_desc = tl.make_tensor_descriptor({v.buffer} + {v.offset}, "
+                                    f"shape=[{o['m']}, {o['n']}], strides=[{sr}, 1], block_shape=[BLOCK_M, BLOCK_N])")
+    return out
+
+
+def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str, descs: dict | None = None) -> list[str]:
+    """Bias, activation, residual... on the fp32 tile, then the stores; `descs`: tiles moved by TMA."""
+    descs = descs or {}
     g = plan.graph
     mm = g.node(kernel.anchor)
     m, n = o["m"], o["n"]
@@ -98,6 +134,9 @@ def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str) -> list[str]:
     for nid, view in kernel.loads:
         if nid in mm.inputs and not any(nid in g.node(e).inputs for e in kernel.nodes if e != mm.id):
             continue
+        if ("load", nid) in descs:
+            lines.append(f"    v{nid} = l{nid}_desc.load([pid_m * BLOCK_M, pid_n * BLOCK_N]).to(tl.float32)")
+            continue
         v = broadcast_view(view, rows_shape)
         off = row_col_offset("r", "c", v.shape, v.strides, v.offset)
         row_dep = any(s != 0 and d != 1 for d, s in zip(v.shape[:-1], v.strides[:-1]))
@@ -112,12 +151,17 @@ def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str) -> list[str]:
         args = [pointwise_arg(g, i) for i in node.inputs]
         lines.append(f"    v{nid} = {pointwise_expr(node, args, f'(r % {rows_shape[-2]})', 'c')}")
     for nid, view in kernel.stores:
+        if ("store", nid) in descs:
+            lines.append(f"    s{nid}_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], "
+                         f"v{nid}.to({view.buffer}.dtype.element_ty))")
+            continue
         off = row_col_offset("r", "c", view.shape, view.strides, view.offset)
         lines.append(f"    tl.store({view.buffer} + {off}, v{nid}.to({view.buffer}.dtype.element_ty), mask=mask)")
     return lines
 
 
-_MODES = {"": "pointer loads", "_tma": "TMA loads", "_ptma": "TMA loads, persistent over NUM_SMS programs"}
+_MODES = {"": "pointer loads", "_tma": "TMA loads (and TMA epilogue tiles where layouts allow)",
+          "_ptma": "TMA loads, persistent over NUM_SMS programs"}
 
 
 def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: str) -> list[str]:
@@ -144,6 +188,12 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
             f"    b_desc = tl.make_tensor_descriptor({b.buffer} + {o['b_off']}, shape=[{k}, {n}], "
             f"strides=[{b.strides[-2]}, 1], block_shape=[BLOCK_K, BLOCK_N])",
         ]
+        # epilogue tiles through TMA only where the K loop's shared memory is free again (not persistent:
+        # there the next tile's loads overlap the epilogue, and 128 x 256 residual + output tiles overflow it)
+        descs = _epilogue_descs(plan, kernel, o) if mode == "_tma" else {}
+        lines += list(descs.values())
+    else:
+        descs = {}
     body = [
         "    group_id = pid // num_pid_in_group",
         "    first_pid_m = group_id * GROUP_M",
@@ -153,7 +203,7 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
         "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         *_mainloop(o, target, i64, bool(mode)),
-        *_epilogue(plan, kernel, o, i64),
+        *_epilogue(plan, kernel, o, i64, descs),
     ]
     if persistent:  # flatten: the next tile's loads can start while this tile's epilogue runs
         lines += ["    pid_b = 0",
@@ -166,7 +216,7 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
 
 def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     o = _operands(plan, kernel)
-    tma = target.tma and not target.interpret and _tma_ok(plan, o)
+    tma = target.tma and _tma_ok(plan, o)
     lines = _function(plan, kernel, target, o, "")
     if tma:
         for mode in ("_tma", "_ptma"):

@@ -1,7 +1,9 @@
 """Template: last-axis row reductions with their pointwise prologue and epilogue, BLOCK_M rows a program.
 
 Persistent form (the row fits one tile): load each row once, keep it in registers, reduce and finish in one
-pass. Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone
+pass. Its twin `<name>_rows` (the config's ROWS=1) runs a fixed grid of NUM_PROGRAMS programs that each walk
+row blocks: per-column operands (LayerNorm's weight and bias) are loaded and converted once per program, and the
+next row block's loads are issued before this one is reduced, so loads stay in flight while rows are finished. Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone
 from the inputs (re-reads hit L2), then a last loop that computes and stores the full-width outputs; softmax's
 max and sum(exp(y - max)) share one online loop (running max, rescaled running sum).
 Reductions accumulate in float32 whatever the input dtype.
@@ -39,16 +41,24 @@ class _Row:
         shape = self.g.node(nid).shape
         return self.n != 1 and (not shape or int(shape[-1]) == 1)
 
-    def load_line(self, nid: int, view: View, indent: str) -> str:
+    def deps(self, nid: int, view: View) -> tuple[bool, bool]:
+        """(row-dependent, column-dependent) of a load."""
+        stat = self.is_stat(nid)
+        v = broadcast_view(view, self.lead + (1,) if stat else self.k.domain)
+        row_dep = any(s != 0 and d != 1 for d, s in zip(v.shape[:-1], v.strides[:-1]))
+        return row_dep, not stat and v.strides[-1] != 0 and v.shape[-1] != 1
+
+    def load_line(self, nid: int, view: View, indent: str, row: str = "r", var: str = "v",
+                  convert: bool = True) -> str:
         stat = self.is_stat(nid)
         target = self.lead + (1,) if stat else self.k.domain
         v = broadcast_view(view, target)
-        off = row_col_offset("r", None if stat else "c", v.shape, v.strides, v.offset)
-        row_dep = any(s != 0 and d != 1 for d, s in zip(v.shape[:-1], v.strides[:-1]))
-        col_dep = not stat and v.strides[-1] != 0 and v.shape[-1] != 1
-        mask = {(True, True): "mask", (True, False): "rmask", (False, True): "cmask"}.get((row_dep, col_dep))
+        off = row_col_offset(row, None if stat else "c", v.shape, v.strides, v.offset)
+        rmask = "rmask" if row == "r" else f"({row} < {self.rows})"
+        masks = {(True, True): f"{rmask} & cmask", (True, False): rmask, (False, True): "cmask"}
+        mask = masks.get(self.deps(nid, view))
         m = f", mask={mask}, other=0.0" if mask else ""
-        return f"{indent}v{nid} = tl.load({v.buffer} + {off}{m}).to(tl.float32)"
+        return f"{indent}{var}{nid} = tl.load({v.buffer} + {off}{m})" + (".to(tl.float32)" if convert else "")
 
     def node_line(self, nid: int, indent: str) -> str:
         n = self.g.node(nid)
@@ -104,6 +114,36 @@ def _persistent(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
     lines += [row.load_line(nid, v, "    ") for nid, v in kernel.loads]
     lines += [row.node_line(nid, "    ") for nid in kernel.nodes]
     lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores]
+    return lines
+
+
+def _row_loop(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
+    """The persistent form over a fixed grid: each program walks row blocks pid, pid + NUM_PROGRAMS, ...;
+    column-only loads are hoisted out of the loop, row loads are prefetched one block ahead (raw dtype)."""
+    if row.n == 1 << max(row.n - 1, 0).bit_length():
+        row.col_mask = None
+    i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
+    ind = "        "
+    hoisted = [(nid, v) for nid, v in kernel.loads if not row.deps(nid, v)[0]]
+    streamed = [(nid, v) for nid, v in kernel.loads if row.deps(nid, v)[0]]
+    lines = [
+        f"    pid = tl.program_id(0){i64}",
+        "    rows0 = tl.arange(0, BLOCK_M)[:, None]",
+        "    c = tl.arange(0, BLOCK_N)[None, :]",
+        f"    cmask = c < {row.n}",
+        *[row.load_line(nid, v, "    ") for nid, v in hoisted],
+        "    rn = pid * BLOCK_M + rows0",
+        *[row.load_line(nid, v, "    ", row="rn", var="p", convert=False) for nid, v in streamed],
+        f"    for blk in range(pid, tl.cdiv({row.rows}, BLOCK_M), NUM_PROGRAMS):",
+        f"{ind}r = blk * BLOCK_M + rows0",
+        f"{ind}rmask = r < {row.rows}",
+        f"{ind}mask = rmask & cmask",
+        *[f"{ind}v{nid} = p{nid}.to(tl.float32)" for nid, _ in streamed],
+        f"{ind}rn = r + NUM_PROGRAMS * BLOCK_M  # the next block's loads, in flight while this one is finished",
+        *[row.load_line(nid, v, ind, row="rn", var="p", convert=False) for nid, v in streamed],
+        *[row.node_line(nid, ind) for nid in kernel.nodes],
+        *[row.store_line(nid, v, ind) for nid, v in kernel.stores],
+    ]
     return lines
 
 
@@ -190,9 +230,17 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     looped = block_n > target.max_row_block
     body = _looped(row, plan, kernel) if looped else _persistent(row, plan, kernel)
     form = "looped" if looped else "persistent"
+    args = ", ".join(kernel.buffers())
     head = ["@triton.jit",
-            f"def {kernel.name}({', '.join(kernel.buffers())}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
+            f"def {kernel.name}({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
             f'    """Row reduction ({form}): {row.rows} rows of {row.n}; one program = BLOCK_M rows."""']
-    text = header(f"row-reduction kernel {kernel.name}", target) + "\n".join(head + body) + "\n"
+    lines = head + body
+    if not looped:
+        lines += ["", "", "@triton.jit",
+                  f"def {kernel.name}_rows({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, "
+                  "NUM_PROGRAMS: tl.constexpr):",
+                  f'    """Row reduction (persistent, row loop): {row.rows} rows of {row.n}; NUM_PROGRAMS programs '
+                  f'walk blocks of BLOCK_M rows."""'] + _row_loop(_Row(plan, kernel), plan, kernel)
+    text = header(f"row-reduction kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     sizes = {"rows": row.rows, "cols": row.n, "block_n": block_n}
     return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, form)

@@ -12,7 +12,6 @@ from bakeoff.workloads.ir import Node
 
 TL_DTYPES = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float64": "tl.float64"}
 
-_SQRT_HALF = 0.7071067811865476
 _GELU_TANH_K = 0.7978845608028654  # sqrt(2/pi)
 
 
@@ -47,7 +46,7 @@ def _gelu(a: str, approximate: str) -> str:
     if approximate == "tanh":
         inner = f"{_GELU_TANH_K!r} * ({a} + 0.044715 * {a} * {a} * {a})"
         return f"(0.5 * {a} * (1.0 + {tanh(inner)}))"
-    return f"({a} * (0.5 + 0.5 * _erf({a} * {_SQRT_HALF!r})))"
+    return f"_gelu_erf({a})"
 
 
 def _cast(a: str, dtype: str) -> str:

@@ -36,8 +36,8 @@ def compile_graph(graph: Graph, device: str, target: CodegenTarget, search: bool
     plan = t("fuse", fuse, graph)                                                     # 1. kernels, views
     sources = t("codegen", generate_all, plan, target)                                # 2. source per kernel
     modules = t("compile", tune.load_kernels, sources, folder)                        # 3a. write + import
-    configs, hit, log = t("autotune", tune.choose_configs, plan, sources, modules,
-                          target.dtype, device, device_name, search)                  # 3b. search or cache
+    configs, hit, log = t("autotune", tune.choose_configs, plan, sources, modules, target.dtype, device,
+                          device_name, search, target.search == "wide")               # 3b. search or cache
     compiled = t("compile", tune.compile_winners, plan, sources, modules, configs, device) \
         if not target.interpret else None                                             # 3c. winners (GPU)
     steps = build_steps(sources, modules, configs)                                    # 4. the launcher
@@ -50,6 +50,15 @@ def _notes(plan, target: CodegenTarget, device_name: str, log: list[str]) -> lis
     notes = [f"{len(plan.kernels)} kernels", "Triton interpreter" if target.interpret else device_name]
     if target.interpret and target.dtype == "bfloat16":
         notes.append("bf16 dot operands upcast to fp32 (Triton's interpreter multiplies bf16 as raw bits)")
+    kinds = sorted({k.kind for k in plan.kernels} & {"matmul", "attention"})
+    if target.dtype == "float32" and kinds:
+        what = {"tf32x3": "3xTF32 split, float32 accuracy", "ieee": "SIMT float32",
+                "tf32": "plain TF32: 10-bit mantissa products, below float32 accuracy"}
+        notes.append("float32 dots: full float32 (interpreter)" if target.interpret else "float32 dots: " + "; ".join(
+            f"{kind} input_precision={target.fp32_precision(kind)} ({what[target.fp32_precision(kind)]})"
+            for kind in kinds))
+    if not target.interpret:
+        notes.append(f"config search: {target.search}")
     timed = [line for line in log if line.startswith("tune ")]
     if timed:
         notes.append(f"autotune timed {len(timed)} configs")

@@ -49,6 +49,18 @@ def _erf(x):
     return x * p * _rcp(q)
 
 
+@triton.jit
+def _gelu_erf(x):
+    """x * Phi(x), exact (erf) GELU in float32: Phi(x) = 1 - h for x >= 0 and h for x < 0, with
+    h = 0.5 * erfc(|x| / sqrt(2)) by Abramowitz & Stegun 7.1.26 (|error of erfc| < 1.5e-7): one reciprocal,
+    one exp2 and a degree-5 polynomial, about 14 instructions against ~18 for x * (0.5 + 0.5 * _erf(x))."""
+    z = tl.abs(x) * 0.7071067811865476
+    t = _rcp(1.0 + 0.3275911 * z)
+    q = t * (0.127414796 + t * (-0.142248368 + t * (0.7107068705 + t * (-0.7265760135 + t * 0.5307027145))))
+    h = q * _exp2(z * z * -1.4426950408889634)
+    return x * tl.where(x >= 0, 1.0 - h, h)
+
+
 '''
 
 _RCP_GPU = ('tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, '
@@ -60,7 +72,8 @@ _EXP2_INTERP = ("tl.exp2(x)", "tl.exp2 (the interpreter runs no PTX)")
 
 
 def header(what: str, target: "CodegenTarget") -> str:
-    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_exp`, `_erf` helpers templates call."""
+    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_exp`, `_erf`, `_gelu_erf` helpers
+    templates call."""
     body, doc = _RCP_INTERP if target.interpret else _RCP_GPU
     ebody, edoc = _EXP2_INTERP if target.interpret else _EXP2_GPU
     return _HEADER.format(what=what, rcp_body=body, rcp_doc=doc, exp2_body=ebody, exp2_doc=edoc)
@@ -73,16 +86,28 @@ class CodegenTarget:
     interpret: bool
     dtype: str
     max_row_block: int = 16384  # largest persistent row tile (elements); longer rows use the looped form
-    tma: bool = False  # GPU only: also emit matmul twins that load tiles through TMA descriptors
+    tma: bool = False  # GPU only: also emit matmul/attention twins that load tiles through TMA descriptors
+    fp32_dot: str = "auto"  # float32 tl.dot on the GPU: "auto", "tf32x3", "ieee" or "tf32" (fp32_precision)
+    search: str = "pruned"  # GPU config search: "pruned" (the few configs that won on H100/H200) or "wide"
 
     def dot_operand(self, expr: str) -> str:
         """Triton 3.9's interpreter multiplies bf16 dot operands as raw bits: give it float32 operands."""
         return f"{expr}.to(tl.float32)" if self.interpret and self.dtype == "bfloat16" else expr
 
-    @property
-    def dot_kwargs(self) -> str:
-        """fp32 operands: full-precision dot (tf32 would miss the float32 tolerance)."""
-        return ', input_precision="ieee"' if self.dtype == "float32" and not self.interpret else ""
+    def fp32_precision(self, kind: str) -> str:
+        """The input_precision of float32 dots in a `kind` kernel. "auto" takes the faster of the two that keep
+        float32 accuracy, as measured on the H200: tf32x3 (three TF32 products of split operands) for attention,
+        ieee (SIMT float32) for matmul, where Triton's tf32x3 re-splits the operands every K step and ran slower
+        than ieee. Plain tf32 (Triton's default) misses the float32 tolerance: only when asked."""
+        if self.fp32_dot != "auto":
+            return self.fp32_dot
+        return "tf32x3" if kind == "attention" else "ieee"
+
+    def dot_kwargs(self, kind: str) -> str:
+        """Keyword text for tl.dot in a `kind` kernel: float32 operands on the GPU get `fp32_precision(kind)`."""
+        if self.dtype != "float32" or self.interpret:
+            return ""
+        return ', input_precision="' + self.fp32_precision(kind) + '"'
 
 
 @dataclass(frozen=True)

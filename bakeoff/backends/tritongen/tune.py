@@ -93,7 +93,7 @@ def launch(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, Any])
 
 
 def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any], dtype: str,
-            device: str) -> tuple[list[Config], list[str]]:
+            device: str, wide: bool = False) -> tuple[list[Config], list[str]]:
     """Time every candidate of every kernel on random buffers; the fastest per kernel, and notes on failures."""
     import torch
     from triton.testing import do_bench
@@ -115,7 +115,7 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
             chosen.append(seen[same])
             continue
         best, best_ms = None, float("inf")
-        for cfg in candidates(src, dtype, device):
+        for cfg in candidates(src, dtype, device, wide=wide):
             try:
                 ms = do_bench(lambda: launch(module, src, cfg, tensors), warmup=5, rep=20, return_mode="median")
             except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
@@ -134,15 +134,17 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
 
 
 def choose_configs(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any], dtype: str,
-                   device: str, device_name: str, search: bool) -> tuple[list[Config], bool, list[str]]:
-    """Configs per kernel, whether they came from the cache file, and notes. `search` False: fixed configs."""
+                   device: str, device_name: str, search: bool, wide: bool = False
+                   ) -> tuple[list[Config], bool, list[str]]:
+    """Configs per kernel, whether they came from the cache file, and notes. `search` False: fixed configs;
+    `wide`: search the whole candidate space instead of the pruned one."""
     path = cache_dir() / "tune.json"
-    key = tune_key(plan, sources, dtype, device_name) + ("" if search else "|fixed")
+    key = tune_key(plan, sources, dtype, device_name) + ("|fixed" if not search else "|wide" if wide else "")
     cached = _read(path).get(key)
     if isinstance(cached, list) and len(cached) == len(sources):
         return cached, True, []
     if search:
-        chosen, notes = _search(plan, sources, modules, dtype, device)
+        chosen, notes = _search(plan, sources, modules, dtype, device, wide)
     else:
         chosen, notes = [fixed(s) for s in sources], []
     _write(path, key, chosen)

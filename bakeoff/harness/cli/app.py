@@ -14,9 +14,12 @@ import typer
 
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVICE_HELP, check_device, default_config_text
 from bakeoff.harness.config.yaml_lines import ConfigError
-from bakeoff.harness.cli.common import DB_OPTION, console, fail, open_store
+from rich.text import Text
+
+from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+WIDE_HELP = "One row per case with every column (spread, compile times, errors), at its natural width"
 list_app = typer.Typer(help="List workloads or backends.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 
@@ -43,6 +46,10 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         executor: str = typer.Option("local", "--executor", help="local (this host) or ray"),
         ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                                   help="Ray cluster to join (default: start a local instance)"),
+        wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
+        gate: Optional[str] = typer.Option(None, "--gate", help="Timing gate policy, overriding the config's "
+                                           "timing.gate: exclusive (nothing else runs on the device while a "
+                                           "case times) or timers_only (only timing phases are serialized)"),
         db: Optional[str] = DB_OPTION) -> None:
     """Run a benchmark config and print its summary table.
 
@@ -51,14 +58,18 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     with the built-in default, any registered backend (one the default lacks is added)."""
     from bakeoff.results.store import StoreError
 
-    from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec, make_executor
+    from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
     from bakeoff.results.leases import LeaseLost
 
+    from bakeoff.harness.config.source import read_config_file
+    from bakeoff.harness.run.gate import POLICIES as GATE_POLICIES
     from bakeoff.harness.run.lease import LeaseError, stale_after_s
-    from bakeoff.harness.run.orchestrator import Filters, plan_run, resume_run, start_run
-    from bakeoff.harness.cli.summary import terminal_summary
+    from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
+    from bakeoff.harness.cli.summary import print_summary
 
-    if resume and (config or backend or workload or device or preset):
+    if gate is not None and gate not in GATE_POLICIES:
+        fail(f"--gate must be one of {', '.join(GATE_POLICIES)}, not {gate!r}")
+    if resume and (config or backend or workload or device or preset or gate):
         fail("--resume takes only --db, --jobs, --executor and --ray-address: the run keeps the config and "
               "filters it started with")
     if executor not in EXECUTORS:
@@ -74,16 +85,13 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
             run_id = resume_run(store, resume, console, spec)
         else:
             if config is not None:
-                try:
-                    text, path = config.read_text(), str(config)
-                except OSError as exc:
-                    fail(f"{config}: cannot read config: {exc.strerror}")
+                text, path = read_config_file(config), str(config)
             else:
                 text, path = default_config_text(), BUILTIN_CONFIG_PATH
             filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device,
-                              preset)
+                              preset, gate)
             planned = plan_run(text, path, filters)  # everything wrong with the config is found here
-            runner = make_executor(spec, planned.device)
+            runner = executor_for(planned, spec)
             try:
                 store = open_store(db)
             except BaseException:
@@ -96,52 +104,48 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     except KeyboardInterrupt:
         raise typer.Exit(130)
     records = store.records(run_id)
-    console.print(terminal_summary(records, title=f"run {run_id}"))
+    print_summary(console, records, title=f"run {run_id}", wide=wide)
+    _print_totals(store.run(run_id), records)
     bad = [r for r in records if r["status"] not in ("ok", "skipped")]
     console.print(f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok, "
                   f"{sum(r['status'] == 'skipped' for r in records)} skipped, {len(bad)} failed. "
-                  f"Store: {store.url}, run {run_id}")
+                  f"Store: {store.url}, run {run_id}", markup=False, highlight=False)
 
 
 @list_app.command("workloads")
 def list_workloads() -> None:
-    """The built-in workloads, their category and presets."""
+    """The built-in workloads (the default suite, then the numerics suite), their category and presets."""
     from rich.table import Table
 
-    from bakeoff.workloads.suite import builtin_workloads
+    from bakeoff.workloads.suite import every_workload
 
     t = Table("workload", "category", "what", "presets")
-    for w in builtin_workloads().values():
-        t.add_row(w.name, w.category, w.description,
-                  "; ".join(f"{p}: " + ",".join(f"{k}={v}" for k, v in dims.items()) for p, dims in w.presets.items()))
+    for w in every_workload().values():
+        t.add_row(*(Text(x) for x in (w.name, w.category, w.description, "; ".join(
+            f"{p}: " + ",".join(f"{k}={v}" for k, v in dims.items()) for p, dims in w.presets.items()))))
     console.print(t)
 
 
 @list_app.command("backends")
-def list_backends() -> None:
-    """Each backend, its version, and whether it is available here (or why not)."""
-    from rich.table import Table
+def list_backends(options: bool = typer.Option(False, "--options",
+                                               help="Also each backend's options: type, default, description")) -> None:
+    """Each backend, where it comes from, its version, and whether it is available here (or why not);
+    plugins that cannot be used are listed with the reason."""
+    from bakeoff.harness.cli.backend_table import backends_table, options_table
 
-    from bakeoff.backends import REGISTRY, backend_class
-
-    t = Table("backend", "version", "status")
-    for name in REGISTRY:
-        try:
-            cls = backend_class(name)
-            reason, version = cls.available(), cls.version()
-        except Exception as exc:  # an adapter that fails to load is reported, not fatal
-            reason, version = f"adapter failed to load: {exc}", None
-        t.add_row(name, version or "-", "[green]available[/]" if reason is None else f"[yellow]{reason}[/]")
-    console.print(t)
+    console.print(backends_table())
+    if options:
+        console.print(options_table())
 
 
 @app.command()
 def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when omitted)"),
+         wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
          db: Optional[str] = DB_OPTION) -> None:
     """Print a run's summary table."""
     from bakeoff.results.store import StoreError
 
-    from bakeoff.harness.cli.summary import terminal_summary
+    from bakeoff.harness.cli.summary import print_summary
 
     store = open_store(db)
     try:
@@ -152,38 +156,60 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when 
     env = run.get("environment") or {}
     console.print(f"run {run_id} ({run['status']}), config {run['config_name']}, device {run['device']} "
                   f"({env.get('gpu_name') or env.get('cpu_model')}), fingerprint {run['fingerprint']}, "
-                  f"harness {run['harness_rev']}")
-    console.print(terminal_summary(store.records(run_id), title=f"run {run_id}"))
+                  f"harness {run['harness_rev']}", markup=False, highlight=False)
+    records = store.records(run_id)
+    print_summary(console, records, title=f"run {run_id}", wide=wide)
+    _print_totals(run, records)
+
+
+def _print_totals(run: dict, records: list[dict]) -> None:
+    """The run's wall time and its shares compiling, timing and overhead (cli/overhead.py)."""
+    from bakeoff.harness.cli.overhead import elapsed_s, totals_line
+
+    line = totals_line(records, elapsed_s(run))
+    if line:
+        console.print(line, highlight=False, markup=False)
 
 
 @app.command()
 def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
            format: str = typer.Option("json", "--format", "-f", help="csv, json or parquet"),
-           output: Optional[Path] = typer.Option(None, "-o", "--output", help="File (json goes to stdout without)"),
+           output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                 help="File (csv and json go to stdout without; parquet needs one)"),
            db: Optional[str] = DB_OPTION) -> None:
-    """Write a run's records as csv, json or parquet."""
+    """Write a run's records as csv, json or parquet: to stdout, or to FILE with -o (then what was written is
+    said on stderr)."""
     from bakeoff.results.export import export_records
     from bakeoff.results.store import StoreError
 
     if format not in ("csv", "json", "parquet"):
         fail(f"--format must be csv, json or parquet, not {format!r}")
-    if format != "json" and output is None:
-        fail(f"--format {format} needs -o FILE")
+    if format == "parquet" and output is None:
+        fail("--format parquet is binary: it needs -o FILE")
     store = open_store(db)
     try:
         run_id = store.latest_run_id() if run_id == "latest" else run_id
         store.run(run_id)
     except StoreError as exc:
         fail(str(exc))
-    text = export_records(store.records(run_id), format, output)
+    records = store.records(run_id)
+    try:
+        text = export_records(records, format, output)
+    except OSError as exc:
+        fail(f"{output}: cannot write: {exc.strerror}")
     if text is not None:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        err_console.print(f"wrote {len(records)} records of run {run_id} to {output} ({format}, "
+                          f"{output.stat().st_size:,} bytes)", markup=False, highlight=False)
 
 
 @app.command()
 def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> None:
-    """Print the environment and what each backend needs."""
-    from bakeoff.backends import REGISTRY, backend_class
+    """Print the environment and what each backend needs (plugins that cannot be used, and why)."""
+    from rich.markup import escape
+
+    from bakeoff.harness.cli.backend_table import backend_rows
 
     from bakeoff.harness.measure.environment import environment
     from bakeoff.harness.plan.cases import resolve_device
@@ -191,13 +217,13 @@ def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> 
     _check_device_option(device)
     env = environment(resolve_device(device))
     for key, value in env.items():
-        console.print(f"[bold]{key}[/]: {json.dumps(value) if isinstance(value, dict | list) else value}")
+        console.print(Text.assemble((key, "bold"), ": ", json.dumps(value) if isinstance(value, dict | list)
+                                    else str(value)))
     console.print()
-    for name in REGISTRY:
-        cls = backend_class(name)
-        reason = cls.available()
-        console.print(f"[bold]{name}[/]: " + ("[green]available[/] " + (cls.version() or "") if reason is None
-                                                else f"[yellow]{reason}[/]"))
+    for row in backend_rows():
+        text = escape(f"available {row.version or ''}" if row.usable else row.status)
+        console.print(f"[bold]{escape(row.name)}[/] ({escape(row.origin)}): "
+                      + (f"[green]{text}[/]" if row.usable else f"[yellow]{text}[/]"))
 
 
 @app.command()
@@ -220,9 +246,11 @@ def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     store = open_store(db)
     values = measure_ceilings(dev, dtypes)
     store.add_ceilings(env["fingerprint"], dev, values, env)
+    spec = {name.removeprefix("spec_"): value for name, value, _, _ in values if name.startswith("spec_")}
     for name, value, unit, method in values:
-        console.print(f"{name}: [bold]{value:.1f}[/] {unit}  ({method})")
-    console.print(f"stored for fingerprint {env['fingerprint']} in {store.url}")
+        of_spec = f", {100 * value / spec[name]:.0f}% of the spec sheet's" if name in spec else ""
+        console.print(Text.assemble(f"{name}: ", (f"{value:.1f}", "bold"), f" {unit}{of_spec}  ({method})"))
+    console.print(f"stored for fingerprint {env['fingerprint']} in {store.url}", markup=False)
 
 
 def main() -> None:  # pragma: no cover - console entry point

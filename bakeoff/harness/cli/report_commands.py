@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from bakeoff.harness.cli.common import DB_OPTION, console, fail, open_store
+from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store
 
 
 
@@ -88,7 +88,8 @@ def report(run_ids: Optional[list[str]] = typer.Argument(None, help="Run ids, or
         output.write_text(text)
     except OSError as exc:
         fail(f"{output}: cannot write: {exc.strerror}")
-    console.print(f"wrote {output} ({len(text) / 1e6:.1f} MB) for run(s) {', '.join(ids)}")
+    console.print(f"wrote {output} ({len(text) / 1e6:.1f} MB) for run(s) {', '.join(ids)}", markup=False,
+                  highlight=False)
 
 
 def compare(base: str = typer.Argument(..., help="Base run id, or previous: the newest complete run before the "
@@ -124,6 +125,9 @@ def compare(base: str = typer.Argument(..., help="Base run id, or previous: the 
     store = open_store(db)
     c = _resolve(store, candidate)
     b = _resolve(store, base, relative_to=c)
+    if b == c:  # on stderr: stdout stays the comparison (json, markdown) alone
+        err_console.print(f"note: base {base!r} and candidate {candidate!r} are the same run, {c}: it is compared "
+                          "with itself, so nothing can have changed", markup=False, highlight=False)
     cmp = compare_runs(load_run(store, b), load_run(store, c),
                        Thresholds(min_latency, min_warm, min_cold, alpha, error_factor, min_compile_s, error_floor),
                        allow_missing)
@@ -144,7 +148,7 @@ def dashboard(output: Path = typer.Option(Path("site"), "-o", "--output", help="
     if not store.runs(limit=1):
         fail(f"no runs in {store.url} yet: start one with `bakeoff run`")
     pages = build_dashboard(store, output)
-    console.print(f"wrote {output}/index.html and {len(pages) - 1} workload page(s)")
+    console.print(f"wrote {output}/index.html and {len(pages) - 1} workload page(s)", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

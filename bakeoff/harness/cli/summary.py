@@ -1,12 +1,217 @@
-"""The summary table of a run's records (rich), as printed by `bakeoff run` and `bakeoff show`."""
+"""The summary table of a run's records (rich), as printed by `bakeoff run` and `bakeoff show`.
+
+The default view fits the console (100 columns is the design width): one row per workload, shape and dtype,
+one column per backend holding the median latency (ms) over the speedup vs eager, failures marked and their
+reasons listed under the table. Backends that do not fit are continued in a second table, never squeezed:
+no value is wrapped or cut (every column is no_wrap; shapes are folded at their commas only). `--wide` is
+the full table, one row per case, at its natural width. Every data value is a rich Text, never markup.
+"""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
 
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
-_STATUS_STYLE = {"ok": "green", "skipped": "dim", "mismatch": "red", "compile_error": "red", "runtime_error": "red",
-                 "timeout": "yellow", "oom": "yellow", "crash": "red"}
+STATUS_STYLE = {"ok": "green", "skipped": "dim", "mismatch": "red", "compile_error": "red",
+                "runtime_error": "red", "timeout": "yellow", "oom": "yellow", "crash": "red"}
+# The short words of failed cells in the compact view (the full status is in the notes and in --wide).
+STATUS_MARK = {"mismatch": "✗ mismatch", "compile_error": "✗ compile", "runtime_error": "✗ runtime",
+               "timeout": "✗ timeout", "oom": "✗ oom", "crash": "✗ crash", "skipped": "skipped"}
+MIN_CASE_WIDTH = 12  # the case column folds shapes to at least this width
+NOISY_MARK = " ~"  # after a cell's second line: the measurement was noisy (measurement_quality)
+UNBOUNDED = 10_000  # columns: a width no table reaches, to measure one's natural width
+
+
+def fmt_ms(value: float | None) -> str:
+    """A latency in ms with 3 significant digits, never in exponent form ('0.0123', '4.56', '1234')."""
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value:.0f}"
+    text = f"{value:.3g}"
+    if "e" in text:  # below 1e-4 ms: fixed point with 3 significant digits
+        text = f"{value:.{3 - int(f'{value:e}'.split('e')[1]) - 1}f}"
+    return text
+
+
+def fmt_speedup(value: float | None) -> str:
+    """'1.23×', '0.05×', '150×'; '-' when missing."""
+    if value is None:
+        return "-"
+    return f"{value:.3g}×" if value < 1000 else f"{value:.0f}×"
+
+
+def fold_at_commas(text: str, width: int) -> str:
+    """`text` broken into lines of at most `width` characters at its commas only (a part longer than
+    `width` stays whole: it is never split)."""
+    lines: list[str] = []
+    for part in text.split(","):
+        if lines and len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += "," + part
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(part)
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One workload, shape and dtype, with its record per backend label."""
+
+    workload: str
+    shape: str
+    dtype: str
+    cells: dict[str, dict[str, Any]]
+
+
+def _rows(records: list[dict[str, Any]]) -> tuple[list[_Row], list[str]]:
+    """Rows in first-seen order, and the backend labels in first-seen order."""
+    rows: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    backends: list[str] = []
+    for r in records:
+        key = (str(r.get("workload") or ""), str(r.get("shape") or ""), str(r.get("dtype") or ""))
+        label = str(r.get("backend") or "")
+        rows.setdefault(key, {})[label] = r
+        if label not in backends:
+            backends.append(label)
+    return [_Row(*key, cells) for key, cells in rows.items()], backends
+
+
+def _compact_cell(r: dict[str, Any] | None) -> Text:
+    """Median latency over speedup (ok), or over the failure mark; eager's own row says 'baseline'."""
+    if r is None:
+        return Text("not run", style="dim")
+    status = str(r.get("status") or "?")
+    latency = fmt_ms(r.get("latency_ms_median")) if r.get("latency_ms_median") is not None else ""
+    if status == "ok":
+        speedup = r.get("speedup_vs_eager")
+        if r.get("adapter") == "eager":
+            second = Text("baseline", style="dim")
+        else:
+            second = Text(fmt_speedup(speedup), style="green" if speedup and speedup >= 1 else "yellow")
+        if _quality(r) == "noisy":
+            second.append(NOISY_MARK, style="yellow")
+        return Text.assemble(Text(latency or "-"), "\n", second)
+    mark = Text(STATUS_MARK.get(status, f"✗ {status}"), style=STATUS_STYLE.get(status, "red"))
+    return Text.assemble(Text(latency, style="dim"), "\n", mark)
+
+
+def _case_cell(row: _Row, width: int, show_dtype: bool) -> Text:
+    lines = [Text(row.workload, style="bold"), Text(fold_at_commas(row.shape, width))]
+    if show_dtype:
+        lines.append(Text(row.dtype, style="dim"))
+    return Text("\n").join(lines)
+
+
+def _compact_table(rows: list[_Row], backends: list[str], case_width: int, show_dtype: bool) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False,
+              show_edge=False, collapse_padding=True)
+    t.add_column(Text("case"), no_wrap=True, overflow="ellipsis")
+    for name in backends:
+        t.add_column(Text(name), justify="right", no_wrap=True, overflow="ellipsis")
+    for i, row in enumerate(rows):
+        t.add_row(_case_cell(row, case_width, show_dtype), *(_compact_cell(row.cells.get(b)) for b in backends),
+                  end_section=i < len(rows) - 1)
+    return t
+
+
+def _notes(records: list[dict[str, Any]], shown: set[str], all_skipped: dict[str, str]) -> list[Text]:
+    """Why cases failed or were skipped, one line per (backend, status, reason), and the hidden backends."""
+    out: list[Text] = []
+    for label, reason in all_skipped.items():
+        out.append(Text.assemble(Text(label, style="bold"), Text(": every case skipped: ", style="dim"),
+                                 Text(reason)))
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in records:
+        status = str(r.get("status") or "?")
+        label = str(r.get("backend") or "")
+        if status == "ok" or label not in shown:
+            continue
+        key = (label, status, str(r.get("reason") or "no reason recorded").strip().splitlines()[0][:300])
+        groups.setdefault(key, []).append(f"{r.get('workload')} [{r.get('shape')}, {r.get('dtype')}]")
+    for (label, status, reason), cases in groups.items():
+        where = cases[0] if len(cases) == 1 else f"{len(cases)} cases ({cases[0]} and {len(cases) - 1} more)"
+        out.append(Text.assemble(Text(label, style="bold"), " ", Text(status, style=STATUS_STYLE.get(status, "red")),
+                                 " in ", Text(where), ": ", Text(reason, style="dim")))
+    return out
+
+
+def _skipped_everywhere(rows: list[_Row], backends: list[str]) -> dict[str, str]:
+    """The backends skipped in every case they have (a column of 'skipped' says nothing), with the first
+    skip reason of each."""
+    out = {}
+    for b in backends:
+        cells = [r.cells[b] for r in rows if b in r.cells]
+        if all(c.get("status") == "skipped" for c in cells):
+            out[b] = str(cells[0].get("reason") or "no reason recorded")
+    return out
+
+
+def natural_width(console: Console, renderable: RenderableType) -> int:
+    """The width `renderable` takes when given all it wants (rich clamps measurements to the console's)."""
+    return Measurement.get(console, console.options.update(width=UNBOUNDED), renderable).maximum
+
+
+def _fits(console: Console, options: ConsoleOptions, table: Table) -> bool:
+    return natural_width(console, table) <= options.max_width
+
+
+class CompactSummary:
+    """The default view; lays itself out for the width it is rendered at (see the module docstring)."""
+
+    def __init__(self, records: Iterable[dict[str, Any]], title: str = "") -> None:
+        self.records = [_flat(r) for r in records]
+        self.title = title
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.records:
+            yield Text("no records", style="dim")
+            return
+        rows, backends = _rows(self.records)
+        all_skipped = _skipped_everywhere(rows, backends)
+        shown = [b for b in backends if b not in all_skipped] or backends  # all skipped: show them all
+        all_skipped = {b: v for b, v in all_skipped.items() if b not in shown}
+        dtypes = {r.dtype for r in rows}
+        title = self.title + (f" · {next(iter(dtypes))}" if len(dtypes) == 1 and self.title else "")
+        case_width = max([MIN_CASE_WIDTH] + [len(r.workload) for r in rows])
+        if title:
+            yield Text(title, style="bold")
+        for i, group in enumerate(self._groups(console, options, rows, shown, case_width, len(dtypes) > 1)):
+            if i:
+                yield Text("")
+            yield _compact_table(rows, group, case_width, len(dtypes) > 1)
+        notes = _notes(self.records, set(shown), all_skipped)
+        noisy = any(_quality(r) == "noisy" and r.get("backend") in shown for r in self.records)
+        yield Text("cells: median latency ms over speedup vs eager (eager timed interleaved in each case)"
+                   + ("; ✗ = failed, why below" if notes else "")
+                   + (f";{NOISY_MARK} = noisy measurement (noise_reasons in the record)" if noisy else "")
+                   + "; --wide: spread, compile times, errors", style="dim")
+        yield from notes
+
+    @staticmethod
+    def _groups(console: Console, options: ConsoleOptions, rows: list[_Row], backends: list[str],
+                case_width: int, show_dtype: bool) -> Iterator[list[str]]:
+        """The backends in runs that fit the width beside the case column (at least one per table)."""
+        group: list[str] = []
+        for name in backends:
+            trial = group + [name]
+            if group and not _fits(console, options, _compact_table(rows, trial, case_width, show_dtype)):
+                yield group
+                trial = [name]
+            group = trial
+        if group:
+            yield group
+
+
+def _flat(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored record's columns with its `details` merged in (columns win), as results.export.flatten."""
+    return {**(record.get("details") or {}), **{k: v for k, v in record.items() if k != "details"}}
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -14,12 +219,15 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def _latency(r: dict[str, Any]) -> str:
-    med = r.get("latency_ms_median")
+    """The headline latency [p20–p80] (harness.measure.figures), the timer's for records without one."""
+    new = r.get("headline_ms") is not None
+    med = r.get("headline_ms") if new else r.get("latency_ms_median")
     if med is None:
         return "-"
-    lo, hi = r.get("latency_ms_p20"), r.get("latency_ms_p80")
-    spread = f" [{lo:.3g}–{hi:.3g}]" if lo is not None and hi is not None else ""
-    return f"{med:.4g}{spread}"
+    lo, hi = (r.get("headline_p20_ms"), r.get("headline_p80_ms")) if new else (r.get("latency_ms_p20"),
+                                                                               r.get("latency_ms_p80"))
+    spread = f" [{fmt_ms(lo)}–{fmt_ms(hi)}]" if lo is not None and hi is not None else ""
+    return f"{fmt_ms(med)}{spread}"
 
 
 def _compile(r: dict[str, Any]) -> str:
@@ -33,21 +241,59 @@ def _compile(r: dict[str, Any]) -> str:
     return text
 
 
-def terminal_summary(records: Iterable[dict[str, Any]], title: str = "") -> Table:
-    """One row per case: status, compile (cold / warm), latency median [p20–p80], speedup and errors."""
-    t = Table(title=title, show_lines=False, header_style="bold")
-    for col, justify in (("workload", "left"), ("shape", "left"), ("dtype", "left"), ("backend", "left"),
-                         ("status", "left"), ("compile s cold / warm", "right"), ("latency ms [p20–p80]", "right"),
-                         ("speedup vs eager", "right"), ("err vs eager (rel L2)", "right"),
-                         ("err vs fp64 (rel L2)", "right"), ("× eager err", "right")):
-        t.add_column(col, justify=justify, overflow="fold")
+def _quality(r: dict[str, Any]) -> str | None:
+    return r.get("measurement_quality") or (r.get("details") or {}).get("measurement_quality")
+
+
+def _noise(r: dict[str, Any]) -> Text:
+    """'noisy' (measurement_quality; the reasons are in the record), '' when clean, '-' when not timed."""
+    quality = _quality(r)
+    return Text("-") if quality is None else (Text("noisy", style="yellow") if quality == "noisy" else Text(""))
+
+
+WIDE_COLUMNS = (("workload", "left"), ("shape", "left"), ("dtype", "left"), ("backend", "left"), ("status", "left"),
+                ("noise", "left"), ("compile s cold / warm", "right"), ("latency ms [p20–p80]", "right"),
+                ("speedup vs eager", "right"), ("err vs eager (rel L2)", "right"), ("err vs fp64 (rel L2)", "right"),
+                ("× eager err", "right"))
+
+
+def wide_table(records: Iterable[dict[str, Any]], title: str = "") -> Table:
+    """One row per case: status (and reason), noise, compile (cold / warm), latency median [p20–p80], speedup
+    and errors. Meant to be printed at its natural width (print_summary)."""
+    t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold")
+    for col, justify in WIDE_COLUMNS:
+        t.add_column(Text(col), justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for r in records:
-        status = r.get("status") or "?"
-        style = _STATUS_STYLE.get(status, "")
+        status = str(r.get("status") or "?")
         reason = r.get("reason")
-        status_text = f"[{style}]{status}[/]" + (f"\n[dim]{reason[:80]}[/]" if reason and status != "ok" else "")
-        t.add_row(r.get("workload", ""), r.get("shape", ""), r.get("dtype", ""), r.get("backend", ""), status_text,
-                  _compile(r), _latency(r), _num(r.get("speedup_vs_eager"), ".3g") + ("×" if r.get("speedup_vs_eager") else ""),
-                  _num(r.get("err_rel_l2_vs_eager"), ".2e"), _num(r.get("err_rel_l2_vs_fp64"), ".2e"),
-                  _num(r.get("err_ratio_vs_eager"), ".3g"))
+        status_text = Text(status, style=STATUS_STYLE.get(status, ""))
+        if reason and status != "ok":
+            status_text.append("\n" + str(reason).strip().splitlines()[0][:80], style="dim")
+        speedup = r.get("speedup_vs_eager")
+        t.add_row(*(Text(str(r.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")), status_text,
+                  _noise(r),
+                  *(Text(v) for v in (_compile(r), _latency(r), fmt_speedup(speedup) if speedup else "-",
+                                      _num(r.get("err_rel_l2_vs_eager"), ".2e"),
+                                      _num(r.get("err_rel_l2_vs_fp64"), ".2e"),
+                                      _num(r.get("err_ratio_vs_eager"), ".3g"))))
     return t
+
+
+def terminal_summary(records: Iterable[dict[str, Any]], title: str = "", wide: bool = False) -> RenderableType:
+    """The summary of `records`: the compact view (fits the console), or with `wide` the full table."""
+    return wide_table(records, title) if wide else CompactSummary(records, title)
+
+
+def print_summary(console: Console, records: Iterable[dict[str, Any]], title: str = "", wide: bool = False) -> None:
+    """Print terminal_summary(); the wide table at its natural width even where that exceeds the console's
+    (a terminal then folds long lines: pipe through `less -S`), so that no value is ever cut."""
+    summary = terminal_summary(records, title, wide)
+    if not wide:
+        console.print(summary)
+        return
+    natural = natural_width(console, summary)
+    if natural <= console.width:
+        console.print(summary)
+        return
+    Console(file=console.file, width=natural, force_terminal=console.is_terminal,
+            color_system=console.color_system, no_color=console.no_color).print(Group(summary))

@@ -6,19 +6,23 @@ inline expressions), so everything wrong with a config is found before anything 
 from __future__ import annotations
 
 import math
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
-from bakeoff.backends import REGISTRY, known as backend_known
 from bakeoff.workloads.expr import ExprError, parse_expr
 from bakeoff.workloads.decompose import decompose
 from bakeoff.workloads.ir import DTYPES, Graph, IRError, bind, bind_dim, dim_names
-from bakeoff.workloads.suite import builtin_workloads
+from bakeoff.workloads.suite import every_workload
 
-from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, load_yaml
+from bakeoff.harness.config.backend_options import check_backends
+from bakeoff.harness.config.errors import pydantic_error
+from bakeoff.harness.config.source import check_size, read_config_file
+from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, clip, load_yaml
+from bakeoff.harness.config.inputs import resolve_inits
 
 # Inputs bigger than this in all, or any one node's output bigger than this (in the float64 reference, after
 # decomposition), are refused at load time: a typo of one digit must not exhaust memory.
@@ -28,17 +32,22 @@ PRESETS = ("smoke", "cpu", "gpu")
 CASE_DTYPES = ("float32", "float16", "bfloat16")
 BUILTIN_CONFIG_PATH = "<built-in default>"
 DEVICE_HELP = "auto, cpu, cuda or cuda:N"
+# A name the harness keys on (workloads; the same rule as the YAML `name:` of an inline workload).
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=NAME_PATTERN)]
 
 
 def check_device(v: str) -> str:
     """`v` if it names a device a config may ask for (auto, cpu, cuda, cuda:N); else ValueError."""
-    if v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()):
+    if v in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:(0|[1-9][0-9]{0,3})", v):
         return v
     raise ValueError(f"device must be {DEVICE_HELP}")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Values keep their YAML type (`yes` or "4" is not coerced to a bool or a number; an int is a float), and
+    # every float is finite: `.inf` or `.nan` is never a meaningful time, size or limit.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class TimingConfig(_Strict):
@@ -52,6 +61,14 @@ class TimingConfig(_Strict):
     flush_l2: bool = True
     cuda_graph: bool = True
     profile: bool = True
+    # Calls profiled by CUPTI per target (the headline's distribution on a GPU), and seconds of continuous
+    # load before sampling (0: none; the clock during sampling is recorded either way).
+    profile_calls: int = Field(20, ge=3, le=10_000)
+    sustained_s: float = Field(0.0, ge=0, le=600)
+    # Who waits for a timing phase (harness/run/gate.py): exclusive = every other worker on the device;
+    # timers_only = only other timing phases. profiler_warmup: start CUPTI in the pre-started worker.
+    gate: Literal["exclusive", "timers_only"] = "exclusive"
+    profiler_warmup: bool = False
 
     @model_validator(mode="after")
     def _reps(self) -> "TimingConfig":
@@ -69,13 +86,16 @@ class CompileConfig(_Strict):
 class WorkloadConfig(_Strict):
     """A built-in workload by name, or an inline one (`expr` + `inputs`)."""
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    name: Name
     expr: str | None = Field(None, max_length=4000)
-    inputs: dict[str, list[int | str]] | None = None
-    preset: str | None = None
+    inputs: dict[str, list[StrictInt | str]] | None = None
+    preset: str | None = Field(None, max_length=64)
     # Strict: a dim written `true` or '4' is a mistake to report, not a value to coerce.
-    shapes: list[dict[str, StrictInt]] | None = None
+    shapes: list[dict[str, StrictInt]] | None = Field(None, min_length=1, max_length=1000)
     presets: dict[str, dict[str, StrictInt]] | None = None
+    # How each input is filled (harness/config/inputs.py), and dtypes that replace the config's for this entry.
+    init: dict[str, Any] | None = None
+    dtypes: Annotated[list[Literal["float32", "float16", "bfloat16"]], Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
     def _inline(self) -> "WorkloadConfig":
@@ -95,13 +115,31 @@ class Config(_Strict):
     preset: str = "auto"
     # None: the device's default (float32 on the CPU, bfloat16 on CUDA); an empty list is a mistake.
     dtypes: Annotated[list[Literal["float32", "float16", "bfloat16"]], Field(min_length=1)] | None = None
-    workloads: list[WorkloadConfig | str] = Field(min_length=1)
-    backends: dict[str, dict[str, Any] | None] = Field(default_factory=lambda: {"eager": {}, "inductor": {}})
+    # A bare string is a built-in workload by name: `- softmax` is `- name: softmax`.
+    workloads: list[WorkloadConfig] = Field(min_length=1, max_length=1000)
+    # label -> options; a label is the backend's name, or any label with `backend: NAME` among its options.
+    backends: dict[Annotated[str, Field(min_length=1, max_length=64)], dict[str, Any] | None] = Field(
+        default_factory=lambda: {"eager": {}, "inductor": {}}, max_length=100)
     seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0, 1], max_length=16)
     timing: TimingConfig = TimingConfig()
     compile: CompileConfig = CompileConfig()
     timeout_s: float = Field(600, gt=0, le=86_400)
-    memory_limit_gb: float | None = Field(None, gt=0)
+    # The worker's address-space cap on the CPU (RLIMIT_AS); at most 1 PiB.
+    memory_limit_gb: float | None = Field(None, gt=0, le=2**20)
+
+    @field_validator("workloads", mode="before")
+    @classmethod
+    def _bare_names(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"name": w} if isinstance(w, str) else w for w in v]
+        return v
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"dtypes must be distinct, got {v}")
+        return v
 
     @field_validator("device")
     @classmethod
@@ -121,8 +159,12 @@ class Config(_Strict):
     @field_validator("backends", mode="before")
     @classmethod
     def _backend_list(cls, v: Any) -> Any:
-        if isinstance(v, list):  # `backends: [eager, inductor]` is accepted as a short form
+        # `backends: [eager, inductor]` is a short form of `{eager: {}, inductor: {}}`; a name listed twice is
+        # refused by check_backends, which knows its line.
+        if isinstance(v, list) and all(isinstance(name, str) for name in v):
             return {name: {} for name in v}
+        if isinstance(v, list):
+            raise ValueError("backends is a mapping of label -> options, or a list of backend names")
         return v
 
     @field_validator("backends")
@@ -133,35 +175,35 @@ class Config(_Strict):
         return {k: dict(opts or {}) for k, opts in v.items()}
 
 
-def check_backends(cfg: Config, where: LocatedYaml) -> None:
-    """Keys of `backends` are labels: a backend's name, or any label with `backend: NAME` among its options
-    (so one backend can run under several option sets, e.g. inductor default and max-autotune)."""
-    for label, opts in cfg.backends.items():
-        adapter = opts.get("backend", label)
-        if not isinstance(adapter, str) or not backend_known(adapter):
-            path = ("backends", label) + (("backend",) if "backend" in opts else ())
-            raise where.error(path, f"unknown backend {adapter!r}; known: {', '.join(REGISTRY)}"
-                                    + ("" if adapter != label else " (or give `backend: NAME` for a label)"))
-
-
 class ResolvedWorkload(BaseModel):
     """A workload with its graph and the dim bindings to run it at, each with a label."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     name: str
-    graph: Graph
+    graph: Graph  # with the config's inits applied
     shapes: list[tuple[str, dict[str, int]]]  # (preset label or "custom", dims)
+    dtypes: list[str] = ["float32"]
+    input_files: dict[str, str] = {}  # SHA-256 -> absolute path of each file an input is read from
 
 
-def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
+def _check_dims(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
+    """`dims` names exactly the graph's dims, each a positive integer."""
     needed = set().union(*(dim_names(n.shape) for n in graph.inputs))
+    unknown = [k for k in dims if k not in needed]
+    if unknown:  # a typo (`n` for `N`), or a dim of another workload: it would only rename the case
+        raise where.error(path + (unknown[0],), f"{clip(unknown[0], 40)!r} is not a dim of this workload "
+                                                f"(its dims: {', '.join(sorted(needed)) or 'none'})")
     missing = sorted(needed - set(dims))
     if missing:
         raise where.error(path, f"dims {missing} are not given (needed: {sorted(needed)})")
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v > MAX_DIM:
             raise where.error(path + (k,), f"dim {k}={v!r} must be a positive integer <= {MAX_DIM}")
+
+
+def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: tuple) -> None:
+    _check_dims(graph, dims, where, path)
     total = 0
     for n in graph.inputs:
         numel = math.prod(bind_dim(d, dims) for d in n.shape)
@@ -191,28 +233,72 @@ def _check_shape(graph: Graph, dims: dict[str, int], where: LocatedYaml, path: t
                                     f"{nbytes / 2**30:.1f} GiB {limit}")
 
 
-def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[ResolvedWorkload]:
-    """Turn each workload entry into a graph plus shapes; errors name the entry's line."""
-    suite = builtin_workloads()
+def _check_uses_inputs(graph: Graph, where: LocatedYaml, path: tuple) -> None:
+    """An inline expression's output depends on its inputs, and every declared input is used: `1.0 + 2.0` is
+    a constant (no case can time or check it), an unused input is a typo or a leftover."""
+    used, todo = set(), list(graph.outputs)
+    while todo:
+        node = graph.node(todo.pop())
+        if node.id not in used:
+            used.add(node.id)
+            todo.extend(node.inputs)
+    names = [n.attr("name") for n in graph.inputs if n.id in used]
+    if not names:
+        raise where.error(path, "the expression uses none of its inputs: it is a constant, nothing to benchmark")
+    unused = [n.attr("name") for n in graph.inputs if n.id not in used]
+    if unused:
+        raise where.error(path, f"input {clip(unused[0], 40)!r} is declared but the expression does not use it")
+
+
+def dim_order(graph: Graph, presets: dict[str, dict[str, int]]) -> list[str]:
+    """The order a workload's dims are written in case ids: its first preset's, then first use in the
+    graph's inputs. So one shape always gets one case id, however its keys were ordered in the YAML."""
+    order = list(next(iter(presets.values()), {}))
+    for n in graph.inputs:
+        order += [name for d in n.shape if isinstance(d, str) for name in d.split("*")
+                  if not name.isdigit() and name not in order]
+    return order
+
+
+def _ordered(dims: dict[str, int], order: list[str]) -> dict[str, int]:
+    return {k: dims[k] for k in order if k in dims} | dims
+
+
+def default_dtypes(device: str) -> list[str]:
+    """The dtypes of a config that names none: float32 on the CPU, bfloat16 on CUDA."""
+    return ["float32"] if device.split(":")[0] == "cpu" else ["bfloat16"]
+
+
+def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str = "cpu") -> list[ResolvedWorkload]:
+    """Turn each workload entry into a graph plus shapes and dtypes; errors name the entry's line."""
+    suite = every_workload()
     out = []
-    for i, entry in enumerate(cfg.workloads):
+    for i, w in enumerate(cfg.workloads):
         path: tuple = ("workloads", i)
-        w = WorkloadConfig(name=entry) if isinstance(entry, str) else entry
         if w.expr is not None:
             try:
                 graph = parse_expr(w.expr, w.inputs or {}, w.name)
             except ExprError as exc:
                 raise where.error(path + ("expr",), str(exc)) from None
+            _check_uses_inputs(graph, where, path + ("expr",))
             presets = w.presets or {}
         elif w.name in suite:
             graph, presets = suite[w.name].graph, {**suite[w.name].presets, **(w.presets or {})}
         else:
-            raise where.error(path + (("name",) if not isinstance(entry, str) else ()),
-                              f"unknown workload {w.name!r}; built-in: {', '.join(suite)}")
+            raise where.error(path + ("name",), f"unknown workload {w.name!r}; built-in: {', '.join(suite)}")
+        for label, dims in (w.presets or {}).items():   # every preset the entry defines, used or not
+            _check_dims(graph, dict(dims), where, path + ("presets", label))
+        order = dim_order(graph, presets)
         if w.shapes:
-            shapes = [("custom", dict(s)) for s in w.shapes]
+            shapes, seen = [], {}
             for j, s in enumerate(w.shapes):
                 _check_shape(graph, dict(s), where, path + ("shapes", j))
+                key = tuple(sorted(s.items()))
+                if key in seen:
+                    raise where.error(path + ("shapes", j), f"this shape is listed twice (item {seen[key]} is "
+                                                            "the same dims): it would be measured twice")
+                seen[key] = j
+                shapes.append(("custom", _ordered(dict(s), order)))
         else:
             label = w.preset or preset
             if label not in presets:
@@ -220,50 +306,36 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str) -> list[Reso
                                   f"workload {w.name!r} has no preset {label!r}; it has {sorted(presets)}"
                                   + ("; give `shapes` or `presets`" if w.expr else ""))
             _check_shape(graph, dict(presets[label]), where, path)
-            shapes = [(label, dict(presets[label]))]
-        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes))
+            shapes = [(label, _ordered(dict(presets[label]), order))]
+        dtypes = list(w.dtypes or cfg.dtypes or default_dtypes(device))
+        graph, files = resolve_inits(w.init, graph, [d for _, d in shapes], dtypes, where, path)
+        out.append(ResolvedWorkload(name=w.name, graph=graph, shapes=shapes, dtypes=dtypes, input_files=files))
     names = [w.name for w in out]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise where.error(("workloads",), f"workload {sorted(dup)[0]!r} appears twice")
+    for j, name in enumerate(names):
+        if name in names[:j]:
+            raise where.error(("workloads", j), f"workload {name!r} appears twice (first as item "
+                                                f"{names.index(name)}); give one entry several `shapes`")
     return out
-
-
-def _pydantic_error(exc: ValidationError, where: LocatedYaml) -> ConfigError:
-    err = exc.errors()[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("str", "WorkloadConfig"))))
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = f"unknown key {loc[-1]!r}" if loc else "unknown key"
-    elif err["type"] == "missing":
-        msg = f"missing required field {loc[-1]!r}" if loc else msg
-    if "input" in err and err["type"] not in ("extra_forbidden", "missing"):
-        bad = err["input"]
-        if isinstance(bad, str | int | float | bool):
-            msg += f" (got {bad!r})"
-    return where.error(loc, msg)
 
 
 def parse_config(text: str, file: str) -> tuple[Config, LocatedYaml]:
     """Validate YAML text into a Config; raises ConfigError naming file, line and field."""
+    check_size(len(text.encode("utf-8", "surrogatepass")), file)
     where = load_yaml(text, file)
     if not isinstance(where.data, dict):
         raise ConfigError(file, 1, "", "a config must be a YAML mapping (key: value)")
     try:
         cfg = Config.model_validate(where.data)
     except ValidationError as exc:
-        raise _pydantic_error(exc, where) from None
-    check_backends(cfg, where)
+        raise pydantic_error(exc, where) from None
+    check_backends(cfg.backends, where)
     return cfg, where
 
 
 def load_config(path: str | Path) -> tuple[Config, LocatedYaml, str]:
-    """Read and validate a config file. Returns the config, the located YAML and the raw text."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(str(path), None, "", f"cannot read config: {exc.strerror}") from None
+    """Read (config.source.read_config_file) and validate a config file. Returns the config, the located
+    YAML and the raw text."""
+    text = read_config_file(path)
     cfg, where = parse_config(text, str(path))
     return cfg, where, text
 
@@ -273,5 +345,5 @@ def default_config_text() -> str:
     return resources.files("bakeoff.harness.config").joinpath("default.yaml").read_text()
 
 
-__all__ = ["Config", "ConfigError", "TimingConfig", "load_config", "parse_config", "resolve_workloads",
-           "default_config_text", "PRESETS", "DTYPES", "IRError"]
+__all__ = ["Config", "ConfigError", "TimingConfig", "load_config", "parse_config", "read_config_file",
+           "resolve_workloads", "default_config_text", "PRESETS", "DTYPES", "IRError"]

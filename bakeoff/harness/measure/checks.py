@@ -12,6 +12,7 @@ from bakeoff.workloads.lower_torch import TORCH_DTYPES, lower_torch
 from bakeoff.workloads.reference import evaluate_reference
 
 from bakeoff.harness.measure.numerics import ErrorStats, Verdict, error_stats, verdict
+from bakeoff.harness.measure.worst_element import worst_element
 
 
 def reference_outputs(graph: Graph, inputs: Sequence[torch.Tensor], device: str) -> list[torch.Tensor]:
@@ -49,21 +50,32 @@ class SeedCheck:
     eager_vs_ref: ErrorStats | None = None
     verdict: Verdict | None = None
     problems: list[str] = field(default_factory=list)
+    worst_element: dict[str, Any] = field(default_factory=dict)  # of the worst output (worst_element.py)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and bits, element by element (so NaN equals NaN, and 0.0 differs from -0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
 
 
 def check_outputs(graph: Graph, seed: int, outputs: Sequence[Any], eager_outputs: Sequence[torch.Tensor],
-                  refs: Sequence[torch.Tensor]) -> SeedCheck:
+                  refs: Sequence[torch.Tensor], eager_vs_refs: Sequence[ErrorStats] | None = None) -> SeedCheck:
     """Compare a backend's outputs with eager's (same dtype) and the fp64 reference.
 
     With several outputs, the worst one is reported: a failing output before a passing one, then the
     larger relative L2 error against the reference; its verdict and its numbers come together.
+    `eager_vs_refs`: eager's error against each reference where already known (the same for every backend
+    of a workload, shape, dtype and seed); an output with eager's very bits has eager's error.
     """
     result = SeedCheck(seed)
     if len(outputs) != len(refs):
         result.verdict = Verdict("mismatch", f"{len(outputs)} outputs, expected {len(refs)}", None)
         return result
     judged = []
-    for out, eager_out, ref in zip(outputs, eager_outputs, refs):
+    for i, (out, eager_out, ref) in enumerate(zip(outputs, eager_outputs, refs)):
         if not isinstance(out, torch.Tensor):
             result.verdict = Verdict("mismatch", f"output is a {type(out).__name__}, not a tensor", None)
             return result
@@ -74,9 +86,13 @@ def check_outputs(graph: Graph, seed: int, outputs: Sequence[Any], eager_outputs
         if out.dtype != eager_out.dtype:
             result.problems.append(f"output dtype {out.dtype} differs from eager's {eager_out.dtype}")
             out = out.to(eager_out.dtype)
-        vs_ref, eager_vs_ref = error_stats(out, ref), error_stats(eager_out, ref)
+        eager_vs_ref = eager_vs_refs[i] if eager_vs_refs is not None else error_stats(eager_out, ref)
+        vs_ref = eager_vs_ref if same_bits(out, eager_out) else error_stats(out, ref)
         judged.append((verdict(vs_ref, eager_vs_ref, eager_out.dtype), vs_ref, error_stats(out, eager_out),
                        eager_vs_ref))
     worst = max(judged, key=lambda j: (j[0].status != "ok", j[1].rel_l2))
     result.verdict, result.vs_ref, result.vs_eager, result.eager_vs_ref = worst
+    i = next(k for k, j in enumerate(judged) if j is worst)
+    out = outputs[i].to(eager_outputs[i].dtype)
+    result.worst_element = worst_element(out, refs[i], eager_outputs[i]).as_dict(i, seed)
     return result

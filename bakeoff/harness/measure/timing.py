@@ -5,6 +5,8 @@ call (the flush is enqueued before the start event, so it is not timed), EVENT_B
 back and then synchronized, as triton.testing.do_bench does; the others with the host clock around the
 call and the backend's `sync()`, after a device synchronize (their dispatch is included). On the CPU, the
 host clock. Targets are sampled in turn (A, B, A, B, ...) so that drift in clocks or load hits all.
+This is the timer's figure (`latency_ms_*`); the single synchronized call and the pipelined call are here
+too, the CUPTI device time is in device_time.py, and figures.py picks the headline among them.
 """
 from __future__ import annotations
 
@@ -114,12 +116,15 @@ def _samples(t: TimedCall, flush: CacheFlusher, cuda: bool) -> list[float]:
     return [_host_sample(t, flush, cuda)]
 
 
-def host_latency(call: Callable[[], object], sync: Callable[[], None], device: str, reps: int = 20) -> Stats:
+def host_latency(call: Callable[[], object], sync: Callable[[], None], device: str, reps: int = 20,
+                 budget_s: float | None = None) -> Stats:
     """Per-call latency with the host clock, synchronizing before and after each call: what one call costs
-    when nothing is queued, dispatch overhead included."""
+    when nothing is queued, dispatch included (no cache flush). Stops after `reps` calls, or once `budget_s`
+    seconds are spent with at least 3 calls taken."""
     cuda = device.startswith("cuda")
-    samples = []
-    for _ in range(reps):
+    samples: list[float] = []
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    while len(samples) < reps and not (deadline and len(samples) >= 3 and time.perf_counter() > deadline):
         if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -128,7 +133,46 @@ def host_latency(call: Callable[[], object], sync: Callable[[], None], device: s
         if cuda:
             torch.cuda.synchronize()
         samples.append((time.perf_counter() - t0) * 1e3)
-    return stats(samples, "host-clock, synchronized per call")
+    return stats(samples, HOST_SINGLE_METHOD)
+
+
+HOST_SINGLE_METHOD = "host-clock, synchronized per call"
+PIPELINED_METHOD = "host-clock, pipelined"
+# A pipelined batch aims at this much wall time, within these bounds on the number of calls.
+PIPELINE_BATCH_S = 0.02
+PIPELINE_CALLS = (5, 200)
+
+
+def pipeline_calls(single_call_ms: float, bytes_per_call: int, memory_cap_bytes: int = 4 * 2**30) -> int:
+    """Calls per pipelined batch: about PIPELINE_BATCH_S of work, at least 2, and few enough that what calls
+    in flight allocate (each may allocate its outputs, as XLA's do; `bytes_per_call` at most) stays under
+    `memory_cap_bytes`."""
+    lo, hi = PIPELINE_CALLS
+    want = int(PIPELINE_BATCH_S * 1e3 / single_call_ms) if single_call_ms > 0 else hi
+    by_memory = max(2, memory_cap_bytes // max(bytes_per_call, 1))
+    return max(2, min(max(lo, min(hi, want)), by_memory))
+
+
+def pipelined_latency(call: Callable[[], object], sync: Callable[[], None], device: str, calls: int,
+                      reps: int = 5, budget_s: float | None = None) -> Stats:
+    """Per-call wall time of `calls` calls enqueued back to back and synchronized once (host clock), as a
+    model's steady loop sees it: where the host dispatches faster than the device runs, the device time;
+    else the host's dispatch time. No cache flush between calls (a flush on torch's stream would not be
+    ordered with a backend's own stream). `reps` batches (at least 2 when `budget_s` runs out)."""
+    cuda = device.startswith("cuda")
+    samples: list[float] = []
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    while len(samples) < reps and not (deadline and len(samples) >= 2 and time.perf_counter() > deadline):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        sync()
+        if cuda:
+            torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3 / calls)
+    return stats(samples, f"{PIPELINED_METHOD} x{calls}")
 
 
 def method_name(t: TimedCall, cuda: bool, flush: bool) -> str:
@@ -191,31 +235,6 @@ def cuda_graph_latency_ms(call: Callable[[], object], calls_per_graph: int = 10,
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls_per_graph)
     return stats(samples, f"cuda-graph-replay x{calls_per_graph}")
-
-
-def profile_kernels(call: Callable[[], object], sync: Callable[[], None], calls: int = 5) -> tuple[int, float]:
-    """Kernels launched per call and their summed device time per call (ms), seen by CUPTI (torch.profiler).
-
-    CUPTI sees the kernels of every library in the process (JAX, IREE, ONNX Runtime too). Only kernels
-    count: memory copies and memsets (CUPTI's gpu_memcpy / gpu_memset activities, e.g. a host-to-device
-    upload inside `run`) and GPU-side user annotations are left out of both numbers (see `is_kernel_event`).
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    call()
-    sync()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # device kernels only: less overhead
-        for _ in range(calls):
-            call()
-            sync()
-        torch.cuda.synchronize()
-    count, device_us = 0, 0.0
-    for evt in prof.events():
-        if is_kernel_event(evt):
-            count += 1
-            device_us += evt.device_time if hasattr(evt, "device_time") else evt.cuda_time
-    return count // calls if count % calls == 0 else round(count / calls), device_us / calls / 1e3
 
 
 # Names CUPTI/Kineto give memory operations on the device timeline ("Memcpy HtoD (Pageable -> Device)",

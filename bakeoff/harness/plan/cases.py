@@ -1,8 +1,9 @@
 """Config -> plan: the matrix workload x shape x dtype x backend, as self-contained cases.
 
-A case carries everything its worker needs (the bound graph as JSON, options, timing, seeds): a worker
-never reads the YAML. Combinations a backend cannot run are kept as cases with `skip_reason` set; the
-runner turns them into `skipped` records without starting a worker.
+A case carries everything its worker needs (the bound graph as JSON, with how each input is filled, options,
+timing, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
+are kept as cases with `skip_reason` set; the runner turns them into `skipped` records without starting a
+worker.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bakeoff.backends import get_backend
+from bakeoff.backends import Backend, get_backend
 from bakeoff.workloads import costs
 from bakeoff.workloads.ir import Graph, bind
 
@@ -41,6 +42,7 @@ class Case:
     memory_limit_gb: float | None = None
     skip_reason: str | None = None
     backend: str = ""  # the registered backend that runs it (= label unless the config says `backend:`)
+    input_files: dict[str, str] = dataclasses.field(default_factory=dict)  # SHA-256 -> path (file inits)
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -74,19 +76,18 @@ def shape_label(dims: dict[str, int]) -> str:
 
 def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> list[Case]:
     """Every case of the config on `device` (already resolved), in a stable order: workload, shape, dtype, backend."""
-    dtypes = cfg.dtypes or (["float32"] if device == "cpu" else ["bfloat16"])
     adapters = {label: opts.get("backend", label) for label, opts in cfg.backends.items()}
     backends = {label: get_backend(adapter) for label, adapter in adapters.items()}
-    unavailable = {name: b.available() for name, b in backends.items()}
+    unavailable = {name: _available(b) for name, b in backends.items()}
     cases = []
     for w in workloads:
         for label, dims in w.shapes:
-            for dtype in dtypes:
+            for dtype in w.dtypes:
                 graph = bind(w.graph, dims, dtype)
                 flops, nbytes = costs.flops(graph), costs.min_bytes(graph)
                 for name, backend in backends.items():
                     options = {k: v for k, v in cfg.backends[name].items() if k != "backend"}
-                    reason = unavailable[name] or backend.supports(graph, device.split(":")[0], dtype, options)
+                    reason = unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
                     shape = shape_label(dims)
                     cases.append(Case(
                         case_id=f"{w.name}/{shape}/{dtype}/{name}", workload=w.name, preset=label, shape=shape,
@@ -94,8 +95,24 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                         options=options,
                         backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
                         timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm, flops=flops, bytes_moved=nbytes,
-                        memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason))
+                        memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason, input_files=dict(w.input_files)))
     return cases
+
+
+def _available(backend: Backend) -> str | None:
+    """backend.available(); one that raises (a plugin's bug) makes its cases skipped, saying so."""
+    try:
+        return backend.available()
+    except Exception as exc:
+        return f"{backend.name}.available() raised {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _supports(backend: Backend, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+    """backend.supports(); one that raises is taken as None, so the case's compile records the failure."""
+    try:
+        return backend.supports(graph, device, dtype, options)
+    except Exception:
+        return None
 
 
 def resolve_preset(preset: str, device: str) -> str:

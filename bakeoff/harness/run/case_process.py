@@ -11,28 +11,35 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bakeoff.results.record import CaseFields
 
-from bakeoff.harness.run.gate import ENV_PREFIX, ENV_WAIT_FILE, waited_s
-from bakeoff.harness.run.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
-from bakeoff.harness.run.worker.entry import ENV_PARENT
+from bakeoff.harness.measure.extra_checks import fold_extra_check
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.plan.digests import case_digests
+from bakeoff.harness.run.deaths import death_record as _death_record, kill_group, oom_kill_counts
+from bakeoff.harness.run.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
+from bakeoff.harness.run.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
+from bakeoff.harness.run.prestart import Prestarter, Spare, SpareSpec
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
-from bakeoff.harness.run.worker.steps import mentions_oom
+from bakeoff.workloads.inits import describe_inputs
+from bakeoff.harness.run.worker.entry import ENV_PARENT
+from bakeoff.harness.run.worker.phases import BEGIN_MARKED, ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
+
+ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"  # worker/shared_reference.py (not imported here: it imports torch)
 
 STDERR_TAIL_CHARS = 3000
 REPO_ROOT = Path(__file__).resolve().parents[3]
-POLL_S = 0.25  # longest pause between two looks at a running worker, in seconds
+POLL_S = 0.05  # longest pause between two looks at a running worker, in seconds (its exit is seen this late)
 
 
 class Workers:
@@ -60,71 +67,166 @@ class Workers:
                 kill_group(proc)
 
 
-def _worker_env(case: Case, cache_root: Path, extra_env: dict[str, str] | None) -> dict[str, str]:
-    """The worker's environment: this one, plus the backend's cache folders under `cache_root`."""
-    from bakeoff.backends import backend_class
+def slot_vars(slot: Slot | None, extra_env: dict[str, str] | None) -> dict[str, str]:
+    """The variables a slot (and the executor) set for its workers; they win over everything else."""
+    return {**dict(slot.env if slot else ()), **(extra_env or {})}
 
-    backend = backend_class(case.backend)
+
+def base_env(slot: Slot | None, extra_env: dict[str, str] | None, gate_policy: str) -> dict[str, str]:
+    """What every worker process of a slot gets, whatever its case: this environment, the harness on
+    PYTHONPATH, the slot's variables and its gate (a pre-started worker starts with exactly this)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env[ENV_PARENT] = str(os.getpid())
+    env.update(slot_vars(slot, extra_env))
+    if slot and slot.gate:
+        env[ENV_PREFIX] = slot.gate
+        env[ENV_POLICY] = gate_policy
+    return env
+
+
+def _worker_env(case: Case, cache_root: Path, base: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:
+    """The case's worker environment: `base` plus the backend's cache folders under `cache_root` and the
+    variables it needs before its compiler is imported; `overrides` (the slot's) win."""
+    from bakeoff.backends import backend_class
+
+    backend = backend_class(case.backend)
+    env = dict(base)
     for name in backend.cache_env:
         folder = cache_root / name.lower()
         folder.mkdir(parents=True, exist_ok=True)
         env[name] = str(folder)
     env.update(backend.worker_env(case.device))  # e.g. TRITON_INTERPRET=1 for tritongen on the CPU
-    env.update(extra_env or {})
+    env.update(overrides)
     return env
 
 
+@dataclass
+class WorkerRun:
+    """One worker process's outcome: its record (or death record) and where its time went (seconds)."""
+
+    record: dict[str, Any]
+    phases_s: dict[str, float]
+    start: str  # "prestarted" or "fresh"
+    fresh_reason: str | None = None
+    warmup_overlap_compile_s: float | None = None  # spares getting ready while it compiled, seconds
+
+
 def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path | None,
-                workers: Workers | None) -> dict[str, Any]:
+                workers: Workers | None, prestarter: Prestarter | None = None,
+                spare_env: dict[str, str] | None = None) -> WorkerRun:
+    """Run one worker process for `case` (the slot's pre-started one when it may, else a fresh one) and
+    collect its record and phases. With `spare_env`, the slot needs another worker after this one: its
+    spares start with that environment."""
+    t_begin = time.time()
+    profiler = bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
     # Named for this process (harness/run/leftovers.py), so a later run removes it should this one be killed.
     with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as tmp:
-        case_file, out_file, err_file = Path(tmp, "case.json"), Path(tmp, "record.json"), Path(tmp, "stderr.txt")
-        wait_file, worker_tmp = Path(tmp, "gate_wait.txt"), Path(tmp, "tmp")
+        case_file, out_file = Path(tmp, "case.json"), Path(tmp, "record.json")
+        wait_file, phases_file, worker_tmp = Path(tmp, "gate_wait.txt"), Path(tmp, "phases.txt"), Path(tmp, "tmp")
         worker_tmp.mkdir()  # the worker's TMPDIR: what its compilers leave in temporary files goes with it
         case_file.write_text(case.to_json())
-        args = [sys.executable, "-m", "bakeoff.harness.run.worker.entry", str(case_file), str(out_file), phase]
-        if artifacts_dir is not None:
-            args.append(str(artifacts_dir))
-        env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PARENT: str(os.getpid()), "TMPDIR": str(worker_tmp)}
+        argv = [str(case_file), str(out_file), phase] + ([str(artifacts_dir)] if artifacts_dir is not None else [])
+        env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PHASES_FILE: str(phases_file),
+               ENV_SPAWNED_AT: f"{t_begin:.6f}",
+               "TMPDIR": str(worker_tmp)}
+        spare, why_fresh = _choose_spare(prestarter, env, case.device, profiler, spare_env)
+
+        def top_up() -> None:  # while it runs: more spares while it is in a long compile
+            if prestarter is not None and prestarter.wants_more():
+                prestarter.tick(read_phases(phases_file))
+
         oom_before = oom_kill_counts()
-        with open(err_file, "wb") as err:
-            proc = subprocess.Popen(args, env=env, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, cwd=os.getcwd())
-            if workers is not None:
-                workers.add(proc)
-            try:
-                rc, timed_out = _wait(proc, case.timeout_s, wait_file)
-            finally:
-                if proc.returncode is None:
-                    kill_group(proc)
-                    proc.wait()
-                if workers is not None:
-                    workers.discard(proc)
-        tail = err_file.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        err_file = spare.output if spare else Path(tmp, "stderr.txt")
+        try:
+            if spare is not None:
+                proc = spare.hand(argv, env)
+            else:
+                with open(err_file, "wb") as err:
+                    proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", *argv],
+                                            env=env, stdout=err, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+            rc, timed_out = _supervise(proc, case.timeout_s, wait_file, workers, top_up)
+            t_exit = time.time()
+            tail = err_file.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        finally:
+            if spare is not None:
+                spare.discard()
+        written = read_phases(phases_file)
+        phases = _process_phases(written, t_begin, t_exit)
+        overlap = None
+        if prestarter is not None:
+            windows = [w for w in (written.window(name, t_exit) for name in BEGIN_MARKED) if w is not None]
+            overlap = sum(prestarter.warmup_overlap_s(start, end) for start, end in windows) if windows else None
         gate_wait_s = waited_s(wait_file)
         if timed_out:
-            return {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}"
-                    + (f" (not counting {gate_wait_s:.1f} s waiting for the timing gate)" if gate_wait_s else ""),
-                    "stderr_tail": tail}
-        if out_file.exists():
+            record = {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}"
+                      + (f" (not counting {gate_wait_s:.1f} s waiting for the timing gate)" if gate_wait_s else ""),
+                      "stderr_tail": tail}
+        elif out_file.exists():
             record = json.loads(out_file.read_text())
             if tail.strip():
                 record["stderr_tail"] = tail
             record[f"gate_wait_{phase}_s"] = gate_wait_s
-            return record
-        return _death_record(rc, phase, tail, oom_before, oom_kill_counts(),
-                             killed_by_harness=workers is not None and workers.closed)
+        else:
+            record = _death_record(rc, phase, tail, oom_before, oom_kill_counts(),
+                                   killed_by_harness=workers is not None and workers.closed)
+    phases["collect"] = time.time() - t_exit  # reading its record and output, deleting its folder
+    return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh, overlap)
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float, wait_file: Path) -> tuple[int, bool]:
+def _choose_spare(prestarter: Prestarter | None, env: dict[str, str], device: str, profiler: bool,
+                  spare_env: dict[str, str] | None) -> tuple[Spare | None, str | None]:
+    """The slot's spare for a worker with `env`, or (None, why not); plans the slot's next spares and,
+    when none is left, starts one now."""
+    if prestarter is None:
+        return None, None
+    spare, why_fresh = prestarter.take(env, device, profiler)
+    prestarter.plan(SpareSpec(spare_env, device, profiler) if spare_env is not None else None)
+    if not prestarter.spares:
+        prestarter.start_one()  # none left: start getting the next one ready now
+    return spare, why_fresh
+
+
+def _supervise(proc: subprocess.Popen, timeout_s: float, wait_file: Path, workers: Workers | None,
+               on_poll: Callable[[], None]) -> tuple[int, bool]:
+    """Wait for the worker (registered with `workers` meanwhile, so an interrupt kills it); (exit code,
+    timed out)."""
+    if workers is not None:
+        workers.add(proc)
+    try:
+        return _wait(proc, timeout_s, wait_file, on_poll)
+    finally:
+        if proc.returncode is None:
+            kill_group(proc)
+            proc.wait()
+        if workers is not None:
+            workers.discard(proc)
+
+
+def _process_phases(written: PhaseFile, t_begin: float, t_exit: float) -> dict[str, float]:
+    """A worker process's phases: what it wrote, `exit` from its end mark to its reaping, and for one that
+    died or was killed, `unfinished` from its last finished phase to its end."""
+    phases = dict(written.totals)
+    if written.end is not None:
+        phases["exit"] = phases.get("exit", 0.0) + max(t_exit - written.end, 0.0)
+    else:
+        unreported = (t_exit - t_begin) - sum(phases.values())
+        if unreported > 0:
+            phases["unfinished"] = unreported
+    return phases
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, wait_file: Path,
+          on_poll: Callable[[], None] = lambda: None) -> tuple[int, bool]:
     """Wait for the worker; kill it after `timeout_s` seconds of its own time, i.e. not counting the time
     it waited for the device's timing gate. Returns (exit code, timed out). Either way its process group
-    is killed before the worker is reaped (while its id cannot be reused), so nothing it started lingers."""
+    is killed before the worker is reaped (while its id cannot be reused), so nothing it started lingers.
+    `on_poll` runs at every look."""
     start, pause = time.time(), 0.01
     while True:
+        on_poll()
         if _exited(proc):
             kill_group(proc)
             return proc.wait(), False
@@ -143,133 +245,84 @@ def _exited(proc: subprocess.Popen) -> bool:
         return proc.poll() is not None
 
 
-def _death_record(rc: int, phase: str, tail: str, oom_kills_before: dict[str, int] | None = None,
-                  oom_kills_after: dict[str, int] | None = None, killed_by_harness: bool = False) -> dict[str, Any]:
-    """A record for a worker that exited without writing its result.
-
-    It is `oom` only with evidence: its output says it ran out of memory (MemoryError, which the host memory
-    cap, RLIMIT_AS, raises; a C++ std::bad_alloc; CUDA's "out of memory"), or it died from SIGKILL while an
-    out-of-memory kill counter (`oom_kill_counts`: its cgroup's, the system's) went up. Any other death is a
-    `crash`: a SIGKILL can also come from a person, a supervisor or the harness itself."""
-    text_oom = mentions_oom(tail)
-    if rc < 0:
-        sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        rose = _counters_rose(oom_kills_before or {}, oom_kills_after or {})
-        if -rc == signal.SIGKILL and killed_by_harness:
-            status, reason = "crash", f"{phase} worker killed by SIGKILL (stopped by the harness: run interrupted)"
-        elif -rc == signal.SIGKILL and rose:
-            status, reason = "oom", f"{phase} worker killed by SIGKILL by the out-of-memory killer ({rose})"
-        elif text_oom:
-            status, reason = "oom", f"{phase} worker ran out of memory (died from signal {sig})"
-        elif -rc == signal.SIGKILL:
-            status, reason = "crash", f"{phase} worker killed by SIGKILL (no out-of-memory kill was counted)"
-        else:
-            status, reason = "crash", f"{phase} worker died from signal {sig}"
-    elif text_oom:
-        status, reason = "oom", f"{phase} worker ran out of memory (exit code {rc})"
-    else:
-        status, reason = "crash", f"{phase} worker exited with code {rc} without a result"
-    return {"status": status, "reason": reason, "stderr_tail": tail}
-
-
-def _counters_rose(before: dict[str, int], after: dict[str, int]) -> str:
-    """'' when no out-of-memory kill counter went up, else which did, e.g. 'cgroup oom_kill 0 -> 1'."""
-    return "; ".join(f"{name} oom_kill {before[name]} -> {after[name]}" for name in sorted(after)
-                     if name in before and after[name] > before[name])
-
-
-def oom_kill_counts() -> dict[str, int]:
-    """Out-of-memory kills counted so far, by whom: this process's memory cgroup (v2 `memory.events`, v1
-    `memory.oom_control`; its kills include those of its descendants, the workers) and the whole system
-    (`/proc/vmstat`). Counters that cannot be read are left out."""
-    counts: dict[str, int] = {}
-    cgroup = _cgroup_oom_kills()
-    if cgroup is not None:
-        counts["cgroup"] = cgroup
-    value = _read_counter(Path("/proc/vmstat"), "oom_kill")
-    if value is not None:
-        counts["system"] = value
-    return counts
-
-
-def _cgroup_oom_kills() -> int | None:
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    root = Path("/sys/fs/cgroup")
-    candidates = []
-    for line in lines:
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        rel = path.strip().lstrip("/")
-        if controllers == "":  # cgroup v2
-            candidates += [root / rel / "memory.events", root / "memory.events"]
-        elif "memory" in controllers.split(","):  # cgroup v1
-            candidates += [root / "memory" / rel / "memory.oom_control", root / "memory" / "memory.oom_control"]
-    for file in candidates:
-        value = _read_counter(file, "oom_kill")
-        if value is not None:
-            return value
-    return None
-
-
-def _read_counter(file: Path, key: str) -> int | None:
-    """The integer after `key` in a 'key value' per line file; None when unreadable or absent."""
-    try:
-        for line in file.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[0] == key:
-                return int(parts[1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the worker and everything it started (it leads its own process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):  # gone (and its group id possibly reused)
-        pass
-
-
 def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
-                 extra_env: dict[str, str] | None = None, workers: Workers | None = None) -> dict[str, Any]:
+                 extra_env: dict[str, str] | None = None, workers: Workers | None = None,
+                 prestarter: Prestarter | None = None, more_cases: bool = False) -> dict[str, Any]:
     """Run `case` cold (fresh caches) and, if asked and the cold run compiled, warm. Returns the record.
 
     `work_dir` holds this case's cache folders (deleted afterwards) and staged artifacts (under
     `work_dir/staging`; the orchestrator moves them to `work_dir/artifacts` once the record commits, and
     the record's `artifacts_dir` names that final place). `slot` pins the worker to a device and its gate;
-    `workers` registers the processes so that an interrupt can kill them.
+    `workers` registers the processes so that an interrupt can kill them. With a `prestarter`, each worker
+    process is the slot's pre-started one where it may be (run/prestart.py) and a new one starts for the
+    slot's next worker; `more_cases` says whether the slot will run another case after this one.
+    The record's `phases_s` says where `wall_s` went (worker/phases.py).
     """
     t0 = time.perf_counter()
+    phases: dict[str, float] = {}
     cache_root = Path(tempfile.mkdtemp(prefix=owned_prefix(CACHE_PREFIX), dir=work_dir))
     staged = staging_dir(work_dir, case)
     discard(work_dir, case)  # whatever an earlier, killed attempt left half-written
     run_case = dataclasses.replace(case, device=slot.device) if slot and slot.device else case
+    policy = case.timing.get("gate") or "exclusive"
+    overrides = slot_vars(slot, extra_env)
+    base = {**base_env(slot, extra_env, policy), ENV_REFERENCE_DIR: str(references_dir(work_dir))}
+    record: dict[str, Any] = {}
     try:
-        env = _worker_env(run_case, cache_root, {**dict(slot.env if slot else ()), **(extra_env or {})})
-        if slot and slot.gate:
-            env[ENV_PREFIX] = slot.gate
-        record = _run_worker(run_case, "cold", env, staged, workers)
+        env = _worker_env(run_case, cache_root, base, overrides)
+        warm_planned = case.warm_compile and case.backend != "eager"
+        phases["setup"] = time.perf_counter() - t0
+        cold = _run_worker(run_case, "cold", env, staged, workers, prestarter,
+                           base if (warm_planned or more_cases) else None)
+        record = cold.record
+        _add_phases(phases, cold.phases_s, "")
+        record["worker_start"] = cold.start
+        if cold.fresh_reason:
+            record["worker_start_reason"] = cold.fresh_reason
+        if cold.warmup_overlap_compile_s is not None:
+            record["warmup_overlap_compile_s"] = cold.warmup_overlap_compile_s
         compiled = record.get("status") in ("ok", "mismatch")
-        if case.warm_compile and compiled and case.backend != "eager":
-            warm = _run_worker(run_case, "warm", env, None, workers)
-            warm_tail = warm.pop("stderr_tail", None)
+        if warm_planned and compiled:
+            warm = _run_worker(run_case, "warm", env, None, workers, prestarter, base if more_cases else None)
+            _add_phases(phases, warm.phases_s, "warm_")
+            record["worker_start_warm"] = warm.start
+            if warm.fresh_reason:
+                record["worker_start_warm_reason"] = warm.fresh_reason
+            if warm.warmup_overlap_compile_s is not None:
+                record["warmup_overlap_compile_warm_s"] = warm.warmup_overlap_compile_s
+            warm_tail = warm.record.pop("stderr_tail", None)
             if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
                 record["stderr_tail_warm"] = warm_tail
-            if "compile_warm_s" in warm:
-                record.update(warm)
+            if "compile_warm_s" in warm.record:
+                record.update(warm.record)
+                fold_extra_check(record, "warm")  # a wrong cache-loaded executable fails the case
             else:
-                record["warm_error"] = warm.get("reason")
+                record["warm_error"] = warm.record.get("reason")
+        elif prestarter is not None and not more_cases:
+            prestarter.drop()  # started for a warm run that will not happen, and no case follows
         if staged.exists():
             record["artifacts_dir"] = str(final_dir(work_dir, case))
     finally:
+        t_cleanup = time.perf_counter()
         shutil.rmtree(cache_root, ignore_errors=True)
+        phases["cleanup"] = time.perf_counter() - t_cleanup
     if slot is not None:
         record["worker"] = slot.label
+    record["gate_policy"] = policy
     record["wall_s"] = time.perf_counter() - t0
+    phases["other"] = max(record["wall_s"] - sum(phases.values()), 0.0)
+    record["phases_s"] = {k: round(v, 6) for k, v in phases.items()}
     return record
+
+
+def references_dir(work_dir: Path) -> Path:
+    """Where the cases of a run keep the float64 references they share (worker/shared_reference.py)."""
+    return work_dir / "references"
+
+
+def _add_phases(total: dict[str, float], phases: dict[str, float], prefix: str) -> None:
+    for name, seconds in phases.items():
+        total[prefix + name] = total.get(prefix + name, 0.0) + seconds
 
 
 def case_fields(case: Case) -> CaseFields:
@@ -277,4 +330,17 @@ def case_fields(case: Case) -> CaseFields:
     return CaseFields(case_id=case.case_id, workload=case.workload, preset=case.preset, shape=case.shape,
                       dtype=case.dtype, backend=case.label, adapter=case.backend, device=case.device,
                       flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims, options=case.options,
-                      seeds=list(case.seeds))
+                      seeds=list(case.seeds), inputs=describe_inputs(case.bound_graph(), case.input_files),
+                      **case_digests(case.graph, canonical_options(case), case.timing))
+
+
+def canonical_options(case: Case) -> dict[str, Any]:
+    """The case's backend options with every default filled in (Backend.canonical_options), so that `{}` and
+    `{mode: default}` digest alike; the options as given where the backend cannot be loaded or refuses them
+    (the record then fails on its own)."""
+    from bakeoff.backends import backend_class
+
+    try:
+        return backend_class(case.backend).canonical_options(case.options)
+    except Exception:  # noqa: BLE001 - an unloadable backend or bad options: digest what the case carries
+        return dict(case.options)

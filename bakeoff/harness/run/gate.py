@@ -12,8 +12,14 @@ A worker never holds one lock while waiting for another except the turnstile, wh
 first, so there is no deadlock. The time a worker spends waiting is written to `wait_file`, so the
 orchestrator can leave it out of the worker's timeout.
 
-The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix) and
-BAKEOFF_GATE_WAIT (the wait file). Without them the gate is a no-op.
+The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix),
+BAKEOFF_GATE_WAIT (the wait file) and BAKEOFF_GATE_POLICY. Without a prefix the gate is a no-op.
+
+Policies (`timing: {gate: ...}` in a config, recorded as each record's `gate_policy`):
+- ``exclusive`` (the default): as above; nothing else runs on the device while a worker times.
+- ``timers_only``: workers do not hold the gate while they compile or check; only timing phases take it,
+  so two timing phases never overlap, but compiles (and imports, checks) of other workers run meanwhile.
+  benchmarks/gate_disturbance.py measures what that costs in timing spread before anyone picks it.
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ from typing import Callable, Iterator
 
 ENV_PREFIX = "BAKEOFF_GATE"
 ENV_WAIT_FILE = "BAKEOFF_GATE_WAIT"
+ENV_POLICY = "BAKEOFF_GATE_POLICY"
+POLICIES = ("exclusive", "timers_only")
 
 
 @dataclass
@@ -36,10 +44,13 @@ class Gate:
 
     prefix: str
     wait_file: str | None = None
+    policy: str = "exclusive"
     waited_s: float = 0.0
     windows: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"gate policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
         folder = Path(self.prefix).parent
         if not folder.exists():
             folder.mkdir(parents=True, exist_ok=True)
@@ -68,17 +79,30 @@ class Gate:
             os.replace(tmp, self.wait_file)
 
     def enter_shared(self) -> None:
-        """Join the device as a busy worker (waits while someone times or waits to time)."""
+        """Join the device as a busy worker (waits while someone times or waits to time); under the
+        timers_only policy busy workers hold nothing."""
+        if self.policy == "timers_only":
+            return
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
             self._lock(self._gate, fcntl.LOCK_SH)
         finally:
             fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
 
+    def leave_shared(self) -> None:
+        """Stop being a busy worker (an idle pre-started worker must not hold off anyone's timing)."""
+        fcntl.lockf(self._gate, fcntl.LOCK_UN)
+
+    def rebind(self, wait_file: str | None) -> None:
+        """Start over for a new case in this process (a pre-started worker): report waits to `wait_file`,
+        counting from zero. The lock files stay open: POSIX locks belong to the process, and closing any
+        descriptor of a locked file would drop them."""
+        self.wait_file, self.waited_s, self.windows = wait_file, 0.0, []
+
     @contextmanager
     def exclusive(self) -> Iterator["Gate"]:
         """Hold the device alone: leave the shared hold, wait until every other worker has left theirs,
-        run the body, then rejoin as shared."""
+        run the body, then rejoin as shared. Under timers_only: wait only for other timing phases."""
         fcntl.lockf(self._gate, fcntl.LOCK_UN)
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
@@ -95,7 +119,8 @@ class Gate:
 
     def summary(self) -> dict[str, object]:
         """For the record: seconds waited for the gate so far and the exclusive windows (epoch seconds)."""
-        return {"gate": self.prefix, "gate_wait_s": self.waited_s, "timing_windows": [list(w) for w in self.windows]}
+        return {"gate": self.prefix, "gate_policy": self.policy, "gate_wait_s": self.waited_s,
+                "timing_windows": [list(w) for w in self.windows]}
 
 
 def _share(change: Callable[[], None]) -> None:
@@ -119,7 +144,8 @@ def current_gate() -> Gate | None:
     """This worker process's gate, opened from the environment on first use; None when not gated."""
     global _current  # one gate per process: the device it was started on
     if _current is None and os.environ.get(ENV_PREFIX):
-        _current = Gate(os.environ[ENV_PREFIX], os.environ.get(ENV_WAIT_FILE))
+        _current = Gate(os.environ[ENV_PREFIX], os.environ.get(ENV_WAIT_FILE),
+                        os.environ.get(ENV_POLICY) or "exclusive")
     return _current
 
 

@@ -2,8 +2,8 @@
 behind can be deleted later, and only that.
 
 A case runs in a temporary folder (`bakeoff-case-*` in the system's temporary folder: the case file, the
-worker's output, its TMPDIR) and fills cache folders (`cache-*` under the run's artifacts folder); a Ray task
-works in `bakeoff-ray-*`. They are deleted when the case ends, but not when the process that made them is
+worker's output, its TMPDIR) and fills cache folders (`cache-*` under the run's artifacts folder); a
+pre-started worker waits in `bakeoff-spare-*` (run/prestart.py); a Ray task works in `bakeoff-ray-*`. They are deleted when the case ends, but not when the process that made them is
 killed with SIGKILL. Each name holds its maker's `ProcessId` tag; `sweep` deletes a folder whose maker ran on
 this machine and has ended. A folder made elsewhere (another host or container), or by a live process, or
 named without a tag, is left alone.
@@ -18,6 +18,7 @@ from bakeoff.harness.run.owner import ProcessId
 
 CASE_TMP_PREFIX = "bakeoff-case-"
 RAY_TMP_PREFIX = "bakeoff-ray-"
+SPARE_TMP_PREFIX = "bakeoff-spare-"
 CACHE_PREFIX = "cache-"
 
 
@@ -44,9 +45,9 @@ def sweep(folder: Path, prefix: str) -> list[Path]:
 
 
 def sweep_temporary() -> list[Path]:
-    """Case and Ray task folders left in this machine's temporary folder by dead processes."""
+    """Case, spare and Ray task folders left in this machine's temporary folder by dead processes."""
     tmp = Path(tempfile.gettempdir())
-    return sweep(tmp, CASE_TMP_PREFIX) + sweep(tmp, RAY_TMP_PREFIX)
+    return sweep(tmp, CASE_TMP_PREFIX) + sweep(tmp, SPARE_TMP_PREFIX) + sweep(tmp, RAY_TMP_PREFIX)
 
 
 def sweep_run_folders(artifacts_root: Path) -> list[Path]:

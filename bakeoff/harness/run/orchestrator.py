@@ -11,14 +11,13 @@ what its workers returned.
 from __future__ import annotations
 
 import signal
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.markup import escape
 
 from pydantic import ValidationError
 
@@ -26,14 +25,16 @@ from bakeoff.results.leases import LeaseLost
 from bakeoff.results.record import CaseRecord, ProcessFields, invalid_fields
 from bakeoff.results.store import Store
 
+from bakeoff.harness.config.backend_options import check_backends
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
 from bakeoff.harness.run.case_process import case_fields
-from bakeoff.harness.run.executors import Executor, ExecutorError, ExecutorSpec, make_executor
+from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
 from bakeoff.harness.run.lease import LeaseError, RunBusyError, RunLease  # noqa: F401  (the CLI's errors)
 from bakeoff.harness.run.leftovers import sweep_run_folders, sweep_temporary
 from bakeoff.harness.plan.cases import Case, plan_cases, resolve_device, resolve_preset
+from bakeoff.harness.run.progress import RunProgress
 from bakeoff.harness.run.staging import discard, publish, recover
-from bakeoff.harness.config.yaml_lines import ConfigError
+from bakeoff.harness.config.yaml_lines import ConfigError, load_yaml
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Filters:
     workloads: tuple[str, ...] | None = None
     device: str | None = None
     preset: str | None = None
+    gate: str | None = None  # the timing gate policy (timing.gate), overriding the config's
 
 
 ARTIFACTS_ROOT = Path("results") / "artifacts"  # relative to the working folder
@@ -69,26 +71,29 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
     `extend_backends` (the built-in default config), where any registered backend may be named and is added."""
     device = resolve_device(filters.device or cfg.device)
     preset = resolve_preset(filters.preset or cfg.preset, device)
+    if filters.gate:
+        cfg = cfg.model_copy(update={"timing": cfg.timing.model_copy(update={"gate": filters.gate})})
     if filters.backends:
         for name in filters.backends:
             if name in cfg.backends:
                 continue
             if not extend_backends:
                 raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name!r} is not a backend of this config; its labels: "
+                                  f"--backend {name[:60]!r} is not a backend of this config; its labels: "
                                   f"{', '.join(cfg.backends)}")
-            from bakeoff.backends import REGISTRY, known
+            from bakeoff.backends import known, names
 
             if not known(name):
                 raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name!r} is unknown; known: {', '.join(REGISTRY)}")
+                                  f"--backend {name[:60]!r} is unknown; known: {', '.join(names())}")
         cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
-    workloads = resolve_workloads(cfg, where, preset)
+        check_backends(cfg.backends, where)  # a backend --backend added: it must load, with default options
+    workloads = resolve_workloads(cfg, where, preset, device)
     if filters.workloads:
         missing = set(filters.workloads) - {w.name for w in workloads}
         if missing:
             raise ConfigError(where.file, None, "workloads",
-                              f"--workload {sorted(missing)[0]!r} is not in this config "
+                              f"--workload {sorted(missing)[0][:60]!r} is not in this config "
                               f"(it has {', '.join(w.name for w in workloads)})")
         workloads = [w for w in workloads if w.name in filters.workloads]
     return device, plan_cases(cfg, workloads, device)
@@ -103,11 +108,9 @@ def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) ->
     record.setdefault("status", "crash")
     ceiling = _ceiling_for(case, ceilings)
     if ceiling and record.get("latency_ms_median"):
-        name, value = ceiling
-        achieved = record.get("achieved_tflops") if name.startswith("matmul") else record.get("achieved_gbps")
-        if achieved:
-            record["pct_of_ceiling"] = 100.0 * achieved / value
-            record["ceiling"] = {"name": name, "value": value}
+        from bakeoff.harness.measure.ceiling_share import ceiling_fields
+
+        record.update(ceiling_fields(record, ceiling, ceilings))
     try:
         return CaseRecord.model_validate(record)
     except ValidationError as exc:
@@ -154,12 +157,9 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     done = store.done_case_ids(run_id)
     recover(work_dir, cases, done)
     todo = [c for c in cases if c.case_id not in done]
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())
-    running = _Running()
 
     def started(case: Case) -> None:  # called by the executor (from its slot threads) as a case starts
-        progress.update(task, description=running.start(case.case_id))
+        progress.started(case)
 
     def write(case: Case, result: dict[str, Any]) -> None:
         record = _complete(case, {**result, "attempt": attempt}, ceilings)
@@ -171,11 +171,9 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
             discard(work_dir, case)  # another orchestrator recorded this case first
         if on_record:
             on_record(record)
-        progress.update(task, description=running.end(case.case_id))
-        progress.advance(task)
+        progress.finished(case, record.flat())
 
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("starting", total=len(todo))
+    with RunProgress(console, todo) as progress:  # a bar on a terminal, a line per case elsewhere
         try:
             for case in todo:
                 if case.skip_reason:
@@ -195,7 +193,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 finally:
                     executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
-                          f"Resume with: bakeoff run --resume {run_id}" + _db_hint(store))
+                          f"Resume with: bakeoff run --resume {run_id}" + escape(_db_hint(store)), highlight=False)
             raise
         except Exception as exc:  # the lease was lost, the store went away, a harness bug: stop the workers
             if lease is not None and isinstance(exc, LeaseLost):
@@ -206,30 +204,6 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     executor.close()
     store.finish_run(run_id, "complete", lease=token)
     return "complete"
-
-
-class _Running:
-    """The cases in flight, for the progress bar's description: the oldest running case, and how many more."""
-
-    def __init__(self) -> None:
-        self._ids: dict[str, None] = {}  # insertion-ordered set
-        self._lock = threading.Lock()
-
-    def start(self, case_id: str) -> str:
-        with self._lock:
-            self._ids[case_id] = None
-            return self._describe()
-
-    def end(self, case_id: str) -> str:
-        with self._lock:
-            self._ids.pop(case_id, None)
-            return self._describe()
-
-    def _describe(self) -> str:
-        if not self._ids:
-            return "waiting"
-        first = next(iter(self._ids))
-        return f"running {first}" + (f" (+{len(self._ids) - 1} more)" if len(self._ids) > 1 else "")
 
 
 @contextmanager
@@ -254,6 +228,17 @@ def plan_run(config_text: str, config_path: str, filters: Filters) -> PlannedRun
     return PlannedRun(cfg, config_text, config_path, filters, device, cases)
 
 
+def executor_for(planned: PlannedRun, spec: ExecutorSpec) -> Executor:
+    """`make_executor` for a planned run. A device that is not there is the error of what chose it: the
+    config's `device` (its file and line) unless --device did."""
+    try:
+        return make_executor(spec, planned.device)
+    except DeviceError as exc:
+        if planned.filters.device is not None:
+            raise DeviceError(f"--device {planned.filters.device}: {exc}") from None
+        raise load_yaml(planned.config_text, planned.config_path).error(("device",), str(exc)) from None
+
+
 def start_run(store: Store, planned: PlannedRun, console: Console, executor: Executor,
               spec: ExecutorSpec = ExecutorSpec()) -> str:
     """Record the run (planned by `plan_run`, its executor made by `make_executor`) with its lease held by
@@ -270,8 +255,8 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
         executor.close()
         raise
     console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
-                  f"({env.get('gpu_name') or env.get('cpu_model')}), {_describe(spec)}, store {store.safe_url}",
-                  highlight=False)
+                  f"({escape(str(env.get('gpu_name') or env.get('cpu_model')))}), {_describe(spec)}, "
+                  f"store {escape(store.safe_url)}", highlight=False)
     with lease.held(run_id, acquire=False):
         work_dir = _work_dir(run_id)
         sweep_leftovers(console)

@@ -19,6 +19,10 @@ ENV_GATE_DIR = "BAKEOFF_GATE_DIR"
 ENV_GATE_SCOPE = "BAKEOFF_GATE_SCOPE"
 
 
+class DeviceUnavailable(ValueError):
+    """The device asked for is not on this host (no CUDA device visible, or not that many)."""
+
+
 @dataclass(frozen=True)
 class Slot:
     """Where one worker runs.
@@ -63,11 +67,11 @@ def local_slots(device: str, jobs: int) -> list[Slot]:
         return [Slot(f"cpu#{i}", None, (), gate_prefix("cpu")) for i in range(jobs)]
     gpus = visible_gpus()
     if not gpus:
-        raise ValueError(f"device {device} asked for, but no CUDA device is visible")
+        raise DeviceUnavailable(f"device {device} asked for, but no CUDA device is visible")
     if ":" in device:
         index = int(device.split(":")[1])
         if index >= len(gpus):
-            raise ValueError(f"device {device} asked for, but only {len(gpus)} GPU(s) are visible")
+            raise DeviceUnavailable(f"device {device} asked for, but only {len(gpus)} GPU(s) are visible")
         gpus = [gpus[index]]
     if jobs == 1:  # one worker: leave the device as the config names it
         return [Slot(f"gpu{gpus[0]}", None, (), gate_prefix(f"gpu-{gpus[0]}"))]

@@ -12,6 +12,7 @@ from typing import Any
 
 from scipy.stats import mannwhitneyu
 
+from bakeoff.results.report.comparable import incomparable, noise_note
 from bakeoff.results.report.data import RunData, case_key, fnum, unit_roundoff
 from bakeoff.results.report.envdiff import EnvChange, env_diff
 
@@ -36,7 +37,8 @@ class Thresholds:
 @dataclass(frozen=True)
 class MetricChange:
     """One metric of one case. `rel` = candidate / base − 1; `p_value` only for latency (two-sided U test);
-    verdict: regressed, improved, unchanged, not significant (changed by more than the minimum but p ≥ alpha)."""
+    verdict: regressed, improved, unchanged, not significant (changed by more than the minimum but p ≥ alpha),
+    not comparable (the two records measured different things: `why`; never a regression)."""
 
     metric: str
     base: float | None
@@ -44,6 +46,7 @@ class MetricChange:
     rel: float | None
     verdict: str
     p_value: float | None = None
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,18 @@ class CaseComparison:
     base_status: str
     candidate_status: str  # "missing" when the candidate has no record of the case (a partial or killed run)
     # same, regressed (ok → failure, or missing from the candidate), fixed (failure → ok), changed (failure →
-    # other failure), missing (absent from the candidate, not counted: --allow-missing)
+    # other failure), missing (absent from the candidate, not counted: --allow-missing), not comparable (the
+    # graph or the backend options differ: nothing of the case is counted)
     status_verdict: str
     changes: list[MetricChange] = field(default_factory=list)
     candidate_reason: str | None = None
+    not_comparable: list[str] = field(default_factory=list)  # why the whole case is not comparable
+    noisy: list[str] = field(default_factory=list)  # 'base: reasons', 'candidate: reasons' of noisy sides
+
+    @property
+    def incomparable(self) -> bool:
+        """The case, or one of its metrics, could not be compared."""
+        return bool(self.not_comparable) or any(c.verdict == "not comparable" for c in self.changes)
 
     @property
     def regressed(self) -> bool:
@@ -92,6 +103,15 @@ class Comparison:
     @property
     def same_fingerprint(self) -> bool:
         return self.base_run.get("fingerprint") == self.candidate_run.get("fingerprint")
+
+    @property
+    def with_itself(self) -> bool:
+        """Base and candidate are the same run: every difference is zero by construction."""
+        return self.base_run.get("run_id") == self.candidate_run.get("run_id")
+
+    @property
+    def not_comparable(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.incomparable]
 
 
 def _status_verdict(base: str, cand: str) -> str:
@@ -142,9 +162,32 @@ def _error_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> 
     return MetricChange("err_rel_l2_vs_fp64", b, c, ratio - 1, verdict)
 
 
+def _comparable_only(change: MetricChange | None, base: dict[str, Any], cand: dict[str, Any]) -> MetricChange | None:
+    """`change`, or the same values marked 'not comparable' with the reason when the records measured
+    different things for this metric (COMPARABLE_BY)."""
+    if change is None:
+        return None
+    why = incomparable(change.metric, base, cand)
+    if not why:
+        return change
+    return MetricChange(change.metric, change.base, change.candidate, change.rel, "not comparable", change.p_value,
+                        "; ".join(why))
+
+
+def _noisy(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    return [f"{side}: {note}" for side, rec in (("base", base), ("candidate", cand))
+            if (note := noise_note(rec)) is not None]
+
+
 def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> CaseComparison:
-    """One matched case. Metrics are compared only when both runs passed; a status change says the rest."""
+    """One matched case. Metrics are compared only when both runs passed; a status change says the rest.
+    A case whose graph or options differ is not comparable at all; a metric whose timing settings, method or
+    inputs differ is listed as not comparable; neither is ever a regression."""
     bs, cs = str(base.get("status")), str(cand.get("status"))
+    whole = incomparable("status", base, cand)  # the graph or the options (SAME_CASE)
+    if whole:
+        return CaseComparison(case_key(cand), bs, cs, "not comparable", [], cand.get("reason"), whole,
+                              _noisy(base, cand))
     changes: list[MetricChange | None] = []
     if bs == "ok" and cs == "ok":
         changes = [_latency_change(base, cand, t),
@@ -155,8 +198,9 @@ def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> C
                    _error_change(base, cand, t)]
         if base.get("cache_hit_warm") is True and cand.get("cache_hit_warm") is False:
             changes.append(MetricChange("cache_hit_warm", 1.0, 0.0, None, "regressed"))
+        changes = [_comparable_only(c, base, cand) for c in changes]
     return CaseComparison(case_key(cand), bs, cs, _status_verdict(bs, cs), [c for c in changes if c is not None],
-                          cand.get("reason"))
+                          cand.get("reason"), [], _noisy(base, cand))
 
 
 def missing_case(base: dict[str, Any], allow: bool) -> CaseComparison:

@@ -11,7 +11,8 @@ from bakeoff.results.report.envdiff import describe
 METRIC_TITLES = {"latency_ms_median": "latency ms", "compile_s": "compile s cold", "compile_warm_s": "compile s warm",
                  "err_rel_l2_vs_fp64": "err vs fp64", "cache_hit_warm": "warm cache hit"}
 COLUMNS = ("latency_ms_median", "compile_s", "compile_warm_s", "err_rel_l2_vs_fp64")
-MARK = {"regressed": "REGRESSED", "improved": "improved", "unchanged": "", "not significant": "n.s."}
+MARK = {"regressed": "REGRESSED", "improved": "improved", "unchanged": "", "not significant": "n.s.",
+        "not comparable": "not comparable"}
 
 
 def _fmt(x: float | None) -> str:
@@ -27,7 +28,7 @@ def metric_text(m: MetricChange | None) -> str:
     rel = "" if m.rel is None else f"{m.rel * 100:+.1f}%"
     p = f", p={m.p_value:.2g}" if m.p_value is not None else ""
     inner = ", ".join(x for x in (rel, p.lstrip(", ")) if x)
-    mark = MARK.get(m.verdict, m.verdict)
+    mark = MARK.get(m.verdict, m.verdict) + (f" ({m.why})" if m.why else "")
     return f"{_fmt(m.base)} → {_fmt(m.candidate)}" + (f" ({inner})" if inner else "") + (f" {mark}" if mark else "")
 
 
@@ -41,15 +42,40 @@ def _status_text(c: CaseComparison) -> str:
     text = f"{c.base_status} → {c.candidate_status}"
     if c.status_verdict == "missing":
         return text + " (allowed)"
+    if c.status_verdict == "not comparable":
+        return text + " (not comparable)"
     return text + (" REGRESSED" if c.status_verdict == "regressed" else f" ({c.status_verdict})")
 
 
 def headline(cmp: Comparison) -> str:
+    if cmp.with_itself:
+        return (f"Run {cmp.base_run['run_id']} compared with itself: every difference is zero by construction "
+                f"(0 regression(s) in {len(cmp.matched)} case(s)), so this says nothing about a change; pass two "
+                "different runs, e.g. `bakeoff compare previous latest`")
     n = len(cmp.regressions)
     improved = sum(c.improved for c in cmp.cases)
     missing = f", {len(cmp.only_base)} missing from the candidate" if cmp.only_base else ""
-    return (f"{n} regression(s), {improved} improvement(s) in {len(cmp.matched)} matched case(s){missing}: "
-            f"{cmp.base_run['run_id']} (base) → {cmp.candidate_run['run_id']} (candidate)")
+    apart = f", {len(cmp.not_comparable)} not comparable" if cmp.not_comparable else ""
+    noisy = sum(bool(c.noisy) for c in cmp.matched)
+    noisy_text = f", {noisy} measured noisy" if noisy else ""
+    return (f"{n} regression(s), {improved} improvement(s) in {len(cmp.matched)} matched case(s){missing}{apart}"
+            f"{noisy_text}: {cmp.base_run['run_id']} (base) → {cmp.candidate_run['run_id']} (candidate)")
+
+
+def _why_not(c: CaseComparison) -> str:
+    """Why a case, or which of its metrics, could not be compared."""
+    if c.not_comparable:
+        return "; ".join(c.not_comparable)
+    return "; ".join(f"{METRIC_TITLES.get(m.metric, m.metric)}: {m.why}" for m in c.changes
+                     if m.verdict == "not comparable")
+
+
+def _noise_text(c: CaseComparison) -> str:
+    """' (rests on a noisy measurement: candidate: ...)' for a regression, ' (noisy: ...)' otherwise."""
+    if not c.noisy:
+        return ""
+    lead = "rests on a noisy measurement" if c.regressed else "noisy"
+    return f" ({lead}: {'; '.join(c.noisy)[:300]})"
 
 
 def _notes(cmp: Comparison) -> list[str]:
@@ -63,11 +89,17 @@ def _notes(cmp: Comparison) -> list[str]:
                    f"): " + ", ".join("/".join(k) for k in cmp.only_base) + ".")
     if cmp.only_candidate:
         out.append("Only in candidate: " + ", ".join("/".join(k) for k in cmp.only_candidate) + ".")
+    if cmp.not_comparable:
+        out.append(f"Not comparable, never counted as regressions ({len(cmp.not_comparable)}): "
+                   + "; ".join(f"{'/'.join(c.key)} ({_why_not(c)})" for c in cmp.not_comparable) + ".")
     out.append(f"Rule: latency regresses when the median grows ≥ {t.latency:.0%} and Mann-Whitney U p < {t.alpha:g} "
                f"on the raw samples; compile ≥ {t.compile_cold:.0%} cold, ≥ {t.compile_warm:.0%} warm and by ≥ "
                f"{t.compile_abs_s:g} s; error vs fp64 > {t.error_factor:g}× (errors below {t.error_floor:g} unit "
                f"roundoff of the dtype count as equal); any ok → failure status"
-               + ("." if cmp.allow_missing else "; any case missing from the candidate."))
+               + ("" if cmp.allow_missing else "; any case missing from the candidate")
+               + ". Never counted: a case whose bound graph or backend options differ (graph_digest, options_digest), "
+               "a latency whose timing settings or method differ (timing_digest, timing_method), an error whose "
+               "input seeds differ.")
     return out
 
 
@@ -78,7 +110,7 @@ def to_text(cmp: Comparison) -> str:
         flag = "REGRESSION " if c.regressed else ("improved   " if c.improved else "           ")
         lines.append(f"{flag}{'/'.join(c.key)}: status {_status_text(c)}"
                      + (f" ({c.candidate_reason[:120]})" if c.status_verdict == "regressed" and c.candidate_reason
-                        else ""))
+                        else "") + (f" ({_why_not(c)})" if c.not_comparable else "") + _noise_text(c))
         for metric in (*COLUMNS, "cache_hit_warm"):
             if metric in ms:
                 lines.append(f"    {METRIC_TITLES[metric]:<15} {metric_text(ms[metric])}")
@@ -87,7 +119,8 @@ def to_text(cmp: Comparison) -> str:
 
 def _md_row(c: CaseComparison) -> str:
     ms = _by_metric(c)
-    cells = ["/".join(c.key), _status_text(c)] + [metric_text(ms.get(m)) for m in COLUMNS]
+    cells = ["/".join(c.key), _status_text(c) + (f" ({_why_not(c)})" if c.not_comparable else "")
+             + _noise_text(c)] + [metric_text(ms.get(m)) for m in COLUMNS]
     if "cache_hit_warm" in ms:
         cells[4] += " (cache hit → miss)"
     return "| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |"
@@ -104,6 +137,8 @@ def to_markdown(cmp: Comparison) -> str:
     improved = [c for c in cmp.cases if c.improved]
     if improved:
         out += ["#### Improvements", "", head, *[_md_row(c) for c in improved], ""]
+    if cmp.not_comparable:
+        out += ["#### Not comparable (never counted)", "", head, *[_md_row(c) for c in cmp.not_comparable], ""]
     out += ["<details><summary>All cases</summary>", "", head, *[_md_row(c) for c in cmp.cases], "",
             "</details>", ""]
     return "\n".join(out)
@@ -112,10 +147,11 @@ def to_markdown(cmp: Comparison) -> str:
 def to_json(cmp: Comparison) -> str:
     def case(c: CaseComparison) -> dict[str, Any]:
         return {**asdict(c), "key": dict(zip(("workload", "shape", "dtype", "backend"), c.key, strict=True)),
-                "regressed": c.regressed, "improved": c.improved}
+                "regressed": c.regressed, "improved": c.improved, "incomparable": c.incomparable}
 
     doc = {"base": cmp.base_run["run_id"], "candidate": cmp.candidate_run["run_id"],
            "thresholds": asdict(cmp.thresholds), "regressions": len(cmp.regressions),
+           "with_itself": cmp.with_itself, "not_comparable": len(cmp.not_comparable),
            "same_fingerprint": cmp.same_fingerprint,
            "environment_changes": [asdict(e) for e in cmp.env_changes],
            "only_base": ["/".join(k) for k in cmp.only_base],

@@ -11,7 +11,9 @@ from plotly.offline import get_plotlyjs
 
 from bakeoff.results.report.data import hardware_name
 from bakeoff.results.report.envdiff import describe
-from bakeoff.results.report.figures_common import PALETTE, styled
+from bakeoff.results.report.axes import log_ticks, time_range
+from bakeoff.results.report.colors import FAILURE_RED, backend_colors
+from bakeoff.results.report.figures_common import styled
 from bakeoff.results.report.history import METRICS, CaseHistory, History, Series, load_history
 from bakeoff.results.report.html import PLOTLY_FILE, Cell, esc, figure_div, page, table
 from bakeoff.results.report.trend import MIN_RISE, WINDOW
@@ -19,6 +21,7 @@ from bakeoff.results.report.trend import MIN_RISE, WINDOW
 TITLES = {"latency_ms_median": "Latency, median (ms)", "compile_s": "Compile, cold (s)",
           "compile_warm_s": "Compile, warm (s)", "err_rel_l2_vs_fp64": "Error vs fp64 (relative L2)"}
 SEVERITY = {"regression": 0, "accuracy": 0, "status": 0, "suspicious": 1}
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def page_name(workload: str) -> str:
@@ -27,20 +30,28 @@ def page_name(workload: str) -> str:
 
 
 def trend_figure(series: list[Series], metric: str) -> go.Figure | None:
-    """One line per series of `metric` over run start time; breaches as red ×, flagged series named so."""
+    """One line per series of `metric` over run start time, coloured by backend (the report's colours), one
+    dash per shape/dtype/device of a backend; breaches as red ×, flagged series named so."""
     mine = [s for s in series if s.metric == metric]
     if not mine:
         return None
+    colors = backend_colors(s.backend for s in mine)
+    variants: dict[str, list[tuple]] = {}  # backend -> its (shape, dtype, hardware) in order
     fig = go.Figure()
     bx, by, bh = [], [], []
-    for i, s in enumerate(mine):
+    for s in mine:
+        kinds = variants.setdefault(s.backend, [])
+        if (s.shape, s.dtype, s.hardware) not in kinds:
+            kinds.append((s.shape, s.dtype, s.hardware))
+        dash = DASHES[kinds.index((s.shape, s.dtype, s.hardware)) % len(DASHES)]
         label = s.name + (f" ⚠ {s.flag.kind}" if s.flag else "")
         hover = [f"{s.name}<br>run {p.run_id}<br>harness {p.env.get('harness_rev')}<br>{p.value:.4g}"
                  + (f"<br>baseline {p.baseline:.4g}, limit {p.limit:.2f}×" if p.baseline else "<br>(no baseline yet)")
+                 + (f"<br>{esc(p.note)}" if p.note else "") + (f"<br>noisy: {esc(p.noise[:200])}" if p.noise else "")
                  for p in s.points]
         fig.add_trace(go.Scatter(x=[p.started_at for p in s.points], y=[p.value for p in s.points],
                                  mode="lines+markers", name=label, hovertext=hover, hoverinfo="text",
-                                 line=dict(color=PALETTE[i % len(PALETTE)], width=3 if s.flag else 1.5)))
+                                 line=dict(color=colors[s.backend], dash=dash, width=3 if s.flag else 1.5)))
         for p, h in zip(s.points, hover, strict=True):
             if p.breach:
                 bx.append(p.started_at)
@@ -48,10 +59,14 @@ def trend_figure(series: list[Series], metric: str) -> go.Figure | None:
                 bh.append("<b>breach</b><br>" + h)
     if bx:
         fig.add_trace(go.Scatter(x=bx, y=by, mode="markers", name="breach", hovertext=bh, hoverinfo="text",
-                                 marker=dict(symbol="x", size=13, color="#d62728", line=dict(width=1))))
-    fig.update_yaxes(type="log" if metric == "err_rel_l2_vs_fp64" else "linear", title_text=TITLES[metric])
-    fig.update_xaxes(title_text="run start (UTC)")
-    return styled(fig, f"{TITLES[metric]} — threshold T = {MIN_RISE[metric]:.0%}", height=420)
+                                 marker=dict(symbol="x", size=13, color=FAILURE_RED, line=dict(width=1))))
+    values = [p.value for s in mine for p in s.points]
+    fig.update_yaxes(title_text=TITLES[metric],
+                     **(log_ticks(values) if metric == "err_rel_l2_vs_fp64" else {"type": "linear"}))
+    fig.update_xaxes(title_text="run start (UTC)", **time_range(p.started_at for s in mine for p in s.points))
+    fig = styled(fig, f"{TITLES[metric]} — threshold T = {MIN_RISE[metric]:.0%}", height=460 + 22 * len(mine))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))  # long series names: below
+    return fig
 
 
 def _flag_rows(series: list[Series], cases: list[CaseHistory], link: bool) -> list[list[Cell]]:
@@ -84,10 +99,13 @@ FLAG_HEADERS = ["flag", "workload", "series", "metric", "latest", "baseline", "w
 
 def _rule_note() -> str:
     return (f'<p class="note">A point breaches when value / baseline &gt; 1 + max(T, 3·MAD/baseline), baseline = '
-            f"median of the series' previous {WINDOW} runs (at least 3). Two breaches in a row at the end = "
+            f"median of the series' previous {WINDOW} comparable runs (at least 3: the same bound graph and backend "
+            "options, and for latency the same timing settings and method; a change of them starts a new baseline "
+            "and is never a regression). Two breaches in a row at the end = "
             "regression, one = suspicious; ok → mismatch (accuracy) or ok → another failure is flagged at once. "
             "A series is one workload, shape, dtype and backend on one kind of device (hardware only, so a driver "
-            "or library change stays inside the series and is named).</p>")
+            "or library change stays inside the series and is named). A flag resting on a measurement marked "
+            "noisy says so.</p>")
 
 
 def render_index(h: History) -> str:

@@ -87,8 +87,28 @@ def unit_roundoff(dtype: Any) -> float:
 
 def first_result_s(case: dict[str, Any]) -> float | None:
     """Seconds from the graph to the first result (compile, module load or session, first run): what a
-    user waits for with any backend. Records before compile_total_s existed have only compile_s."""
+    user waits for with any backend, for this graph. Records with `compile_process_setup_s` hold the
+    process's one-time start (imports, compiler start) apart; older ones include it. Records before
+    compile_total_s existed have only compile_s."""
     return fnum(case.get("compile_total_s")) or fnum(case.get("compile_s"))
+
+
+def headline_ms(case: dict[str, Any]) -> float | None:
+    """The case's headline latency (ms): the one figure measured the same way for every backend (CUPTI span
+    on a GPU, the timer on the CPU; harness.measure.figures); the timer's median for older records."""
+    return fnum(case.get("headline_ms")) or fnum(case.get("latency_ms_median"))
+
+
+def headline_spread(case: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(p20, p80) of the headline, the timer's for older records."""
+    if fnum(case.get("headline_ms")) is not None:
+        return fnum(case.get("headline_p20_ms")), fnum(case.get("headline_p80_ms"))
+    return fnum(case.get("latency_ms_p20")), fnum(case.get("latency_ms_p80"))
+
+
+def headline_method(case: dict[str, Any]) -> str:
+    """How the headline was measured (`headline_method`; the timer's `timing_method` for older records)."""
+    return str(case.get("headline_method") or case.get("timing_method") or "")
 
 
 def fnum(value: Any) -> float | None:

@@ -8,12 +8,15 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bakeoff.results.report.data import RunData, case_label, first_result_s, fnum, series_name
-from bakeoff.results.report.figures_common import case_order, rows, series_colors, styled
+from bakeoff.results.report.data import (RunData, case_label, first_result_s, fnum, headline_method, headline_ms,
+                                         headline_spread, series_name)
+from bakeoff.results.report.axes import log_ticks
+from bakeoff.results.report.colors import FAILURE_RED
+from bakeoff.results.report.figures_common import case_order, rows, series_colors, series_marks, styled
 
 
 def speedup_heatmap(runs: list[RunData]) -> go.Figure | None:
-    """Workload × backend, coloured by log2 speedup over eager (median latency ratio); failures marked ✗
+    """Workload × backend, coloured by log2 speedup over eager (headline ratio); failures marked ✗
     with their status and reason on hover."""
     ys = case_order(runs)
     xs: list[str] = []
@@ -45,12 +48,13 @@ def speedup_heatmap(runs: list[RunData]) -> go.Figure | None:
     if fail_x:
         fig.add_trace(go.Scatter(x=fail_x, y=fail_y, mode="markers+text", text=["✗"] * len(fail_x),
                                  textposition="middle center", marker=dict(symbol="square", size=28, color="#eee",
-                                                                           line=dict(color="#c00", width=2)),
-                                 textfont=dict(color="#c00", size=16), hovertext=fail_text, hoverinfo="text",
-                                 name="failed", showlegend=False))
+                                                                           line=dict(color=FAILURE_RED, width=2)),
+                                 textfont=dict(color=FAILURE_RED, size=16), hovertext=fail_text, hoverinfo="text",
+                                 name="failed", showlegend=True))
+        fig.update_layout(legend=dict(x=1.12, y=1, xanchor="left"))  # right of the colour bar
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category", autorange="reversed")
-    return styled(fig, "Speedup over eager (median latency ratio; ✗ = failed, reason on hover)",
+    return styled(fig, "Speedup over eager (headline latency ratio; ✗ = failed, reason on hover)",
                   height=max(320, 60 + 40 * len(ys)))
 
 
@@ -61,7 +65,8 @@ def _heat_cell(cell: dict[str, Any] | None, x: str, y: str) -> tuple[float | Non
     sp = fnum(cell.get("speedup_vs_eager"))
     if cell.get("status") != "ok" or sp is None or sp <= 0:
         return None, "", ""
-    eager_ms, ms = fnum(cell.get("eager_latency_ms_median")) or 0.0, fnum(cell.get("latency_ms_median")) or 0.0
+    eager_ms = fnum(cell.get("eager_headline_ms")) or fnum(cell.get("eager_latency_ms_median")) or 0.0
+    ms = headline_ms(cell) or 0.0
     return math.log2(sp), f"{sp:.2f}×", f"{x} / {y}<br>speedup {sp:.3g}× (eager {eager_ms:.4g} ms → {ms:.4g} ms)"
 
 
@@ -72,30 +77,36 @@ def _wrap(text: str, width: int = 90) -> str:
 
 
 def latency_bars(runs: list[RunData]) -> go.Figure | None:
-    """Median latency (ms) per workload and series, whiskers from p20 to p80; log axis."""
-    colors = series_colors(runs)
+    """Headline latency (ms, median) per workload and series, whiskers from p20 to p80; log axis."""
+    colors, marks = series_colors(runs), series_marks(runs)
     traces: dict[str, dict[str, list]] = {}
     for _, label, c in rows(runs):
-        med = fnum(c.get("latency_ms_median"))
+        med = headline_ms(c)
         if med is None or c.get("status") != "ok":
             continue
-        lo, hi = fnum(c.get("latency_ms_p20")) or med, fnum(c.get("latency_ms_p80")) or med
+        p20, p80 = headline_spread(c)
+        lo, hi = p20 or med, p80 or med
         t = traces.setdefault(series_name(c, label), {"x": [], "y": [], "plus": [], "minus": [], "n": []})
         t["x"].append(case_label(c))
         t["y"].append(med)
         t["plus"].append(max(hi - med, 0.0))
         t["minus"].append(max(med - lo, 0.0))
-        t["n"].append(c.get("n_samples"))
+        t["n"].append(f"{c.get('headline_n') or c.get('n_samples')}, {headline_method(c)}")
     if not traces:
         return None
     fig = go.Figure()
     for name, t in traces.items():
-        fig.add_trace(go.Bar(name=name, x=t["x"], y=t["y"], marker_color=colors.get(name), customdata=t["n"],
+        fig.add_trace(go.Bar(name=name, x=t["x"], y=t["y"], customdata=t["n"],
+                             marker=dict(color=colors.get(name), pattern_shape=marks[name][0]),
                              error_y=dict(type="data", symmetric=False, array=t["plus"], arrayminus=t["minus"]),
                              hovertemplate=f"{name}<br>%{{x}}<br>median %{{y:.4g}} ms<br>n=%{{customdata}}"
                                            "<extra></extra>"))
-    fig.update_layout(barmode="group", yaxis=dict(type="log", title="latency ms (median, p20–p80)"))
-    return styled(fig, "Latency per workload (median; whiskers p20–p80)")
+    lows = [y - m for t in traces.values() for y, m in zip(t["y"], t["minus"], strict=True)]
+    highs = [y + p for t in traces.values() for y, p in zip(t["y"], t["plus"], strict=True)]
+    fig.update_layout(barmode="group", yaxis=dict(title="headline latency ms (median, p20–p80)",
+                                                  **log_ticks(lows + highs)))
+    return styled(fig, "Latency per workload (headline: CUPTI span on a GPU, host clock on the CPU; median, "
+                       "whiskers p20–p80)")
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -113,10 +124,10 @@ def compile_vs_latency(runs: list[RunData], columns: int = 3) -> go.Figure | Non
     """One panel per workload/shape/dtype (and run): cold time to first result (compile_total_s) vs latency
     ms per backend, log-log,
     the Pareto front joined and ringed; break-even calls (compile ÷ latency saved vs eager) on hover."""
-    colors = series_colors(runs)
+    colors, marks = series_colors(runs), series_marks(runs)
     panels: dict[str, list[dict[str, Any]]] = {}
     for _, label, c in rows(runs):
-        if c.get("status") == "ok" and fnum(c.get("latency_ms_median")) and first_result_s(c):
+        if c.get("status") == "ok" and headline_ms(c) and first_result_s(c):
             panels.setdefault(case_label(c) + (f" {label}" if label else ""), []).append({**c, "_label": label})
     if not panels:
         return None
@@ -124,9 +135,15 @@ def compile_vs_latency(runs: list[RunData], columns: int = 3) -> go.Figure | Non
     fig = make_subplots(rows=n_rows, cols=columns, subplot_titles=list(panels), horizontal_spacing=0.08,
                         vertical_spacing=min(0.12, 0.5 / max(n_rows, 1)))
     shown: set[str] = set()
+    all_pts: list[tuple[float, float]] = []
     for k, cases in enumerate(panels.values()):
         r, col = k // columns + 1, k % columns + 1
-        pts = [(first_result_s(c) or 0.0, fnum(c["latency_ms_median"]) or 0.0) for c in cases]
+        pts = [(first_result_s(c) or 0.0, headline_ms(c) or 0.0) for c in cases]
+        all_pts += pts
+        # Room above the highest point for its break-even label, and beside the outermost ones (log units).
+        ys, xs = [math.log10(p[1]) for p in pts], [math.log10(p[0]) for p in pts]
+        fig.update_yaxes(range=[min(ys) - 0.25, max(ys) + 0.45], row=r, col=col)
+        fig.update_xaxes(range=[min(xs) - 0.35, max(xs) + 0.35], row=r, col=col)
         front = pareto_front(pts)
         fx, fy = [pts[i][0] for i in front], [pts[i][1] for i in front]
         fig.add_trace(go.Scatter(x=fx, y=fy, mode="lines+markers", line=dict(color="#444", dash="dot"),
@@ -142,13 +159,14 @@ def compile_vs_latency(runs: list[RunData], columns: int = 3) -> go.Figure | Non
             fig.add_trace(go.Scatter(
                 x=[pts[i][0]], y=[pts[i][1]], mode="markers+text", name=name, legendgroup=name,
                 text=[f"{be:.3g} calls" if be is not None else ""], textposition="top center",
-                textfont=dict(size=9),
-                showlegend=name not in shown, marker=dict(size=10, color=colors.get(name)),
+                textfont=dict(size=9), cliponaxis=False,
+                showlegend=name not in shown, marker=dict(size=10, color=colors.get(name), symbol=marks[name][1]),
                 hovertext=f"{name}<br>first result after {pts[i][0]:.3g} s cold<br>latency {pts[i][1]:.4g} ms<br>"
                           f"break-even {be_text}" + ("<br><b>on the Pareto front</b>" if i in front else ""),
                 hoverinfo="text"), row=r, col=col)
             shown.add(name)
-    fig.update_xaxes(type="log", title_text="cold s to first result (compile_total_s)")
-    fig.update_yaxes(type="log", title_text="latency ms")
+    fig.update_xaxes(title_text="cold s to first result, the graph's own (compile_total_s)",
+                     **log_ticks(p[0] for p in all_pts))
+    fig.update_yaxes(title_text="headline latency ms", **log_ticks(p[1] for p in all_pts))
     return styled(fig, "Compile time vs latency (Pareto front ringed; break-even calls on hover)",
                   height=140 + 300 * n_rows)

@@ -4,7 +4,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from bakeoff.results.report.data import RunData, case_label, fnum, series_name
-from bakeoff.results.report.figures_common import rows, series_colors, styled
+from bakeoff.results.report.axes import log_ticks
+from bakeoff.results.report.colors import FAILURE_RED
+from bakeoff.results.report.figures_common import rows, series_colors, series_marks, styled
 
 # The verdict's RMSE rule (harness/numerics.py RMSE_MULTIPLIER): a case also passes when its error is at most
 # m × eager's error against fp64. Kept here by dtype name so that a report need not import torch;
@@ -48,11 +50,13 @@ def error_chart(runs: list[RunData]) -> go.Figure | None:
         xs = list(by_case)
         fig.add_trace(go.Scatter(x=xs, y=[v[0] for v in by_case.values()], mode="markers", name=f"eager's error{suffix}",
                                  offsetgroup=group, legendgroup=group,
-                                 marker=dict(symbol="line-ew-open", size=size, line=dict(width=3, color="#555")),
+                                 marker=dict(symbol="line-ew-open", size=size, color="#555",
+                                             line=dict(width=3, color="#555")),
                                  hovertemplate=f"eager vs fp64{suffix} %{{y:.3g}}<extra></extra>"))
         fig.add_trace(go.Scatter(x=xs, y=[v[1] for v in by_case.values()], mode="markers",
                                  name=f"tolerance (m × eager's error){suffix}", offsetgroup=group, legendgroup=group,
-                                 marker=dict(symbol="line-ew-open", size=size, line=dict(width=2, color="#d62728")),
+                                 marker=dict(symbol="line-ew-open", size=size, color=FAILURE_RED,
+                                             line=dict(width=2, color=FAILURE_RED)),
                                  hovertemplate=f"tolerance{suffix} %{{y:.3g}}<extra></extra>"))
     for name, t in traces.items():
         group = (run_of[name] or "run") if several else None
@@ -62,14 +66,16 @@ def error_chart(runs: list[RunData]) -> go.Figure | None:
     if several:
         fig.update_layout(scattermode="group", scattergap=0.3)  # each run's markers and ticks side by side
     fig.update_xaxes(type="category")
-    fig.update_yaxes(type="log", title_text="relative L2 error vs fp64")
+    ys = [y for t in traces.values() for y in t["y"]]
+    ys += [v for by in refs.values() for pair in by.values() for v in pair]
+    fig.update_yaxes(title_text="relative L2 error vs fp64", **log_ticks(ys))
     return styled(fig, "Numeric error vs fp64 (× = failed the check; references: eager's error and the tolerance)")
 
 
 def roofline(runs: list[RunData]) -> go.Figure | None:
     """Achieved TFLOP/s vs arithmetic intensity (flops / bytes moved, analytic minimum), log-log, with the
     measured roofs (copy GB/s and matmul TFLOP/s from `bakeoff calibrate`) of each run when present."""
-    colors = series_colors(runs)
+    colors, marks = series_colors(runs), series_marks(runs)
     traces: dict[str, dict[str, list]] = {}
     for _, label, c in rows(runs):
         flops, nbytes, tf = fnum(c.get("flops")), fnum(c.get("bytes_moved")), fnum(c.get("achieved_tflops"))
@@ -112,10 +118,11 @@ def roofline(runs: list[RunData]) -> go.Figure | None:
         roofs += drawn
     for name, t in traces.items():
         fig.add_trace(go.Scatter(x=t["x"], y=t["y"], mode="markers", name=name, hovertext=t["h"], hoverinfo="text",
-                                 marker=dict(size=10, color=colors.get(name))))
+                                 marker=dict(size=10, color=colors.get(name), symbol=marks[name][1])))
     if not roofs:
         fig.add_annotation(text="no measured ceilings for these runs' fingerprints: run `bakeoff calibrate`",
                            xref="paper", yref="paper", x=0.5, y=1.04, showarrow=False)
-    fig.update_xaxes(type="log", title_text="arithmetic intensity (flop / byte, analytic minimum bytes)")
-    fig.update_yaxes(type="log", title_text="achieved TFLOP/s")
+    fig.update_xaxes(title_text="arithmetic intensity (flop / byte, analytic minimum bytes)",
+                     **log_ticks(x for tr in fig.data for x in (tr.x or ())))
+    fig.update_yaxes(title_text="achieved TFLOP/s", **log_ticks(y for tr in fig.data for y in (tr.y or ())))
     return styled(fig, "Roofline: achieved throughput vs arithmetic intensity")

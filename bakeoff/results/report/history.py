@@ -11,6 +11,9 @@ from bakeoff.results.report.data import case_key, fnum, hardware_name
 from bakeoff.results.report.trend import MIN_RISE, Flag, Point, flag_series, flag_status, judge
 
 METRICS = tuple(MIN_RISE)
+# What a point keeps of its record: what says whether two points are comparable, and whether it was noisy.
+POINT_FIELDS = ("graph_digest", "options_digest", "options", "timing_digest", "timing_settings", "timing_method",
+                "seeds", "measurement_quality", "noise_reasons")
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ def load_history(store: Any) -> History:
             for metric in METRICS:
                 v = fnum(c.get(metric))
                 if v is not None:
-                    values.setdefault(key + (metric,), []).append(Point(run["run_id"], run["started_at"], v, env))
+                    values.setdefault(key + (metric,), []).append(
+                        Point(run["run_id"], run["started_at"], v, env, rec={k: c.get(k) for k in POINT_FIELDS}))
     series = []
     for (wl, shape, dtype, backend, hw, metric), pts in values.items():
         judged = judge(pts, metric)

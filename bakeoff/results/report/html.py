@@ -96,9 +96,9 @@ def table(headers: list[str], body: list[list[Cell]], sortable: bool = True, tab
     return f"<table{ident}{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(out)}</tbody></table>"
 
 
-def page(title: str, body: str, plotly_js: PlotlyJs) -> str:
-    """A complete HTML document."""
+def page(title: str, body: str, plotly_js: PlotlyJs, css: str = "", js: str = "") -> str:
+    """A complete HTML document; `css` and `js` are added to the page's own style and script."""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<style>{CSS}</style>{plotly_js_tag(plotly_js)}</head>\n<body>\n{body}\n"
-            f"<script>{SORT_JS}</script>\n</body></html>\n")
+            f"<style>{CSS}{css}</style>{plotly_js_tag(plotly_js)}</head>\n<body>\n{body}\n"
+            f"<script>{SORT_JS}{js}</script>\n</body></html>\n")

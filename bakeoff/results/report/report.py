@@ -5,10 +5,12 @@ import datetime as dt
 import math
 from typing import Any
 
+from bakeoff.results.report.code_view import CODE_CSS, CODE_JS, code_section
 from bakeoff.results.report.data import RunData, hardware_name, load_run, run_labels
 from bakeoff.results.report.figures_perf import compile_vs_latency, latency_bars, speedup_heatmap
 from bakeoff.results.report.figures_quality import error_chart, roofline
 from bakeoff.results.report.html import PlotlyJs, esc, figure_div, page
+from bakeoff.results.report.robustness import robustness_section
 from bakeoff.results.report.report_tables import environment_table, fingerprint_warning, recommendation_table, runs_table_html
 from bakeoff.results.report.weights import COMPILE_FLOOR_S, recommend
 
@@ -36,6 +38,7 @@ def chart_count(runs: list[RunData]) -> int:
 def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: PlotlyJs = "inline") -> str:
     labels = run_labels(runs)
     recs = [rec for r in runs for rec in recommend(r.cases, weights, labels[r.run_id])]
+    code = code_section(runs)
     n_cases = sum(len(r.cases) for r in runs)
     title = "bakeoff report: " + ", ".join(r.run_id for r in runs)
     parts = [f"<h1>{esc(title)}</h1>",
@@ -47,20 +50,30 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              fingerprint_warning(runs),
              "<h2>Recommendation</h2>",
              '<p class="note">Per workload, the passing backend with the lowest score = Σ weight × ln(value / best '
-             "value among passing backends) over latency (median ms), cold time to first result (s, "
-             f"compile_total_s) and error vs fp64 (rel L2). Times under {COMPILE_FLOOR_S:g} s count as "
+             "value among passing backends) over latency (1 / speedup vs eager: the backend's headline over that of "
+             "eager timed beside it, the figure of the speedup column; the headline, median ms, where a backend has "
+             "no speedup), the graph's own cold time to its first result (s, compile_total_s: the process's one-time "
+             "start, compile_process_setup_s, is shown apart and not counted) and error vs fp64 (rel L2). Times "
+             f"under {COMPILE_FLOOR_S:g} s count as "
              f"{COMPILE_FLOOR_S:g} s, so eager's millisecond first call does not make every compiler look thousands "
              f"of times slower to start: with these weights a 10 s compile costs {weights.get('compile', 0):g} × "
              f"ln 10 ≈ {weights.get('compile', 0) * math.log(10):.2f} against eager, a 2× speedup earns "
              f"{weights.get('latency', 0):g} × ln 2 ≈ {weights.get('latency', 0) * math.log(2):.2f}. Weights: "
              + esc(", ".join(f"{k}={v:g}" for k, v in weights.items()))
-             + " (change with --weights or --weights-file).</p>",
+             + " (change with --weights or --weights-file). A pick marked (noisy) rests on a noisy measurement of "
+             "itself or of the runner-up.</p>",
              recommendation_table(recs, len(runs) > 1),
-             "<h2>Every case</h2><p class=\"note\">Click a header to sort. Latency is the median with p20–p80; "
-             "speedup is eager's median over the backend's, measured interleaved; error is relative L2 against "
-             "the float64 reference.</p>",
-             runs_table_html(runs)]
+             "<h2>Every case</h2><p class=\"note\">Click a header to sort. Latency is the headline, the one "
+             "figure measured the same way for every backend (its method under it): on a GPU the CUPTI span from "
+             "a call's first kernel start to its last kernel end, on the CPU the host clock around one call and "
+             "its sync; median with p20–p80. Speedup is eager's headline over the backend's, measured in the same "
+             "worker the same way. Beside it: the CUPTI kernel sum, the pipelined call (many enqueued, one sync), "
+             "the single synchronized call, the timer's figure and the SM clock during timing. Compile is the "
+             "graph's own; process setup is the one-time start of the backend in a fresh worker. Error is "
+             "relative L2 against the float64 reference; ⚑ marks a case that beat the calibrated ceiling; code "
+             "opens the case's generated code and kernels.</p>",
+             runs_table_html(runs, code.case_of), robustness_section(runs)]
     for div_id, heading, fn, missing in CHARTS:
         parts += [f"<h2>{esc(heading)}</h2>", figure_div(fn(runs), div_id, missing)]
-    parts += ["<h2>Environment</h2>", environment_table(runs)]
-    return page(title, "\n".join(parts), plotly_js)
+    parts += ['<h2 id="code">Code and kernels</h2>', code.html, "<h2>Environment</h2>", environment_table(runs)]
+    return page(title, "\n".join(parts), plotly_js, CODE_CSS, CODE_JS)

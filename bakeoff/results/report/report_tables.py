@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from bakeoff.results.report.data import RunData, fnum, hardware_name, run_labels
+from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_method, headline_ms, headline_spread,
+                                         run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.weights import Recommendation
@@ -24,12 +25,38 @@ def _status(c: dict[str, Any]) -> Cell:
     return Cell(text, status, cls, raw=True)
 
 
+def _noise(c: dict[str, Any]) -> Cell:
+    """'noisy' with its reasons (measurement_quality), 'clean', or '-' for a case that was not timed."""
+    quality = c.get("measurement_quality")
+    if quality is None:
+        return Cell("-", "")
+    if quality != "noisy":
+        return Cell(esc(quality), quality)
+    reasons = "; ".join(c.get("noise_reasons") or [])
+    return Cell(f'noisy<br><span class="note">{esc(reasons[:240])}</span>', quality, "warn", raw=True)
+
+
 def _latency(c: dict[str, Any]) -> Cell:
-    med, lo, hi = (fnum(c.get(k)) for k in ("latency_ms_median", "latency_ms_p20", "latency_ms_p80"))
+    """The headline latency [p20–p80], its method underneath."""
+    med, (lo, hi) = headline_ms(c), headline_spread(c)
     if med is None:
         return Cell("-", None, "num")
     spread = f" [{lo:.3g}–{hi:.3g}]" if lo is not None and hi is not None else ""
-    return Cell(f"{med:.4g}{spread}", med, "num")
+    how = headline_method(c)
+    note = f'<br><span class="note">{esc(how)}</span>' if how else ""
+    return Cell(f"{med:.4g}{esc(spread)}{note}", med, "num", raw=True)
+
+
+def _pct(c: dict[str, Any]) -> Cell:
+    """% of ceiling, marked when the case beat the calibrated ceiling (then capped at 100: see
+    harness.measure.ceiling_share)."""
+    pct = fnum(c.get("pct_of_ceiling"))
+    if pct is None:
+        return Cell("-", None, "num")
+    if c.get("ceiling_exceeded"):
+        raw = fnum(c.get("pct_of_ceiling_measured")) or pct
+        return Cell(f"{pct:.1f}% ⚑ ({raw:.1f}% of the calibrated ceiling: re-run bakeoff calibrate)", pct, "num warn")
+    return Cell(f"{pct:.1f}%", pct, "num")
 
 
 def _warm(c: dict[str, Any]) -> Cell:
@@ -40,22 +67,35 @@ def _warm(c: dict[str, Any]) -> Cell:
     return Cell(f"{warm:.3g}" + ("" if hit is None else (" hit" if hit else " miss")), warm, "num")
 
 
-def runs_table_html(runs: list[RunData]) -> str:
-    """One sortable row per case of every run."""
+def _code_link(c: dict[str, Any], index: int | None) -> Cell:
+    if index is None:
+        return Cell("-")
+    return Cell(f'<a href="#code" class="open-code" data-case="{index}" data-backend="{esc(c.get("backend"))}">'
+                "code</a>", None, raw=True)
+
+
+def runs_table_html(runs: list[RunData], case_of: dict[tuple[str, str, str, str], int] | None = None) -> str:
+    """One sortable row per case of every run; `case_of` (code_view) links each case to its code."""
     labels = run_labels(runs)
     headers = (["run"] if len(runs) > 1 else []) + [
-        "workload", "shape", "dtype", "backend", "status", "latency ms [p20–p80]", "speedup vs eager",
-        "compile s cold", "compile s warm", "err vs fp64 (rel L2)", "× eager's error", "kernels", "% of ceiling",
-        "break-even calls"]
+        "workload", "shape", "dtype", "backend", "status", "noise", "latency ms [p20–p80] (headline)",
+        "speedup vs eager", "device span ms", "kernel sum ms", "pipelined ms", "single call ms", "timer ms",
+        "SM clock MHz", "compile s cold", "compile s warm", "process setup s", "err vs fp64 (rel L2)",
+        "× eager's error", "kernels", "% of ceiling", "break-even calls", "code"]
     body = []
     for r in runs:
         for c in r.cases:
             row = [Cell(labels[r.run_id] or r.run_id)] if len(runs) > 1 else []
             row += [Cell(str(c.get(k) or ""), str(c.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")]
-            row += [_status(c), _latency(c), _n(c.get("speedup_vs_eager"), ".3g", "×"), _n(c.get("compile_s"), ".3g"),
-                    _warm(c), _n(c.get("err_rel_l2_vs_fp64"), ".2e"), _n(c.get("err_ratio_vs_eager"), ".3g"),
-                    _n(c.get("kernel_count"), ".0f"), _n(c.get("pct_of_ceiling"), ".1f", "%"),
-                    _n(c.get("break_even_calls"), ",.0f")]
+            row += [_status(c), _noise(c), _latency(c), _n(c.get("speedup_vs_eager"), ".3g", "×"),
+                    _n(c.get("device_span_ms"), ".4g"), _n(c.get("device_ms"), ".4g"), _n(c.get("pipelined_ms"), ".4g"),
+                    _n(c.get("host_latency_ms"), ".4g"), _n(c.get("latency_ms_median"), ".4g"),
+                    _n(c.get("sm_clock_mhz"), ".0f"), _n(c.get("compile_s"), ".3g"), _warm(c),
+                    _n(c.get("compile_process_setup_s"), ".3g"), _n(c.get("err_rel_l2_vs_fp64"), ".2e"),
+                    _n(c.get("err_ratio_vs_eager"), ".3g"), _n(c.get("kernel_count"), ".0f"), _pct(c),
+                    _n(c.get("break_even_calls"), ",.0f"),
+                    _code_link(c, (case_of or {}).get((r.run_id, str(c.get("workload")), str(c.get("shape")),
+                                                       str(c.get("dtype")))))]
             body.append(row)
     return table(headers, body, table_id="cases")
 
@@ -67,7 +107,8 @@ def recommendation_table(recs: list[Recommendation], several_runs: bool) -> str:
     for rec in recs:
         row = [Cell(rec.run_label)] if several_runs else []
         row += [Cell(rec.workload, rec.workload), Cell(rec.shape, rec.shape), Cell(rec.dtype, rec.dtype),
-                Cell(rec.backend or "none", rec.backend or "", "ok" if rec.backend else "bad"),
+                Cell((rec.backend or "none") + (" (noisy)" if rec.noisy else ""), rec.backend or "",
+                     ("warn" if rec.noisy else "ok") if rec.backend else "bad"),
                 Cell("-" if rec.score is None else f"{rec.score:.3f}", rec.score, "num"), Cell(rec.reason)]
         body.append(row)
     return table(headers, body, table_id="recommendations")

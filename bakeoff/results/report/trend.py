@@ -4,6 +4,10 @@ A point breaches when value / baseline > 1 + max(T, 3·MAD / baseline), where ba
 median absolute deviation of the series' previous (up to) 14 values. A series is a regression when its last
 two points breach, suspicious when only the last one does. A case whose status goes from ok to a failure
 (accuracy: ok → mismatch) between its last two runs is flagged at once.
+
+Only comparable points make a baseline (results/report/comparable.py: the same graph and options, and for
+latency the same timing settings and method): after a change of settings a series starts a new baseline, and
+its first points are not judged, so flipping flush_l2 is never a regression. A noisy point says so.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from bakeoff.results.report.comparable import incomparable, noise_note
 from bakeoff.results.report.envdiff import EnvChange, env_diff
 
 # T per metric: the minimum relative rise that counts. Errors vs fp64 are deterministic for fixed seeds (MAD 0),
@@ -31,6 +36,13 @@ class Point:
     baseline: float | None = None
     limit: float | None = None
     breach: bool = False
+    # The record's comparability and quality fields (digests, timing settings and method, seeds, noise).
+    rec: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    note: str | None = None  # e.g. "not judged against 3 earlier run(s): timing settings differ: ..."
+
+    @property
+    def noise(self) -> str | None:
+        return noise_note(self.rec)
 
 
 @dataclass(frozen=True)
@@ -47,17 +59,21 @@ def judge(points: list[Point], metric: str) -> list[Point]:
     t = MIN_RISE[metric]
     out = []
     for i, p in enumerate(points):
-        prev = [q.value for q in points[max(0, i - WINDOW):i]]
+        earlier = points[:i]
+        why = [w for q in earlier[-WINDOW:] for w in incomparable(metric, q.rec, p.rec)]
+        prev = [q.value for q in earlier if not incomparable(metric, q.rec, p.rec)][-WINDOW:]
+        note = (f"not judged against {sum(bool(incomparable(metric, q.rec, p.rec)) for q in earlier[-WINDOW:])} "
+                f"earlier run(s): {sorted(set(why))[0]}") if why else None
         if len(prev) < MIN_BASELINE:
-            out.append(p)
+            out.append(Point(p.run_id, p.started_at, p.value, p.env, rec=p.rec, note=note))
             continue
         base = statistics.median(prev)
         if base <= 0:
-            out.append(p)
+            out.append(Point(p.run_id, p.started_at, p.value, p.env, rec=p.rec, note=note))
             continue
         mad = statistics.median(abs(v - base) for v in prev)
         limit = 1 + max(t, 3 * mad / base)
-        out.append(Point(p.run_id, p.started_at, p.value, p.env, base, limit, p.value / base > limit))
+        out.append(Point(p.run_id, p.started_at, p.value, p.env, base, limit, p.value / base > limit, p.rec, note))
     return out
 
 
@@ -74,10 +90,12 @@ def flag_series(points: list[Point]) -> Flag | None:
     last = points[-1]
     assert last.baseline is not None and last.limit is not None  # a breach always has both
     rise = f"{last.value / last.baseline:.2f}× the baseline {last.baseline:.4g} (limit {last.limit:.2f}×)"
+    noisy = [p.noise for p in points[start:] if p.noise]
+    rests = f"; rests on {len(noisy)} noisy measurement(s): {noisy[-1][:160]}" if noisy else ""
     if len(points) - start >= 2:
-        return Flag("regression", f"last {len(points) - start} runs breach: latest {last.value:.4g} is {rise}",
+        return Flag("regression", f"last {len(points) - start} runs breach: latest {last.value:.4g} is {rise}{rests}",
                     changes)
-    return Flag("suspicious", f"last run breaches once: {last.value:.4g} is {rise}", changes)
+    return Flag("suspicious", f"last run breaches once: {last.value:.4g} is {rise}{rests}", changes)
 
 
 def flag_status(statuses: list[tuple[str, dict[str, Any], str | None]]) -> Flag | None:

@@ -3,7 +3,16 @@
 Each candidate (a backend whose case passed) is scored by a weighted sum of log ratios to the best candidate
 of the same workload, shape and dtype: score = w_lat·ln(lat/lat_best) + w_compile·ln(compile/compile_best)
 + w_err·ln(err/err_best). Lower is better; 0 means best on every axis. Log ratios make the three axes
-unit-free, so a weight says how much one factor of e on that axis matters.
+unit-free, so a weight says how much one factor of e on that axis matters. Compile is the graph's own time to
+its first result (`data.first_result_s`).
+
+The latency axis is the paired figure of the speedup column: lat = 1 / speedup_vs_eager, the backend's headline
+(`data.headline_ms`: the figure measured the same way for every backend) over the headline of the eager
+reference timed interleaved with it in the same worker (eager's own case: 1). Medians from different workers
+are never set against each other, so load that hit one worker and not another cannot make the recommendation
+contradict the speedups shown beside it. Where a candidate of the group has no speedup (older or hand-made
+records), the group is ranked by the headline itself. A recommendation whose pick or runner-up was measured
+`noisy` says so.
 
 Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
 milliseconds, and without the floor a 10 s compile would cost 0.2·ln(10 s / 5 ms) ≈ 1.5, more than a 4×
@@ -19,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from bakeoff.results.report.data import case_key, first_result_s, fnum, unit_roundoff
+from bakeoff.results.report.data import case_key, first_result_s, fnum, headline_method, headline_ms, unit_roundoff
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
 # Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
@@ -82,10 +91,15 @@ class Recommendation:
     backend: str | None
     score: float | None
     reason: str
+    noisy: tuple[str, ...] = ()  # the pick and the runner-up, those of them whose measurement was noisy
 
 
-def _axes(c: dict[str, Any]) -> tuple[float, float, float] | None:
-    lat, comp, err = fnum(c.get("latency_ms_median")), first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
+def _axes(c: dict[str, Any], paired: bool = True) -> tuple[float, float, float] | None:
+    """(latency, seconds to first result, error) of a passing case; latency relative to the interleaved eager
+    (1 / speedup_vs_eager) when `paired`, else the headline ms."""
+    comp, err = first_result_s(c), fnum(c.get("err_rel_l2_vs_fp64"))
+    speedup = fnum(c.get("speedup_vs_eager"))
+    lat = (1.0 / speedup if speedup is not None and speedup > 0 else None) if paired else headline_ms(c)
     if c.get("status") != "ok" or lat is None or lat <= 0:
         return None
     floor = 0.01 * unit_roundoff(c.get("dtype"))  # errors below 1% of it count as equal (log 0 is undefined)
@@ -100,7 +114,9 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
             groups.setdefault(case_key(c)[:3], []).append(c)
     out = []
     for (wl, shape, dtype), members in groups.items():
-        scored = [(c, a) for c in members if (a := _axes(c)) is not None]
+        passing = [c for c in members if c.get("status") == "ok"]
+        paired = all((fnum(c.get("speedup_vs_eager")) or 0) > 0 for c in passing)
+        scored = [(c, a) for c in members if (a := _axes(c, paired)) is not None]
         if not scored:
             failed = ", ".join(f"{c.get('backend')} {c.get('status')}" for c in members)
             out.append(Recommendation(wl, shape, dtype, run_label, None, None, f"no backend passed ({failed})"))
@@ -110,18 +126,27 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
         ranked = sorted(((sum(w[i] * math.log(a[i] / best[i]) for i in range(3)), c, a) for c, a in scored),
                         key=lambda t: t[0])
         score, pick, axes = ranked[0]
+        noisy = tuple(str(c.get("backend")) for _, c, _ in ranked[:2] if c.get("measurement_quality") == "noisy")
         out.append(Recommendation(wl, shape, dtype, run_label, str(pick.get("backend")), score,
-                                  _reason(pick, axes, ranked, members, weights)))
+                                  _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2]), noisy))
     return out
+
+
+def _noise_note(decisive: list) -> str:
+    """'; rests on noisy measurements: inductor (host load: ...)' when the pick or the runner-up was noisy."""
+    notes = [f"{c.get('backend')} ({'; '.join(c.get('noise_reasons') or ['noisy'])[:160]})"
+             for _, c, _ in decisive if c.get("measurement_quality") == "noisy"]
+    return f" — rests on noisy measurements: {', '.join(notes)}" if notes else ""
 
 
 def _reason(pick: dict[str, Any], axes: tuple[float, float, float], ranked: list, members: list,
             weights: dict[str, float]) -> str:
-    lat, comp, err = axes
-    parts = [f"{lat:.3g} ms"]
+    _, comp, err = axes
+    lat = headline_ms(pick)
+    parts = [f"{lat:.3g} ms ({headline_method(pick) or 'method not recorded'})" if lat is not None else "latency -"]
     sp = fnum(pick.get("speedup_vs_eager"))
-    if sp is not None and pick.get("backend") != "eager":
-        parts.append(f"{sp:.2f}× eager's speed")
+    if sp is not None and pick.get("adapter", pick.get("backend")) != "eager":
+        parts.append(f"{sp:.2f}× eager's speed (timed beside it)")
     comp = first_result_s(pick) or comp  # the measured time, not the score's floored one
     warm = fnum(pick.get("compile_warm_total_s")) or fnum(pick.get("compile_warm_s"))
     parts.append(f"first result {comp:.3g} s after a cold start" + (f" ({warm:.3g} s warm)" if warm is not None
@@ -135,6 +160,9 @@ def _reason(pick: dict[str, Any], axes: tuple[float, float, float], ranked: list
     if len(ranked) > 1:
         runner_score, runner, _ = ranked[1]
         text += f"; next {runner.get('backend')} (score {runner_score:.2f} vs {ranked[0][0]:.2f})"
+    methods = {headline_method(c) for _, c, _ in ranked}
+    if len(methods) > 1:
+        text += f"; latencies of different methods compared ({', '.join(sorted(methods))})"
     failed = [f"{c.get('backend')} {c.get('status')}" for c in members if c.get("status") != "ok"]
     if failed:
         text += f"; excluded: {', '.join(failed)}"

@@ -19,6 +19,11 @@ class ExecutorError(ValueError):
     """An executor this host cannot provide (bad --jobs, no such GPU, Ray not installed); the CLI exits 2."""
 
 
+class DeviceError(ExecutorError):
+    """The run's device is not there (no such GPU here, or none in the Ray cluster): the error of whatever
+    chose the device, the config's `device` or --device."""
+
+
 @dataclass(frozen=True)
 class ExecutorSpec:
     """What the command line asked for: `kind` (local or ray), `jobs` (parallel workers; None = 1 locally,
@@ -58,11 +63,13 @@ def make_executor(spec: ExecutorSpec, device: str) -> Executor:
     if spec.kind == "local":
         if spec.ray_address:
             raise ExecutorError("--ray-address goes with --executor ray")
-        from bakeoff.harness.run.slots import local_slots
+        from bakeoff.harness.run.slots import DeviceUnavailable, local_slots
         from bakeoff.harness.run.executors.local import LocalExecutor
 
         try:
             return LocalExecutor(local_slots(device, spec.jobs or 1))
+        except DeviceUnavailable as exc:
+            raise DeviceError(str(exc)) from None
         except ValueError as exc:
             raise ExecutorError(str(exc)) from None
     if spec.kind == "ray":

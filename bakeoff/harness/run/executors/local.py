@@ -2,17 +2,20 @@
 
 The threads only wait on their worker subprocess; the main thread receives every result and alone writes
 the store. On stop (Ctrl-C) the workers in flight are killed and their results dropped: a killed case has
-no record and runs again on resume.
+no record and runs again on resume. Each slot keeps one pre-started worker getting ready for its next
+worker process (run/prestart.py); `prestart=False` starts every worker fresh.
 """
 from __future__ import annotations
 
 import queue
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bakeoff.harness.run.case_process import Workers, execute_case
+from bakeoff.harness.run.case_process import Workers, execute_case, references_dir
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.run.prestart import Prestarter
 from bakeoff.harness.run.slots import Slot
 
 RESULT_POLL_S = 0.2  # the main thread wakes this often (seconds), so Ctrl-C is handled at once
@@ -21,15 +24,18 @@ RESULT_POLL_S = 0.2  # the main thread wakes this often (seconds), so Ctrl-C is 
 class LocalExecutor:
     """Cases over `slots`, in order, each taking the next case when its worker ends."""
 
-    def __init__(self, slots: list[Slot]) -> None:
+    def __init__(self, slots: list[Slot], prestart: bool = True) -> None:
         self.slots = slots
+        self.prestart = prestart
         self.workers = Workers()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._results: queue.Queue = queue.Queue()
+        self._work_dir: Path | None = None
 
     def run(self, cases: list[Case], work_dir: Path,
             on_start: Callable[[Case], None] | None = None) -> Iterator[tuple[Case, dict[str, Any]]]:
+        self._work_dir = work_dir
         pending: queue.Queue[Case] = queue.Queue()
         for case in cases:
             pending.put(case)
@@ -54,21 +60,27 @@ class LocalExecutor:
 
     def _slot_loop(self, slot: Slot, pending: queue.Queue, results: queue.Queue, work_dir: Path,
                    on_start: Callable[[Case], None] | None = None) -> None:
-        while not self._stop.is_set():
-            try:
-                case = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                if on_start:
-                    on_start(case)
-                record = execute_case(case, work_dir, slot=slot, workers=self.workers)
-            except Exception as exc:  # a harness failure (disk full, ...), not a case failure: stop the run
-                results.put(exc)
-                return
-            if self._stop.is_set():
-                return  # its worker was killed by stop(): not a result
-            results.put((case, record))
+        prestarter = Prestarter(self.workers.add, self.workers.discard) if self.prestart else None
+        try:
+            while not self._stop.is_set():
+                try:
+                    case = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    if on_start:
+                        on_start(case)
+                    record = execute_case(case, work_dir, slot=slot, workers=self.workers, prestarter=prestarter,
+                                          more_cases=not pending.empty())
+                except Exception as exc:  # a harness failure (disk full, ...), not a case failure: stop the run
+                    results.put(exc)
+                    return
+                if self._stop.is_set():
+                    return  # its worker was killed by stop(): not a result
+                results.put((case, record))
+        finally:
+            if prestarter is not None:
+                prestarter.close()
 
     def stop(self) -> None:
         """Kill every worker in flight (and any a slot starts after this); wait for the slots to end."""
@@ -91,6 +103,8 @@ class LocalExecutor:
     def close(self) -> None:
         for thread in self._threads:
             thread.join(timeout=30)
+        if self._work_dir is not None:  # the shared references are of this session only
+            shutil.rmtree(references_dir(self._work_dir), ignore_errors=True)
 
     def environment(self, device: str) -> dict[str, Any]:
         """This host's environment: the workers run here."""

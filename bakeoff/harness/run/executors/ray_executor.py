@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 from bakeoff.harness.measure.environment import environment
 from bakeoff.harness.run.case_process import execute_case
-from bakeoff.harness.run.executors import ExecutorError
+from bakeoff.harness.run.executors import DeviceError, ExecutorError
 from bakeoff.harness.run.leftovers import RAY_TMP_PREFIX, owned_prefix, sweep_temporary
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.slots import Slot, gate_prefix
@@ -100,7 +100,7 @@ class RayExecutor:
                                 f"{type(exc).__name__}: {exc}") from None
         if device.startswith("cuda") and not ray.cluster_resources().get("GPU"):
             self.close()  # tasks asking for a GPU would wait forever
-            raise ExecutorError(f"device {device} asked for, but the Ray cluster has no GPU")
+            raise DeviceError(f"device {device} asked for, but the Ray cluster has no GPU")
 
     def _connect(self) -> None:
         import ray

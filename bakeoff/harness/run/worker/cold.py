@@ -9,12 +9,19 @@ import torch
 from bakeoff.backends import get_backend
 from bakeoff.backends.base import Backend, Compiled, TensorSpec
 
-from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, reference_outputs
+from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, same_bits
+from bakeoff.harness.measure.extra_checks import extra_check_fields, fold_extra_check
 from bakeoff.harness.measure.environment import gpu_state
+from bakeoff.harness.measure.load_watch import LoadWatch
+from bakeoff.harness.measure.noise import assess as assess_noise
 from bakeoff.harness.run.gate import timing_exclusive
 from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.run.worker.phases import PhaseLog
+from bakeoff.harness.run.worker.process_setup import warm_up_process
+from bakeoff.harness.run.worker.shared_reference import shared_reference
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.measure.timing import Stats, TimedCall, cuda_graph_latency_ms, host_latency, measure, profile_kernels
+from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, latency_fields, measure_figures  # noqa: F401
+from bakeoff.harness.measure.timing import TimedCall
 from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record
 
 
@@ -23,7 +30,7 @@ def _eager_baseline(graph, specs, case: Case, inputs) -> tuple[Compiled, list[to
     eager = get_backend("eager").compile(graph, specs, case.device, {})
     first = [o.clone() for o in eager(*inputs)]
     second = eager(*inputs)
-    deterministic = all(_bitwise_equal(a, b) for a, b in zip(first, second))
+    deterministic = all(same_bits(a, b) for a, b in zip(first, second))
     _spoil(second, inputs)
     return eager, first, deterministic
 
@@ -37,24 +44,22 @@ def _spoil(outputs, inputs) -> None:
             out.fill_(float("nan"))
 
 
-def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same bits, element by element (so NaN equals NaN, and 0.0 differs from -0.0)."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
-
-
-def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck) -> list[SeedCheck]:
-    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare."""
+def _check_seeds(graph, case: Case, compiled: Compiled, eager: Compiled, first: SeedCheck,
+                 phases: PhaseLog, sources: dict[str, str]) -> list[SeedCheck]:
+    """Check the remaining seeds: fresh inputs, poisoned outputs, run, compare. `sources` gets where each
+    seed's reference came from."""
     checks = [first]
     for seed in case.seeds[1:]:
-        inputs = make_inputs(graph, seed, case.device)
-        eager_out = eager(*inputs)
-        refs = reference_outputs(graph, inputs, case.device)
-        poison_allocator(graph, case.device)
-        outs = compiled(*inputs)
-        checks.append(check_outputs(graph, seed, outs, eager_out, refs))
+        with phases.phase("inputs"):
+            inputs = make_inputs(graph, seed, case.device, case.input_files)
+        with phases.phase("eager_baseline"):
+            eager_out = eager(*inputs)
+        group = shared_reference(graph, seed, inputs, eager_out, case.device, phases)
+        sources[str(seed)] = group.source
+        with phases.phase("checks"):
+            poison_allocator(graph, case.device)
+            outs = compiled(*inputs)
+            checks.append(check_outputs(graph, seed, outs, eager_out, group.refs, group.eager_vs_refs))
     return checks
 
 
@@ -66,18 +71,16 @@ def _worst(checks: list[SeedCheck]) -> SeedCheck:
 
 
 def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-            eager_prepared: Any) -> dict[str, Any]:
+            eager_prepared: Any, phases: PhaseLog) -> dict[str, Any]:
     """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
     (harness/gate.py). The record gets the seconds waited for the gate and the window it was held."""
     with timing_exclusive() as gate:
-        out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared)
+        phases.take_gate_wait()
+        with LoadWatch(case.device) as load:
+            out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared, phases)
+    out.update(load.fields())  # what else ran meanwhile, then the quality judged from it and the samples
+    out.update(assess_noise(out, case.timing["target_iqr"], paired=case.backend != "eager"))
     return {**out, **(gate.summary() if gate is not None else {})}
-
-
-# The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
-# another adapter cannot collide with the interleaved eager reference.
-BACKEND_TARGET = "backend"
-EAGER_TARGET = "eager (reference)"
 
 
 def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
@@ -94,52 +97,14 @@ def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: A
 
 
 def _measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-                 eager_prepared: Any) -> dict[str, Any]:
-    t = case.timing
+                 eager_prepared: Any, phases: PhaseLog | None = None) -> dict[str, Any]:
+    """Every latency figure of the case and its headline (harness.measure.figures), each step a phase."""
+    phases = phases or PhaseLog(None)
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
-    results = measure(targets, case.device, warmup_s=t["warmup_s"], budget_s=t["budget_s"],
-                      min_reps=t["min_reps"], max_reps=t["max_reps"], target_iqr=t["target_iqr"],
-                      flush_l2=t["flush_l2"])
-    out = latency_fields(results, targets)
-    mine = results[BACKEND_TARGET]
-    if case.device.startswith("cuda"):
-        # One synchronized call at a time: the latency of a lone call, dispatch included (for host-timed
-        # backends this is what latency_ms already is).
-        lone_ms = mine.median_ms
-        if backend.timed_with_events:
-            lone_ms = host_latency(lambda: compiled.run(prepared), compiled.sync, case.device).median_ms
-            out["host_latency_ms"] = lone_ms
-        if t["cuda_graph"] and backend.graph_capturable:
-            try:
-                out["graph_latency_ms"] = cuda_graph_latency_ms(lambda: compiled.run(prepared)).median_ms
-            except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
-                out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
-        if t["profile"]:
-            try:
-                count, device_ms = profile_kernels(lambda: compiled.run(prepared), compiled.sync)
-            except Exception as exc:  # a profiler failure costs the kernel numbers, not the case
-                out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
-            else:
-                out["kernel_count"], out["device_ms"] = count, device_ms
-                out["launch_overhead_share"] = 1.0 - device_ms / lone_ms if lone_ms > 0 else None
-    return out
-
-
-def latency_fields(results: dict[str, Stats], targets: list[TimedCall]) -> dict[str, Any]:
-    """The record's latency fields from `measure`'s results for `timing_targets`; with no eager target
-    (the case is eager itself) the eager figures are the backend's own."""
-    mine = results[BACKEND_TARGET]
-    eager_stats = results.get(EAGER_TARGET, mine)
-    eager_target = targets[-1] if EAGER_TARGET in results else targets[0]
-    return {
-        "latency_ms_median": mine.median_ms, "latency_ms_p20": mine.p20_ms, "latency_ms_p80": mine.p80_ms,
-        "latency_iqr_rel": mine.iqr_rel, "n_samples": mine.n, "timing_method": mine.method,
-        "samples": targets[0].samples_ms,
-        "eager_latency_ms_median": eager_stats.median_ms, "eager_latency_ms_p20": eager_stats.p20_ms,
-        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples": eager_target.samples_ms,
-        "eager_timing_method": eager_stats.method,
-        "speedup_vs_eager": eager_stats.median_ms / mine.median_ms if mine.median_ms > 0 else None,
-    }
+    # The minimum bytes moved (inputs and outputs) bound what calls in flight may allocate when pipelined.
+    return measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, case.timing,
+                           capturable=backend.graph_capturable, bytes_per_call=case.bytes_moved,
+                           phase=phases.phase)
 
 
 def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str, Any]:
@@ -157,29 +122,41 @@ def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str,
     return summary
 
 
-def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
+def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[str, Any]:
     """The whole case in this (fresh) process. Returns the record's measured fields."""
     graph = case.bound_graph()
-    backend = get_backend(case.backend)
+    with phases.phase("imports"):
+        backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
-    rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
+    with phases.phase("gpu_state"):
+        rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
     torch.manual_seed(case.seeds[0])
-    inputs = make_inputs(graph, case.seeds[0], case.device)
-    eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
+    with phases.phase("inputs"):
+        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
+    with phases.phase("eager_baseline"):
+        eager, eager_out, deterministic = _eager_baseline(graph, specs, case, inputs)
     rec["eager_deterministic"] = deterministic
-    refs = reference_outputs(graph, inputs, case.device)
+    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases)
+    rec["reference_source"] = {str(case.seeds[0]): group.source}
+    rec["cache_files_before_cold"] = count_cache_files(backend.cache_env)  # 0: its own, empty folders
+    with phases.phase("compile_setup"):
+        rec.update(warm_up_process(backend, case, graph, count_cache_files))  # the process's one-time start
     cache_before = count_cache_files(backend.cache_env)
     poison_allocator(graph, case.device)
     try:
-        compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
+        with phases.phase("compile"):
+            compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
     except Exception as exc:
         return {**rec, **error_record("compile_error", exc)}
     rec.update(compile_s=compile_s, compile_total_s=total_s, compile_stages_s=dict(compiled.info.stages_s),
-               compile_notes=list(compiled.info.notes), cache_hit_cold=compiled.info.cache_hit,
+               compile_notes=list(compiled.info.notes), lowering=dict(compiled.info.lowering),
+               cache_hit_cold=compiled.info.cache_hit,
                cache_files_cold=count_cache_files(backend.cache_env) - cache_before)
     try:
-        first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, refs)
-        checks = _check_seeds(graph, case, compiled, eager, first)
+        with phases.phase("checks"):
+            first = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
+                                  group.eager_vs_refs)
+        checks = _check_seeds(graph, case, compiled, eager, first, phases, rec["reference_source"])
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     worst = _worst(checks)
@@ -188,32 +165,45 @@ def run_cold(case: Case, artifacts_dir: Path | None) -> dict[str, Any]:
     rec["err_ratio_vs_eager"] = worst.verdict.err_ratio_vs_eager if worst.verdict else None
     rec["checked_seeds"] = [c.seed for c in checks]
     rec["check_problems"] = sorted({p for c in checks for p in c.problems})
+    rec.update(worst.worst_element)
     for prefix, suffix, stats in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
                                   ("eager_err", "vs_fp64", worst.eager_vs_ref)):
         if stats is not None:
             rec.update(stats.as_dict(suffix, prefix))
     if worst.verdict and worst.verdict.reason and worst.verdict.reason.startswith("output shape"):
         return rec
+    with phases.phase("artifacts"):  # before timing: nothing but the record is left once the gate is released
+        rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
     try:
-        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs)))
+        rec.update(_timing(case, backend, compiled, prepared, eager, eager.prepare(inputs), phases))
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     rec.update(_derived(case, rec))
-    rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
-    rec["gpu_state_after"] = gpu_state(case.device)
+    try:  # one more call after the timed loop, on the first seed's inputs, checked like the first
+        with phases.phase("post_timing_check"):
+            poison_allocator(graph, case.device)
+            raw = compiled.run(prepared)
+            compiled.sync()
+            after = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
+                                  group.eager_vs_refs)
+    except Exception as exc:
+        return {**rec, **error_record("runtime_error", exc)}
+    rec.update(extra_check_fields(after, "post_timing"))
+    fold_extra_check(rec, "post_timing")
+    with phases.phase("gpu_state"):
+        rec["gpu_state_after"] = gpu_state(case.device)
     return rec
 
 
 def _derived(case: Case, rec: dict[str, Any]) -> dict[str, Any]:
-    """Achieved throughput from the analytic cost model, and break-even calls (from the whole time before
-    the first result: compile, module load or session, first run)."""
-    ms = rec.get("latency_ms_median")
+    """Achieved throughput from the analytic cost model at the headline latency, and break-even calls (the
+    graph's own time to its first result over the headline's saving per call against eager)."""
+    ms = rec.get("headline_ms") or rec.get("latency_ms_median")
     out: dict[str, Any] = {}
     if ms and ms > 0:
         out["achieved_gbps"] = case.bytes_moved / (ms * 1e-3) / 1e9
         out["achieved_tflops"] = case.flops / (ms * 1e-3) / 1e12
-    eager_ms = rec.get("eager_latency_ms_median")
+    eager_ms = rec.get("eager_headline_ms") or rec.get("eager_latency_ms_median")
     if case.backend != "eager" and ms and eager_ms and eager_ms > ms:
         out["break_even_calls"] = rec["compile_total_s"] / ((eager_ms - ms) * 1e-3)
     return out
-

@@ -1,10 +1,14 @@
 """The worker entry the orchestrator starts: join the device's timing gate, then run `bakeoff.harness.run.worker.main`.
 
 ``python -m bakeoff.harness.run.worker.entry CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` takes the same arguments as
-`harness.worker`. Before anything heavy (importing torch and the compiler is itself a load on the CPU)
+`worker.main`. Before anything heavy (importing torch and the compiler is itself a load on the CPU)
 it (1) asks Linux to kill it if the process that started it dies, so an orchestrator killed with SIGKILL
 leaves no worker behind, and (2) joins the gate named in the environment as a shared holder
 (harness/gate.py); it holds it until it exits, and exclusively while it times.
+
+``python -m bakeoff.harness.run.worker.entry --spare READY_FILE`` starts a pre-started worker instead
+(worker/spare.py): it gets ready (imports, device context), then waits on its stdin for the one case it
+will run, and runs it exactly as above.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import ctypes
 import os
 import signal
 import sys
+import time
 
 PR_SET_PDEATHSIG = 1
 ENV_PARENT = "BAKEOFF_PARENT_PID"
@@ -28,16 +33,46 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def main(argv: list[str]) -> int:
-    die_with_parent()
+def run_case(argv: list[str], started_at: float) -> int:
+    """Join the gate, import the worker, run the case of `argv`; `started_at` is when this process began the
+    case (epoch seconds). Phases go to the phase file named in the environment."""
     from bakeoff.harness.run.gate import current_gate
+    from bakeoff.harness.run.worker.phases import ENV_PHASES_FILE, PhaseLog, spawned_at
 
     gate = current_gate()
+    phases = PhaseLog(os.environ.get(ENV_PHASES_FILE), lambda: gate.waited_s if gate is not None else 0.0)
+    born = spawned_at()
+    if born is not None:
+        phases.add("process_start", max(started_at - born, 0.0))
     if gate is not None:
         gate.enter_shared()
-    from bakeoff.harness.run.worker.main import main as worker_main
+    with phases.phase("imports"):
+        import bakeoff.harness.run.worker.cold  # noqa: F401  (torch and the measuring code)
+        from bakeoff.harness.run.worker.main import main as worker_main
+    return worker_main(argv, phases)
 
-    return worker_main(argv)
+
+def finish(code: int) -> None:
+    """Exit at once once the record is written: flush what the worker printed, then skip the interpreter's
+    teardown (atexit hooks, compile worker pools, module finalizers), which measures nothing and can take
+    seconds with torch loaded. Nothing is left behind: the orchestrator kills the process group."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def main(argv: list[str]) -> int:
+    started_at = time.time()
+    die_with_parent()
+    if argv and argv[0] == "--spare":
+        from bakeoff.harness.run.worker.spare import serve
+
+        finish(serve(argv[1]))
+    finish(run_case(argv, started_at))
+    return 0  # not reached
 
 
 if __name__ == "__main__":

@@ -19,46 +19,78 @@ from pydantic import ValidationError
 from bakeoff.results.record import ColdOutput, WarmOutput, invalid_fields
 
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.run.worker.phases import PhaseLog
 from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record, limit_host_memory
 
 
-def run_warm(case: Case) -> dict[str, Any]:
+def init_device(device: str) -> None:
+    """Create the device's context now (CUDA: the context and the caching allocator), so that its cost is a
+    phase of its own and not part of whatever touches the device first."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.init()
+        torch.empty(1, device=device)
+
+
+def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     """Compile again in a fresh process with the caches the cold run filled; verify the hit."""
     import torch
 
     from bakeoff.backends import get_backend
     from bakeoff.backends.base import TensorSpec
 
+    from bakeoff.harness.measure.checks import check_outputs, poison_allocator
+    from bakeoff.harness.measure.extra_checks import extra_check_fields
     from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.run.worker.process_setup import warm_up_process
+    from bakeoff.harness.run.worker.shared_reference import shared_reference
 
     graph = case.bound_graph()
-    backend = get_backend(case.backend)
+    with phases.phase("imports"):
+        backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
-    inputs = make_inputs(graph, case.seeds[0], case.device)
+    with phases.phase("inputs"):
+        inputs = make_inputs(graph, case.seeds[0], case.device, case.input_files)
+    # The cache-loaded executable's output is checked as the cold one's: eager and the reference first, as
+    # in the cold run, so both compiles start from the same state.
+    with phases.phase("eager_baseline"):
+        eager_out = get_backend("eager").compile(graph, specs, case.device, {})(*inputs)
+    group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases)
+    with phases.phase("compile_setup"):
+        setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
-    compiled, _, _, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
+    poison_allocator(graph, case.device)
+    with phases.phase("compile"):
+        compiled, _, raw, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
     after = count_cache_files(backend.cache_env)
+    with phases.phase("output_check"):  # `warm_output_check` in the record
+        check = check_outputs(graph, case.seeds[0], compiled.to_torch(raw), eager_out, group.refs,
+                              group.eager_vs_refs)
     hit = compiled.info.cache_hit
     if hit is None and backend.cache_env:
         hit = before > 0 and after == before  # nothing new written: everything came from the cache
-    return {"compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
+    return {**setup, "compile_warm_s": seconds, "compile_warm_total_s": total_seconds, "cache_hit_warm": hit,
             "cache_files_before_warm": before, "cache_files_after_warm": after,
-            "compile_stages_warm_s": dict(compiled.info.stages_s)}
+            "compile_stages_warm_s": dict(compiled.info.stages_s), **extra_check_fields(check, "warm")}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], phases: PhaseLog | None = None) -> int:
     case = Case.from_json(Path(argv[0]).read_text())
     out_path, phase = Path(argv[1]), argv[2]
     artifacts_dir = Path(argv[3]) if len(argv) > 3 else None
+    phases = phases or PhaseLog(None)
     limit_host_memory(case)
     try:
+        with phases.phase("device_init"):
+            init_device(case.device)
         if phase == "warm":
-            record = run_warm(case)
+            record = run_warm(case, phases)
         else:
             from bakeoff.harness.run.worker.cold import run_cold
 
-            record = run_cold(case, artifacts_dir)
+            record = run_cold(case, artifacts_dir, phases)
     except BaseException as exc:  # a failure outside the guarded steps is still a record
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -66,6 +98,7 @@ def main(argv: list[str]) -> int:
     tmp = out_path.with_suffix(".part")
     tmp.write_text(serialize(record, WarmOutput if phase == "warm" else ColdOutput))
     os.replace(tmp, out_path)
+    phases.end()
     return 0
 
 

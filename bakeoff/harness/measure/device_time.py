@@ -1,0 +1,150 @@
+"""Device time of one call, from CUPTI (torch.profiler): the span from its first kernel's start to its last
+kernel's end, and the sum of its kernels' durations, as distributions over several profiled calls.
+
+CUPTI sees the kernels of every library in the process (JAX/XLA, IREE, ONNX Runtime, TensorRT, torch), on
+whatever stream they launch, so this figure is obtained the same way for every backend. Calls are told
+apart on the device timeline by marker kernels (`torch.cuda._sleep`, which CUPTI reports as `spin_kernel`):
+
+    flush; sync; MARK; sync; call; backend sync; sync; MARK; sync
+
+so the kernels of call j are those that start after its first marker and before its second; the cache flush
+(a kernel too) lies outside every pair. Synchronizing around each marker keeps kernels on other streams from
+overlapping it. Memory copies and memsets are not kernels (`is_kernel_event`) and count in neither number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from bakeoff.harness.measure.kernel_times import kernel_times
+from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_kernel_event, stats
+
+# The marker: a one-thread spin of this many clock cycles (well under a microsecond at GPU clocks).
+MARK_CYCLES = 1000
+MARK_NAME = "spin_kernel"
+SPAN_METHOD = "cupti-span"
+SUM_METHOD = "cupti-kernel-sum"
+
+
+class ProfileError(RuntimeError):
+    """The profiled pass did not give a usable figure (markers lost, calls without kernels, ...)."""
+
+
+@dataclass(frozen=True)
+class KernelSpan:
+    """One device activity from the profiler: name, start and end in microseconds on the device timeline."""
+
+    name: str
+    start_us: float
+    end_us: float
+
+
+@dataclass(frozen=True)
+class CallTimes:
+    """One profiled call: first-kernel-start to last-kernel-end (ms), summed kernel time (ms), kernel count."""
+
+    span_ms: float
+    sum_ms: float
+    kernels: int
+    launched: tuple[tuple[str, float], ...] = ()  # (kernel name, device µs) of each kernel of the call
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """The distributions of a target's profiled calls."""
+
+    span: Stats
+    kernel_sum: Stats
+    kernel_count: int
+    span_samples_ms: list[float]
+    sum_samples_ms: list[float]
+    kernel_times: list[dict[str, Any]] = field(default_factory=list)  # per kernel name (measure/kernel_times.py)
+
+    def fields(self, prefix: str = "") -> dict[str, float | int | list[float]]:
+        """Record fields: `{prefix}device_span_ms` (median), p20/p80, IQR, n and samples; `{prefix}device_ms`
+        (kernel sum, median) with p20/p80; `{prefix}kernel_count` (per call, median)."""
+        s, k = self.span, self.kernel_sum
+        return {f"{prefix}device_span_ms": s.median_ms, f"{prefix}device_span_p20_ms": s.p20_ms,
+                f"{prefix}device_span_p80_ms": s.p80_ms, f"{prefix}device_span_iqr_rel": s.iqr_rel,
+                f"{prefix}device_span_samples": self.span_samples_ms, f"{prefix}device_ms": k.median_ms,
+                f"{prefix}device_ms_p20": k.p20_ms, f"{prefix}device_ms_p80": k.p80_ms,
+                f"{prefix}kernel_count": self.kernel_count, f"{prefix}profiled_calls": s.n,
+                f"{prefix}kernel_times": self.kernel_times}
+
+
+def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTimes]:
+    """Split a device timeline into `n_calls` calls bracketed by marker pairs (see the module docstring).
+
+    `activities` are kernels only (markers included, copies excluded). Raises ProfileError when the markers
+    are not exactly 2 * n_calls (CUPTI dropped records) or when a call launched no kernel.
+    """
+    events = sorted(activities, key=lambda e: (e.start_us, e.end_us))
+    markers = [e for e in events if MARK_NAME in e.name]
+    kernels = [e for e in events if MARK_NAME not in e.name]
+    if len(markers) != 2 * n_calls:
+        raise ProfileError(f"profiler saw {len(markers)} marker kernels for {n_calls} calls (expected "
+                           f"{2 * n_calls}): CUPTI dropped records or a marker was not launched")
+    out = []
+    for j in range(n_calls):
+        opened, closed = markers[2 * j], markers[2 * j + 1]
+        inside = [k for k in kernels if opened.start_us <= k.start_us < closed.start_us]
+        if not inside:
+            raise ProfileError(f"profiled call {j} launched no kernel that CUPTI saw")
+        span_us = max(k.end_us for k in inside) - min(k.start_us for k in inside)
+        out.append(CallTimes(span_us / 1e3, sum(k.end_us - k.start_us for k in inside) / 1e3, len(inside),
+                             tuple((k.name, k.end_us - k.start_us) for k in inside)))
+    return out
+
+
+def _kernel_spans(events: Iterable[object]) -> list[KernelSpan]:
+    """The kernels among torch.profiler events, with their device time range."""
+    return [KernelSpan(str(e.name), float(e.time_range.start), float(e.time_range.end))
+            for e in events if is_kernel_event(e)]
+
+
+def figures_of(calls: Sequence[CallTimes]) -> DeviceFigures:
+    """Distributions (Stats) of the span and the kernel sum of `calls`; kernel count is the median count."""
+    spans, sums = [c.span_ms for c in calls], [c.sum_ms for c in calls]
+    counts = sorted(c.kernels for c in calls)
+    launched = [k for c in calls for k in c.launched]
+    return DeviceFigures(stats(spans, SPAN_METHOD), stats(sums, SUM_METHOD), counts[len(counts) // 2],
+                         spans, sums, kernel_times(launched, len(calls)))
+
+
+def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int,
+                        flush_l2: bool) -> dict[str, DeviceFigures]:
+    """Profile `calls` calls of each target, interleaved (A, B, A, B, ...), each bracketed by markers and
+    preceded by the cache flush when `flush_l2`. Returns DeviceFigures per target name.
+
+    Raises ProfileError (or the profiler's own error) when no usable figure comes out; the caller records it.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    flush = CacheFlusher(device, flush_l2)
+    order: list[str] = []
+
+    def mark() -> None:
+        torch.cuda.synchronize()
+        torch.cuda._sleep(MARK_CYCLES)
+        torch.cuda.synchronize()
+
+    for t in targets:  # one unprofiled call each: nothing lazy (allocations, autotuning) lands in the pass
+        t.call()
+        t.sync()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # device activities only: least overhead
+        for _ in range(calls):
+            for t in targets:
+                flush()
+                mark()
+                t.call()
+                t.sync()
+                mark()
+                order.append(t.name)
+    segments = segment_calls(_kernel_spans(prof.events()), len(order))
+    by_target: dict[str, list[CallTimes]] = {t.name: [] for t in targets}
+    for name, seg in zip(order, segments):
+        by_target[name].append(seg)
+    return {name: figures_of(segs) for name, segs in by_target.items()}
+

@@ -1,0 +1,159 @@
+"""Every latency figure of one case, and the one headline that means the same thing for every backend.
+
+For the backend and for eager beside it (paired: interleaved, measured the same way) the case gets:
+- the timer's figure (`latency_ms_*`, harness.measure.timing.measure: CUDA events for backends on torch's
+  stream, else host clock + sync; the cache flushed before each sample), kept so older stores still read;
+- the single synchronized call (`host_latency_ms`): host clock, synchronized before and after, dispatch included;
+- the pipelined call (`pipelined_ms`): many calls enqueued, one synchronize, per call;
+- on a GPU, the device time from CUPTI (`device_span_ms`: first kernel start to last kernel end of one call;
+  `device_ms`: its kernels' summed time), as distributions over `profile_calls` profiled calls;
+- on a GPU, for capturable backends, CUDA-graph replay (`graph_latency_ms`);
+- the SM clock during the whole window (`sm_clock_mhz*`).
+
+The headline (`headline_ms`, `headline_method`): on a GPU, the CUPTI span, the one figure obtained the same way
+whatever stream or runtime a backend launches from, with the cache flushed before every call for all of them
+alike; where the profiler gives nothing, the pipelined figure, with the reason in `headline_fallback`. On
+the CPU (no CUPTI) the timer's figure: host clock around one call and its sync, cache flushed before it.
+`speedup_vs_eager` divides eager's headline by the backend's, both of one method, one case, one process.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
+
+from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
+from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
+from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, host_latency, measure,
+                                            pipeline_calls, pipelined_latency)
+
+# The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
+# another adapter cannot collide with the interleaved eager reference.
+BACKEND_TARGET = "backend"
+EAGER_TARGET = "eager (reference)"
+DEFAULT_PROFILE_CALLS = 20
+
+
+def latency_fields(results: dict[str, Stats], targets: list[TimedCall]) -> dict[str, Any]:
+    """The record's timer fields from `measure`'s results for the case's targets; with no eager target
+    (the case is eager itself) the eager figures are the backend's own."""
+    mine = results[BACKEND_TARGET]
+    eager_stats = results.get(EAGER_TARGET, mine)
+    eager_target = targets[-1] if EAGER_TARGET in results else targets[0]
+    return {
+        "latency_ms_median": mine.median_ms, "latency_ms_p20": mine.p20_ms, "latency_ms_p80": mine.p80_ms,
+        "latency_iqr_rel": mine.iqr_rel, "n_samples": mine.n, "timing_method": mine.method,
+        "samples": targets[0].samples_ms,
+        "eager_latency_ms_median": eager_stats.median_ms, "eager_latency_ms_p20": eager_stats.p20_ms,
+        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples": eager_target.samples_ms,
+        "eager_timing_method": eager_stats.method,
+        "timer_speedup_vs_eager": _ratio(eager_stats.median_ms, mine.median_ms),
+    }
+
+
+def _ratio(eager_ms: float | None, ms: float | None) -> float | None:
+    return eager_ms / ms if eager_ms is not None and ms else None
+
+
+def _stat_fields(prefix: str, s: Stats) -> dict[str, float]:
+    return {f"{prefix}_ms": s.median_ms, f"{prefix}_p20_ms": s.p20_ms, f"{prefix}_p80_ms": s.p80_ms}
+
+
+def headline_fields(device: str, timer: dict[str, Stats], profiled: dict[str, DeviceFigures] | None,
+                    pipelined: dict[str, Stats], profile_note: str | None) -> dict[str, Any]:
+    """The headline of the backend and of eager (the same method for both), and the speedup from it.
+
+    `timer`, `profiled` and `pipelined` are keyed by target name (BACKEND_TARGET, EAGER_TARGET when paired);
+    `profile_note` says why `profiled` is None on a GPU (profiling off, or the profiler's error). The headline's
+    samples are the record's `device_span_samples` (cupti-span) or `samples` (the timer's), not copied."""
+    names = [BACKEND_TARGET] + ([EAGER_TARGET] if EAGER_TARGET in timer else [])
+    fallback = None
+    if not device.startswith("cuda"):
+        chosen = {n: timer[n] for n in names}
+    elif profiled is not None and all(n in profiled for n in names):
+        chosen = {n: profiled[n].span for n in names}
+    else:
+        chosen = {n: pipelined[n] for n in names}
+        fallback = f"no CUPTI span ({profile_note or 'not profiled'}): the pipelined host figure instead"
+    mine, eager = chosen[BACKEND_TARGET], chosen.get(EAGER_TARGET, chosen[BACKEND_TARGET])
+    out: dict[str, Any] = {
+        **_stat_fields("headline", mine), "headline_iqr_rel": mine.iqr_rel, "headline_n": mine.n,
+        "headline_method": mine.method, **_stat_fields("eager_headline", eager),
+        "speedup_vs_eager": _ratio(eager.median_ms, mine.median_ms),
+    }
+    if fallback:
+        out["headline_fallback"] = fallback
+    return out
+
+
+def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, timing: dict[str, Any], *,
+                    capturable: bool, bytes_per_call: int,
+                    phase: Callable[[str], ContextManager[None]] = lambda name: nullcontext()) -> dict[str, Any]:
+    """All figures of the case (see the module docstring) as record fields. `eager` is None when the case is
+    eager itself; `bytes_per_call` (what one call may allocate, at most) bounds the calls kept in flight when
+    pipelining. `phase(name)` times each step for the record's phases_s (harness/run/worker/phases.py)."""
+    targets = [backend] + ([eager] if eager is not None else [])
+    cuda = device.startswith("cuda")
+    sustained = float(timing.get("sustained_s") or 0.0)
+    out: dict[str, Any] = {}
+    with ClockSampler(device) as clock:
+        with phase("timing"):
+            if sustained:
+                out["sustained_s"] = sustain_load(targets, sustained, device)
+            timer = measure(targets, device, warmup_s=timing["warmup_s"], budget_s=timing["budget_s"],
+                            min_reps=timing["min_reps"], max_reps=timing["max_reps"],
+                            target_iqr=timing["target_iqr"], flush_l2=timing["flush_l2"])
+        out.update(latency_fields(timer, targets))
+        with phase("host_latency"):
+            pipelined = _host_figures(targets, device, timing, bytes_per_call, out)
+        if cuda and timing.get("cuda_graph", True) and capturable:
+            try:
+                with phase("graph_replay"):
+                    out["graph_latency_ms"] = cuda_graph_latency_ms(backend.call).median_ms
+            except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
+                out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        profiled, note = None, None
+        if cuda and timing.get("profile", True):
+            with phase("profiling"):
+                if sustained:
+                    out["sustained_s"] += sustain_load(targets, sustained, device)
+                profiled, note = _device_figures(targets, device, timing, out)
+        elif cuda:
+            note = "timing.profile is off"
+    out.update(headline_fields(device, timer, profiled, pipelined, note))
+    out.update(clock.fields())
+    return out
+
+
+def _host_figures(targets: list[TimedCall], device: str, timing: dict[str, Any], bytes_per_call: int,
+                  out: dict[str, Any]) -> dict[str, Stats]:
+    """The single synchronized call and the pipelined call of each target, into `out`; returns the pipelined
+    Stats by target name. Each gets a quarter of the timer's budget (at least 50 ms)."""
+    budget_s = max(0.05, 0.25 * float(timing["budget_s"]))
+    single = {t.name: host_latency(t.call, t.sync, device, budget_s=budget_s) for t in targets}
+    batch = {t.name: pipeline_calls(single[t.name].median_ms, bytes_per_call) for t in targets}
+    pipelined = {t.name: pipelined_latency(t.call, t.sync, device, batch[t.name], budget_s=budget_s)
+                 for t in targets}
+    for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
+        if name in single:
+            out.update(_stat_fields(f"{prefix}host_latency", single[name]))
+            out.update(_stat_fields(f"{prefix}pipelined", pipelined[name]))
+            out[f"{prefix}pipelined_calls"] = batch[name]
+    return pipelined
+
+
+def _device_figures(targets: list[TimedCall], device: str, timing: dict[str, Any],
+                    out: dict[str, Any]) -> tuple[dict[str, DeviceFigures] | None, str | None]:
+    """The CUPTI pass, into `out` (span, kernel sum, kernel count, launch overhead share); returns the
+    figures by target name, or None and the profiler's error (also kept as `profile_error`)."""
+    try:
+        profiled = profile_device_time(targets, device, int(timing.get("profile_calls") or DEFAULT_PROFILE_CALLS),
+                                       timing["flush_l2"])
+    except Exception as exc:  # a profiler failure costs the device figures, not the case
+        out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        return None, out["profile_error"]
+    for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
+        if name in profiled:
+            out.update(profiled[name].fields(prefix))
+    lone = out["host_latency_ms"]
+    out["launch_overhead_share"] = 1.0 - out["device_ms"] / lone if lone > 0 else None
+    return profiled, None

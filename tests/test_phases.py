@@ -1,0 +1,113 @@
+"""Where a case's time goes, through the real CLI (the suite's smoke run): every record's `phases_s` covers
+its `wall_s`, workers after the first are pre-started, a pre-started cold compile is still cold (an empty
+cache, no hit) and the warm one a verified hit, the float64 reference is shared within a group, and `show`
+ends with the totals. A crashed worker's phases: tests/test_faults.py."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import bakeoff
+
+
+@pytest.fixture(scope="module")
+def phases_run(smoke_run):
+    """The suite's smoke run (configs/smoke.yaml on eager and Inductor, warm compile on): 22 cases."""
+    return smoke_run
+
+
+def test_phases_cover_the_wall_time_of_every_case(phases_run):
+    for r in phases_run["records"]:
+        phases, wall = r["phases_s"], r["wall_s"]
+        assert abs(sum(phases.values()) - wall) <= 0.05 * wall, (r["case_id"], phases, wall)
+        assert phases["other"] <= 0.05 * wall, (r["case_id"], phases, wall)  # named phases explain >= 95%
+        assert all(v >= 0 for v in phases.values())
+        if r["status"] == "ok":
+            for name in ("process_start", "imports", "inputs", "eager_baseline", "reference", "compile",
+                         "checks", "timing", "exit"):
+                assert name in phases, (r["case_id"], name)
+            assert phases["timing"] > 0 and phases["compile"] > 0
+        assert r["gate_policy"] == "exclusive"
+
+
+def test_the_warm_process_has_its_own_phases(phases_run):
+    for r in phases_run["records"]:
+        if r["backend"] == "inductor":
+            assert r["phases_s"]["warm_compile"] > 0 and "warm_exit" in r["phases_s"], r["case_id"]
+        else:
+            assert not any(k.startswith("warm_") for k in r["phases_s"]), r["case_id"]
+
+
+def test_pre_started_workers_keep_cold_compiles_cold(phases_run):
+    records = phases_run["records"]
+    assert records[0]["worker_start"] == "fresh"  # the first worker of the slot has no spare yet
+    assert all(r["worker_start"] == "prestarted" for r in records[1:]), [r.get("worker_start_reason")
+                                                                         for r in records]
+    for r in records:
+        if r["backend"] != "inductor":
+            continue
+        assert r["worker_start_warm"] == "prestarted"
+        assert r["phases_s"]["imports"] < 0.5 * r["phases_s"]["compile"]  # torch was imported beforehand
+        assert r["cache_files_before_cold"] == 0 and r["cache_files_cold"] > 0  # its own, empty cache
+        assert r["cache_hit_cold"] is False  # Inductor's own counter: a miss
+        assert r["cache_hit_warm"] is True
+        # Spares got ready during its compiles, the process warm-up compile included (at most two spares at
+        # once): how long is on the record.
+        phases = r["phases_s"]
+        cold_s = phases["compile"] + phases.get("compile_setup", 0.0)
+        warm_s = phases["warm_compile"] + phases.get("warm_compile_setup", 0.0)
+        assert 0 <= r["warmup_overlap_compile_s"] <= 2 * cold_s + 1, phases
+        assert 0 <= r["warmup_overlap_compile_warm_s"] <= 2 * warm_s + 1, phases
+
+
+def test_the_reference_is_computed_once_per_group(phases_run):
+    groups: dict[str, list[dict]] = {}
+    for r in phases_run["records"]:
+        if r.get("reference_source"):
+            groups.setdefault(r["workload"], []).append(r)
+    assert len(groups) == 11
+    for workload, rs in groups.items():
+        # The first case computes it; at smoke sizes reading it back beats computing it, so the others read it.
+        assert rs[0]["reference_source"] == {"0": "computed", "1": "computed"}, workload
+        for r in rs[1:]:
+            assert r["reference_source"] == {"0": "shared", "1": "shared"}, (r["case_id"], r["reference_source"])
+
+
+def test_show_ends_with_the_run_totals(phases_run):
+    shown = bakeoff("show", "--db", phases_run["db"], cwd=phases_run["dir"], check=True).stdout
+    last = shown.strip().splitlines()[-1]
+    assert "cases ran for" in last and "compiling" in last and "timing" in last and "overhead" in last, last
+
+
+GATE_CONFIG = """
+name: gate_policy
+device: cpu
+preset: smoke
+dtypes: [float32]
+workloads: [ew_sigmoid_relu, rmsnorm]
+backends: [eager]
+seeds: [0, 1]
+timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 3, gate: timers_only}
+compile: {warm: false}
+"""
+
+
+def test_the_gate_policy_comes_from_the_config_or_the_command_line(tmp_path):
+    (tmp_path / "g.yaml").write_text(GATE_CONFIG)
+    db = f"sqlite:///{tmp_path / 'g.db'}"
+    bad = bakeoff("run", "g.yaml", "--gate", "sometimes", "--db", db, cwd=tmp_path)
+    assert bad.returncode == 2 and "--gate must be one of exclusive, timers_only" in bad.stderr
+    assert not (tmp_path / "g.db").exists()  # nothing written
+
+    def policies(*args: str) -> set[str]:
+        bakeoff("run", "g.yaml", *args, "--db", db, cwd=tmp_path, check=True)
+        records = json.loads(bakeoff("export", "latest", "--db", db, cwd=tmp_path, check=True).stdout)
+        assert all(r["status"] == "ok" for r in records)
+        return {r["gate_policy"] for r in records}
+
+    assert policies() == {"timers_only"}  # the config's
+    assert policies("--gate", "exclusive") == {"exclusive"}  # the command line's
+    (tmp_path / "g.yaml").write_text(GATE_CONFIG.replace("gate: timers_only", "gate: always"))
+    refused = bakeoff("run", "g.yaml", "--db", db, cwd=tmp_path)
+    assert refused.returncode == 2 and "gate" in refused.stderr
