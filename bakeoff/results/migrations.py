@@ -12,7 +12,7 @@ from typing import Callable
 from sqlalchemy import inspect, select, update
 from sqlalchemy.engine import Connection
 
-from bakeoff.results.schema import SCHEMA_VERSION, run_leases, schema_info
+from bakeoff.results.schema import SCHEMA_VERSION, records, run_leases, schema_info
 
 
 class MigrationError(RuntimeError):
@@ -33,6 +33,15 @@ def stored_version(conn: Connection) -> int | None:
 
 def _add_column(conn: Connection, table: str, column_ddl: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column_ddl}")
+
+
+def add_record_columns(conn: Connection, *names: str) -> None:
+    """Add record fields newly marked InTable (results/record.py) as columns of `records`, typed as the model
+    declares them; existing rows read them as NULL. One migration step per schema version, e.g.
+    `STEPS[3] = lambda conn: add_record_columns(conn, "headline_ms")`."""
+    for name in names:
+        column = records.c[name]
+        _add_column(conn, "records", f"{column.name} {column.type.compile(dialect=conn.dialect)}")
 
 
 def _v1_to_v2(conn: Connection) -> None:

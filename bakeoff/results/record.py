@@ -7,18 +7,23 @@ one per phase that fills them:
     Outcome          any phase: the status and why
     CompileFields    the cold worker: compile time, stages, cache, artifacts summary
     CheckFields      the cold worker: numeric error against fp64 and eager, on every seed
-    TimingFields     the cold worker: latency, eager's interleaved latency, kernels, throughput
+    TimingFields     the cold worker: every latency figure of the backend and of eager interleaved with it
+                     (timer, single call, pipelined, CUPTI device time, CUDA graph, the headline), kernels,
+                     SM clock, throughput, the timing gate
+    LoadFields       the cold worker: what else ran while it timed, and the measurement quality judged
     DeviceState      the cold worker: GPU clocks, power and throttling before and after
     WarmFields       the warm worker: compile time in a fresh process with the cold caches
-    ProcessFields    the harness around the workers: slot, wall time, output tails, artifacts' place
+    ProcessFields    the harness around the workers: slot, wall time and its phases, pre-started workers,
+                     output tails, artifacts' place
     RunFields        the orchestrator, as it commits: attempt, ceiling
 
 The cold worker's output is a `ColdOutput`, the warm worker's a `WarmOutput`; both are serialized through
 the model, so a field the model does not know, or a value JSON cannot hold, is an error (a `crash` record
 saying which field), never a silent string. The store's columns (results/schema.py) and the export's
-columns (results/export.py) are derived from here. To add a field: add it to its group, with its unit in
-its name and a description; it is stored in `details` unless marked `InTable` (a column needs a schema
-migration, results/migrations.py).
+columns (results/export.py) and the reports' flat cases (results/report/data.py) are derived from here.
+To add a field: one line in its group, typed as precisely as the data allows, with its unit in its name
+and a description (docs/ARCHITECTURE.md, "Adding a record field"); it is stored in `details` unless marked
+`InTable` (a column also needs a schema migration, results/migrations.py).
 
 None means "not measured" (the step did not run, or does not apply); NaN never reaches the store.
 """
@@ -29,7 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_serializer
 
 Status = Literal["ok", "skipped", "mismatch", "compile_error", "runtime_error", "timeout", "oom", "crash"]
 
@@ -52,9 +57,24 @@ def doc(description: str) -> Any:
 
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=True)
 
+# A number JSON cannot spell, written as text where it is the finding (the worst element of an output).
+NonFinite = Literal["nan", "inf", "-inf"]
+CheckStatus = Literal["ok", "mismatch"]
+
 
 class _Group(BaseModel):
     model_config = _CONFIG
+
+
+class _Part(BaseModel):
+    """A nested value of a record field (a kernel, a GPU process, the ceiling): keys it lacks are left out
+    when dumped, not written as null."""
+
+    model_config = _CONFIG
+
+    @model_serializer(mode="wrap")
+    def _without_none(self, handler: Any) -> Any:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class CaseFields(_Group):
@@ -73,6 +93,14 @@ class CaseFields(_Group):
     dims: dict[str, int] | None = doc("bound dimensions by name")
     options: dict[str, JsonValue] | None = doc("the backend's options from the config")
     seeds: list[int] | None = doc("input seeds checked (the first is also timed)")
+    inputs: dict[str, str] | None = doc("how each graph input is filled, in words, by input name "
+                                        "(workloads/inits.py describe_inputs)")
+    graph_digest: str | None = doc("16 hex digits of SHA-256 over the bound graph's nodes and outputs "
+                                   "(harness/plan/digests.py)")
+    options_digest: str | None = doc("16 hex digits of SHA-256 over the backend options, defaults filled in")
+    timing_digest: str | None = doc("16 hex digits of SHA-256 over timing_settings")
+    timing_settings: dict[str, JsonValue] | None = doc("the timing settings that change what a sample measures "
+                                                       "(all but the stopping rule)")
 
 
 class Outcome(_Group):
@@ -96,6 +124,14 @@ class CompileFields(_Group):
     compile_notes: list[str] | None = doc("the backend's notes on its compile")
     cache_hit_cold: bool | None = doc("the backend's own cache-hit report, cold")
     cache_files_cold: int | None = doc("files the cold compile wrote to its cache folders")
+    cache_files_before_cold: int | None = doc("files in the cache folders before the cold worker compiled "
+                                              "anything (0: its own, empty folders)")
+    compile_process_setup_s: float | None = doc("seconds of the process's one-time start: a tiny unrelated "
+                                                "graph compiled and run first (run/worker/process_setup.py)")
+    cache_files_setup: int | None = doc("files that tiny graph wrote to the cache folders")
+    compile_process_setup_error: str | None = doc("why the tiny graph failed (the case runs without the split)")
+    lowering: dict[str, str] | None = doc("the route each composite op took into the framework, in words, by "
+                                          "op name (e.g. sdpa: 'native: ONNX Attention (opset 23)')")
     artifacts: dict[str, JsonValue] | None = doc("summary of the compiled artifacts (<name>_bytes per file "
                                                  "written, numbers the backend gave)")
 
@@ -107,6 +143,19 @@ class CheckFields(_Group):
     err_ratio_vs_eager: Annotated[float | None, COLUMN] = doc("RMSE vs fp64 over eager's RMSE vs fp64")
     checked_seeds: list[int] | None = doc("seeds whose outputs were checked")
     check_problems: list[str] | None = doc("problems seen on any seed (e.g. output dtype)")
+    reference_source: dict[str, Literal["shared", "computed"]] | None = doc(
+        "by seed: the float64 reference read from the run's shared copy or computed by this worker")
+    post_timing_check: CheckStatus | None = doc("one more call after the timed loop, checked like the first seed")
+    post_timing_check_reason: str | None = doc("why that check failed; None when it passed")
+    # the worst element of the worst output (harness/measure/worst_element.py)
+    worst_elem_index: list[int] | None = doc("its index in the output, row-major")
+    worst_elem_value: float | NonFinite | None = doc("the backend's value there")
+    worst_elem_ref: float | NonFinite | None = doc("the float64 reference's value there")
+    worst_elem_eager: float | NonFinite | None = doc("eager's value there")
+    worst_elem_tol_ratio: float | NonFinite | None = doc("|value - ref| / (atol + rtol |ref|); inf where "
+                                                         "finiteness differs")
+    worst_elem_output: int | None = doc("which output (0-based)")
+    worst_elem_seed: int | None = doc("which seed's inputs")
     # backend vs the fp64 reference (ErrorStats, harness/measure/numerics.py)
     err_max_abs_vs_fp64: Annotated[float | None, COLUMN] = doc("largest |error|")
     err_max_rel_vs_fp64: Annotated[float | None, COLUMN] = doc("largest |error| / |reference|")
@@ -117,6 +166,12 @@ class CheckFields(_Group):
     err_ulp_p99_vs_fp64: Annotated[float | None, COLUMN] = doc("99th percentile ULP distance")
     err_nonfinite_vs_fp64: int | None = doc("non-finite where the reference is not")
     err_within_tol_vs_fp64: bool | None = doc("within assert_close's default tolerances")
+    err_nonfinite_mismatch_vs_fp64: int | None = doc("elements where the reference is +-inf or NaN and the "
+                                                          "output is not the same")
+    err_max_scaled_vs_fp64: float | None = doc("largest |error| / (|reference| + RMS(reference))")
+    err_worst_index_vs_fp64: int | None = doc("flat index of the element to look at (-1: empty output)")
+    err_worst_out_vs_fp64: float | None = doc("the output's value there")
+    err_worst_ref_vs_fp64: float | None = doc("the reference's value there")
     # backend vs eager (ErrorStats, harness/measure/numerics.py)
     err_max_abs_vs_eager: Annotated[float | None, COLUMN] = doc("largest |error|")
     err_max_rel_vs_eager: float | None = doc("largest |error| / |reference|")
@@ -127,6 +182,12 @@ class CheckFields(_Group):
     err_ulp_p99_vs_eager: float | None = doc("99th percentile ULP distance")
     err_nonfinite_vs_eager: int | None = doc("non-finite where the reference is not")
     err_within_tol_vs_eager: bool | None = doc("within assert_close's default tolerances")
+    err_nonfinite_mismatch_vs_eager: int | None = doc("elements where the reference is +-inf or NaN and the "
+                                                          "output is not the same")
+    err_max_scaled_vs_eager: float | None = doc("largest |error| / (|reference| + RMS(reference))")
+    err_worst_index_vs_eager: int | None = doc("flat index of the element to look at (-1: empty output)")
+    err_worst_out_vs_eager: float | None = doc("the output's value there")
+    err_worst_ref_vs_eager: float | None = doc("the reference's value there")
     # eager vs the fp64 reference (ErrorStats, harness/measure/numerics.py)
     eager_err_max_abs_vs_fp64: float | None = doc("largest |error|")
     eager_err_max_rel_vs_fp64: float | None = doc("largest |error| / |reference|")
@@ -137,39 +198,150 @@ class CheckFields(_Group):
     eager_err_ulp_p99_vs_fp64: float | None = doc("99th percentile ULP distance")
     eager_err_nonfinite_vs_fp64: int | None = doc("non-finite where the reference is not")
     eager_err_within_tol_vs_fp64: bool | None = doc("within assert_close's default tolerances")
+    eager_err_nonfinite_mismatch_vs_fp64: int | None = doc("elements where the reference is +-inf or NaN and the "
+                                                          "output is not the same")
+    eager_err_max_scaled_vs_fp64: float | None = doc("largest |error| / (|reference| + RMS(reference))")
+    eager_err_worst_index_vs_fp64: int | None = doc("flat index of the element to look at (-1: empty output)")
+    eager_err_worst_out_vs_fp64: float | None = doc("the output's value there")
+    eager_err_worst_ref_vs_fp64: float | None = doc("the reference's value there")
+
+
+class KernelTime(_Part):
+    """One kernel name CUPTI saw in the profiled calls (harness/measure/kernel_times.py)."""
+
+    name: str = Field(description="the kernel's name (cut at 1000 characters, ending in '…')")
+    launches: float = Field(description="launches per call")
+    device_ms: float = Field(description="device milliseconds per call, all its launches")
+    share: float | None = Field(None, description="its share of the calls' summed kernel time (None when 0)")
 
 
 class TimingFields(_Group):
-    """Latency of the backend and of eager interleaved with it, kernels per call, throughput."""
+    """Every latency figure of the backend and of eager interleaved with it (harness/measure/figures.py), the
+    headline that means the same for every backend, kernels, SM clock, throughput, and the timing gate."""
 
-    latency_ms_median: Annotated[float | None, COLUMN] = doc("median milliseconds per call")
-    latency_ms_p20: Annotated[float | None, COLUMN] = doc("20th percentile ms per call")
-    latency_ms_p80: Annotated[float | None, COLUMN] = doc("80th percentile ms per call")
-    latency_iqr_rel: Annotated[float | None, COLUMN] = doc("interquartile range over the median")
+    # the timer (harness/measure/timing.py measure): CUDA events or host clock + sync, cache flushed per sample
+    latency_ms_median: Annotated[float | None, COLUMN] = doc("the timer's median milliseconds per call")
+    latency_ms_p20: Annotated[float | None, COLUMN] = doc("the timer's 20th percentile ms per call")
+    latency_ms_p80: Annotated[float | None, COLUMN] = doc("the timer's 80th percentile ms per call")
+    latency_iqr_rel: Annotated[float | None, COLUMN] = doc("the timer's interquartile range over its median")
     n_samples: Annotated[int | None, COLUMN] = doc("timed samples")
-    timing_method: str | None = doc("how the backend was timed (harness/measure/timing.py)")
-    samples: Annotated[list[float] | None, COLUMN] = doc("every sample, ms per call")
-    eager_latency_ms_median: Annotated[float | None, COLUMN] = doc("eager's median ms per call, interleaved")
-    eager_latency_ms_p20: float | None = doc("eager's 20th percentile ms per call")
-    eager_latency_ms_p80: float | None = doc("eager's 80th percentile ms per call")
-    eager_samples: list[float] | None = doc("eager's samples, ms per call")
+    timing_method: str | None = doc("how the timer timed the backend, e.g. 'host-clock+sync' "
+                                    "(harness/measure/timing.py)")
+    samples: Annotated[list[float] | None, COLUMN] = doc("every timer sample in time order, ms per call")
+    eager_latency_ms_median: Annotated[float | None, COLUMN] = doc("eager's timer median ms per call, "
+                                                                   "interleaved")
+    eager_latency_ms_p20: float | None = doc("eager's timer 20th percentile ms per call")
+    eager_latency_ms_p80: float | None = doc("eager's timer 80th percentile ms per call")
+    eager_samples: list[float] | None = doc("eager's timer samples in time order, ms per call")
     eager_timing_method: str | None = doc("how eager was timed (the backend's method)")
-    speedup_vs_eager: Annotated[float | None, COLUMN] = doc("eager's median over the backend's")
-    host_latency_ms: float | None = doc("median ms of one synchronized call, dispatch included (event-timed "
-                                        "backends on CUDA)")
+    speedup_vs_eager: Annotated[float | None, COLUMN] = doc("eager's headline_ms over the backend's (both by "
+                                                            "the headline method, below)")
+    timer_speedup_vs_eager: float | None = doc("eager's timer median over the backend's")
+    sustained_s: float | None = doc("seconds of continuous load run before timing and profiling "
+                                    "(timing.sustained_s)")
+    # one synchronized call, host clock, dispatch included
+    host_latency_ms: float | None = doc("median ms of one call synchronized before and after")
+    host_latency_p20_ms: float | None = doc("its 20th percentile, ms")
+    host_latency_p80_ms: float | None = doc("its 80th percentile, ms")
+    eager_host_latency_ms: float | None = doc("eager's median ms of one synchronized call")
+    eager_host_latency_p20_ms: float | None = doc("its 20th percentile, ms")
+    eager_host_latency_p80_ms: float | None = doc("its 80th percentile, ms")
+    # pipelined: many calls enqueued, one synchronize, per call
+    pipelined_ms: float | None = doc("median ms per call of a pipelined batch")
+    pipelined_p20_ms: float | None = doc("its 20th percentile, ms")
+    pipelined_p80_ms: float | None = doc("its 80th percentile, ms")
+    pipelined_calls: int | None = doc("calls per pipelined batch")
+    eager_pipelined_ms: float | None = doc("eager's median ms per call, pipelined")
+    eager_pipelined_p20_ms: float | None = doc("its 20th percentile, ms")
+    eager_pipelined_p80_ms: float | None = doc("its 80th percentile, ms")
+    eager_pipelined_calls: int | None = doc("eager's calls per pipelined batch")
+    # CUDA graph replay
     graph_latency_ms: Annotated[float | None, COLUMN] = doc("median ms per call replayed from a CUDA graph")
     graph_latency_error: str | None = doc("why CUDA graph capture failed")
-    kernel_count: Annotated[int | None, COLUMN] = doc("device kernels per call (profiler)")
-    device_ms: Annotated[float | None, COLUMN] = doc("summed kernel ms per call (profiler)")
-    launch_overhead_share: Annotated[float | None, COLUMN] = doc("1 - device_ms over the lone call's latency")
-    profile_error: str | None = doc("why the profiler gave no kernel figures")
-    gate: str | None = doc("the device's timing gate (harness/run/gate.py)")
+    # CUPTI device time (harness/measure/device_time.py), GPU only
+    device_span_ms: float | None = doc("median ms from one call's first kernel start to its last kernel end")
+    device_span_p20_ms: float | None = doc("its 20th percentile, ms")
+    device_span_p80_ms: float | None = doc("its 80th percentile, ms")
+    device_span_iqr_rel: float | None = doc("its interquartile range over its median")
+    device_span_samples: list[float] | None = doc("the span of each profiled call, ms")
+    kernel_count: Annotated[int | None, COLUMN] = doc("device kernels per call, median (CUPTI)")
+    device_ms: Annotated[float | None, COLUMN] = doc("median summed kernel ms per call (CUPTI)")
+    device_ms_p20: float | None = doc("20th percentile summed kernel ms per call")
+    device_ms_p80: float | None = doc("80th percentile summed kernel ms per call")
+    profiled_calls: int | None = doc("calls profiled")
+    kernel_times: list[KernelTime] | None = doc("every kernel name seen, longest first")
+    eager_device_span_ms: float | None = doc("eager's median device span ms per call")
+    eager_device_span_p20_ms: float | None = doc("its 20th percentile, ms")
+    eager_device_span_p80_ms: float | None = doc("its 80th percentile, ms")
+    eager_device_span_iqr_rel: float | None = doc("its interquartile range over its median")
+    eager_device_span_samples: list[float] | None = doc("eager's span of each profiled call, ms")
+    eager_device_ms: float | None = doc("eager's median summed kernel ms per call")
+    eager_device_ms_p20: float | None = doc("its 20th percentile, ms")
+    eager_device_ms_p80: float | None = doc("its 80th percentile, ms")
+    eager_kernel_count: int | None = doc("eager's device kernels per call, median")
+    eager_profiled_calls: int | None = doc("eager's calls profiled")
+    eager_kernel_times: list[KernelTime] | None = doc("every kernel name seen in eager's calls, longest first")
+    launch_overhead_share: Annotated[float | None, COLUMN] = doc("1 - device_ms over the single synchronized "
+                                                                 "call's latency")
+    profile_error: str | None = doc("why the profiler gave no device figures")
+    # the headline: CUPTI span on a GPU (else pipelined, with the reason), the timer on the CPU
+    headline_ms: float | None = doc("median ms per call by the headline method, the same for every backend")
+    headline_p20_ms: float | None = doc("its 20th percentile, ms")
+    headline_p80_ms: float | None = doc("its 80th percentile, ms")
+    headline_iqr_rel: float | None = doc("its interquartile range over its median")
+    headline_n: int | None = doc("samples behind the headline")
+    headline_method: str | None = doc("how the headline was measured, e.g. 'cupti-span'")
+    headline_fallback: str | None = doc("why the headline is not the CUPTI span on a GPU")
+    eager_headline_ms: float | None = doc("eager's median ms per call by the same method")
+    eager_headline_p20_ms: float | None = doc("its 20th percentile, ms")
+    eager_headline_p80_ms: float | None = doc("its 80th percentile, ms")
+    # the SM clock while timing (harness/measure/clocks.py), GPU only
+    sm_clock_mhz: float | None = doc("median SM clock during timing and profiling, MHz")
+    sm_clock_mhz_min: int | None = doc("lowest SM clock sampled, MHz")
+    sm_clock_mhz_max: int | None = doc("highest SM clock sampled, MHz")
+    sm_clock_samples: int | None = doc("SM clock samples taken")
+    sm_clock_error: str | None = doc("why the SM clock was not (fully) sampled")
+    # the timing gate (harness/run/gate.py)
+    gate: str | None = doc("the device's timing gate")
+    gate_policy: Literal["exclusive", "timers_only"] | None = doc(
+        "exclusive: nothing else on the device while a case times; timers_only: only timing phases serialized")
     gate_wait_s: float | None = doc("seconds waited for the timing gate before timing")
     timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held "
                                                            "alone")
-    achieved_gbps: Annotated[float | None, COLUMN] = doc("bytes_moved per median call, GB/s")
-    achieved_tflops: Annotated[float | None, COLUMN] = doc("flops per median call, TFLOP/s")
-    break_even_calls: Annotated[float | None, COLUMN] = doc("compile_total_s over the time saved per call vs eager")
+    achieved_gbps: Annotated[float | None, COLUMN] = doc("bytes_moved per headline call, GB/s")
+    achieved_tflops: Annotated[float | None, COLUMN] = doc("flops per headline call, TFLOP/s")
+    break_even_calls: Annotated[float | None, COLUMN] = doc("compile_total_s over the headline time saved per "
+                                                            "call vs eager")
+
+
+class GpuProcess(_Part):
+    """Another process NVML saw on the GPU during timing (harness/measure/load_watch.py)."""
+
+    pid: int = Field(description="its process id as NVML reports it")
+    sm_util: int | None = Field(None, description="SM utilization in its samples, percent")
+    mem_util: int | None = Field(None, description="memory utilization in its samples, percent")
+    activity: Literal["unknown"] | None = Field(None, description="'unknown': a compute context, activity not "
+                                                "reported")
+    pid_namespace_unknown: bool | None = Field(None, description="NVML reported another pid namespace's ids")
+
+
+class LoadFields(_Group):
+    """What else ran while the case timed (harness/measure/load_watch.py), and the quality judged from it and
+    from the samples (harness/measure/noise.py)."""
+
+    timing_window_s: float | None = doc("seconds the load was watched (the timing window)")
+    host_cpus: float | None = doc("CPUs this worker may run on (affinity, capped by the cgroup quota)")
+    host_other_cpu_share: float | None = doc("other processes' CPU time on those CPUs over window x host_cpus")
+    host_run_delay_share: float | None = doc("time the timing thread waited for a CPU over the window")
+    host_load_avg: tuple[float, float] | None = doc("1-minute load average at the window's start and end")
+    gpu_other_processes: list[GpuProcess] | None = doc("other processes on the GPU during timing")
+    gpu_process_error: str | None = doc("why NVML could not tell which processes used the GPU")
+    measurement_quality: Literal["clean", "noisy"] | None = doc("noisy when any noise rule fired")
+    noise_reasons: list[str] | None = doc("each noise rule that fired, with who and by how much")
+    latency_drift_rel: float | None = doc("spread of the backend's third-medians over the smallest (None: "
+                                          "under 15 samples)")
+    eager_drift_rel: float | None = doc("the same for the interleaved eager")
+    eager_iqr_rel: float | None = doc("the interleaved eager's interquartile range over its median")
 
 
 class DeviceState(_Group):
@@ -190,6 +362,12 @@ class WarmFields(_Group):
     cache_files_before_warm: int | None = doc("cache files before the warm compile")
     cache_files_after_warm: int | None = doc("cache files after the warm compile")
     compile_stages_warm_s: dict[str, float] | None = doc("seconds per stage, warm")
+    compile_process_setup_warm_s: float | None = doc("seconds of the warm process's one-time start (the tiny "
+                                                     "graph)")
+    cache_files_setup_warm: int | None = doc("files the tiny graph wrote to the cache folders, warm")
+    compile_process_setup_warm_error: str | None = doc("why the tiny graph failed in the warm process")
+    warm_check: CheckStatus | None = doc("the cache-loaded executable's output, checked like the first seed")
+    warm_check_reason: str | None = doc("why that check failed; None when it passed")
 
 
 class ProcessFields(_Group):
@@ -198,6 +376,16 @@ class ProcessFields(_Group):
     worker: Annotated[str | None, InTable(128)] = doc("the slot that ran it: 'cpu#0', 'cuda:1#0', "
                                                       "'ray:10.0.0.5/gpu3'")
     wall_s: float | None = doc("wall seconds of the whole case, every worker included")
+    phases_s: dict[str, float] | None = doc("where wall_s went, seconds by phase (run/worker/phases.py; the warm "
+                                            "worker's prefixed warm_)")
+    worker_start: Literal["prestarted", "fresh"] | None = doc("the cold worker was a pre-started spare or "
+                                                              "started for the case (run/prestart.py)")
+    worker_start_reason: str | None = doc("why the cold worker started fresh")
+    worker_start_warm: Literal["prestarted", "fresh"] | None = doc("the same for the warm worker")
+    worker_start_warm_reason: str | None = doc("why the warm worker started fresh")
+    warmup_overlap_compile_s: float | None = doc("seconds spares were getting ready while the cold worker "
+                                                 "compiled")
+    warmup_overlap_compile_warm_s: float | None = doc("the same while the warm worker compiled")
     stderr_tail: str | None = doc("last 3000 characters of the cold worker's output")
     stderr_tail_warm: str | None = doc("last 3000 characters of the warm worker's output")
     gate_wait_cold_s: float | None = doc("seconds the cold worker waited for the gate")
@@ -209,9 +397,12 @@ class ProcessFields(_Group):
     node_fingerprint: str | None = doc("environment fingerprint of that Ray node")
 
 
-class Ceiling(_Group):
+class Ceiling(_Part):
+    """The measured ceiling a case is a share of (harness/measure/ceiling_share.py)."""
+
     name: str = Field(description="copy_gbps or matmul_tflops_<dtype> (bakeoff calibrate)")
-    value: float = Field(description="the ceiling, GB/s or TFLOP/s")
+    value: float = Field(description="the ceiling as measured, GB/s or TFLOP/s")
+    raised_to: float | None = Field(None, description="the case's own rate, where it beat the measured value")
 
 
 class RunFields(_Group):
@@ -219,7 +410,10 @@ class RunFields(_Group):
 
     attempt: Annotated[int | None, COLUMN] = doc("1 for the run's first session, k for its (k-1)-th resume")
     pct_of_ceiling: Annotated[float | None, COLUMN] = doc("achieved GB/s or TFLOP/s as a percentage of the "
-                                                          "measured ceiling")
+                                                          "ceiling, at most 100")
+    pct_of_ceiling_measured: float | None = doc("the same of the measured ceiling (above 100: it was beaten)")
+    ceiling_exceeded: bool | None = doc("the case beat the measured ceiling (the ceiling is raised to it)")
+    pct_of_spec_peak: float | None = doc("achieved rate as a percentage of the datasheet's peak, where known")
     ceiling: Ceiling | None = doc("the ceiling pct_of_ceiling is measured against")
 
 
@@ -229,11 +423,11 @@ class LegacyFields(_Group):
 
 
 # The groups in export order.
-GROUPS: tuple[type[_Group], ...] = (CaseFields, Outcome, CompileFields, CheckFields, TimingFields, DeviceState,
-                                    WarmFields, ProcessFields, RunFields)
+GROUPS: tuple[type[_Group], ...] = (CaseFields, Outcome, CompileFields, CheckFields, TimingFields, LoadFields,
+                                    DeviceState, WarmFields, ProcessFields, RunFields)
 
 
-class ColdOutput(DeviceState, TimingFields, CheckFields, CompileFields, Outcome):
+class ColdOutput(DeviceState, LoadFields, TimingFields, CheckFields, CompileFields, Outcome):
     """What the cold worker writes (harness/run/worker/cold.py)."""
 
 
@@ -241,8 +435,8 @@ class WarmOutput(WarmFields, Outcome):
     """What the warm worker writes: its figures, or an error (harness/run/worker/main.py run_warm)."""
 
 
-class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, DeviceState, TimingFields, CheckFields,
-                 CompileFields, Outcome, CaseFields):
+class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, DeviceState, LoadFields, TimingFields,
+                 CheckFields, CompileFields, Outcome, CaseFields):
     """One case's record, as the orchestrator commits it (every group; `status` required)."""
 
     status: Annotated[Status, InTable(16)] = Field(description="ok, skipped, mismatch, compile_error, "
