@@ -1,6 +1,7 @@
 """What a SIGKILLed orchestrator leaves (its case folder in the temporary folder, the worker's TMPDIR inside
-it, the case's cache folder under the run's artifacts) is removed by the next run started on this machine;
-folders of live processes, of other machines, and folders not named by bakeoff are left alone."""
+it, its pre-started workers' folders, the case's cache folder under the run's artifacts) is removed by the
+next run started on this machine; folders of live processes, of other machines, and folders not named by
+bakeoff are left alone."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ import psutil
 
 from cli_process import start_bakeoff, workers_left
 from conftest import bakeoff
-from bakeoff.harness.run.leftovers import CASE_TMP_PREFIX, owned_prefix, sweep
+from bakeoff.harness.run.leftovers import CASE_TMP_PREFIX, SPARE_TMP_PREFIX, owned_prefix, sweep
 from bakeoff.harness.run.owner import ProcessId
 
 HANG = """
@@ -68,17 +69,23 @@ def test_leftovers_of_a_sigkilled_run_are_removed_by_the_next_run(tmp_path, monk
     proc = start_bakeoff("run", "hang.yaml", "--db", db, cwd=tmp_path)
     worker = _worker(tmp_path)
     (case_dir,) = tmp.glob(f"{CASE_TMP_PREFIX}*")
-    assert worker.environ()["TMPDIR"] == str(case_dir / "tmp")  # what its compilers write goes with it
+    spare_dirs = list(tmp.glob(f"{SPARE_TMP_PREFIX}*"))  # pre-started workers (run/prestart.py)
+    # What its compilers write goes with its folders: a fresh worker starts with its case's TMPDIR; a
+    # pre-started one with its own folder's, replaced by its case's when the case arrives.
+    started_in = case_dir if "--spare" not in worker.cmdline() else next(
+        d for d in spare_dirs if str(d) in " ".join(worker.cmdline()))
+    assert worker.environ()["TMPDIR"] == str(started_in / "tmp")
     (cache_dir,) = (tmp_path / "results" / "artifacts").glob("*/cache-*")
     proc.kill()  # SIGKILL: nothing of the orchestrator's cleanup runs
     proc.communicate(timeout=60)
     assert not workers_left(tmp_path)  # the worker died with it
-    assert case_dir.is_dir() and cache_dir.is_dir()
+    assert case_dir.is_dir() and cache_dir.is_dir() and all(d.is_dir() for d in spare_dirs)
     untagged = tmp / f"{CASE_TMP_PREFIX}from-an-older-bakeoff"
     untagged.mkdir()
 
     done = bakeoff("run", "quick.yaml", "--db", db, cwd=tmp_path, check=True)
-    assert "removed 2 folder(s) left by killed bakeoff processes" in " ".join(done.stdout.split())
-    assert not case_dir.exists() and not cache_dir.exists()
+    removed = 2 + len(spare_dirs)
+    assert f"removed {removed} folder(s) left by killed bakeoff processes" in " ".join(done.stdout.split())
+    assert not case_dir.exists() and not cache_dir.exists() and not any(d.exists() for d in spare_dirs)
     assert untagged.is_dir()  # no owner in its name: not ours to judge
     assert set(os.listdir(tmp)) - {"bakeoff-gates"} == {untagged.name}  # the quick run cleaned up after itself

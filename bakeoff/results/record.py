@@ -31,10 +31,18 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    model_serializer,
+)
 
 Status = Literal["ok", "skipped", "mismatch", "compile_error", "runtime_error", "timeout", "oom", "crash"]
 
@@ -470,7 +478,7 @@ class StoredRecord(CaseRecord):
         return ["run_id", "id", "created_at", *super().export_columns()]
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "StoredRecord":
+    def from_row(cls, row: Mapping[str, Any]) -> StoredRecord:
         """A record from a row of `records` (columns, and `details` holding the rest). Never raises for
         what an older or newer bakeoff wrote: an unknown field, or a value of another type, is kept in
         `legacy_fields` instead of failing the read."""

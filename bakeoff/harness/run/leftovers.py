@@ -3,8 +3,9 @@ behind can be deleted later, and only that.
 
 A case runs in a temporary folder (`bakeoff-case-*` in the system's temporary folder: the case file, the
 worker's output, its TMPDIR) and fills cache folders (`cache-*` under the run's artifacts folder); a
-pre-started worker waits in `bakeoff-spare-*` (run/prestart.py); a Ray task works in `bakeoff-ray-*`. They are deleted when the case ends, but not when the process that made them is
-killed with SIGKILL. Each name holds its maker's `ProcessId` tag; `sweep` deletes a folder whose maker ran on
+pre-started worker waits in `bakeoff-spare-*` (run/prestart.py, its TMPDIR inside); a Ray task works in
+`bakeoff-ray-*`. They are deleted when the case ends, but not when the process that made them is killed
+with SIGKILL. Each name holds its maker's `ProcessId` tag; `sweep` deletes a folder whose maker ran on
 this machine and has ended. A folder made elsewhere (another host or container), or by a live process, or
 named without a tag, is left alone.
 """

@@ -95,7 +95,9 @@ class Spare:
     @classmethod
     def start(cls, env: dict[str, str], device: str, profiler: bool) -> "Spare":
         folder = Path(tempfile.mkdtemp(prefix=owned_prefix(SPARE_TMP_PREFIX)))  # swept if we are killed
-        spawn_env = {**env, ENV_SPARE_DEVICE: device, ENV_SPARE_PROFILER: "1" if profiler else "0"}
+        (folder / "tmp").mkdir()  # its TMPDIR until its case's arrives: what it writes goes with the folder
+        spawn_env = {**env, ENV_SPARE_DEVICE: device, ENV_SPARE_PROFILER: "1" if profiler else "0",
+                     "TMPDIR": str(folder / "tmp")}
         with open(folder / "output.txt", "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", "--spare",
                                      str(folder / "ready.json")], env=spawn_env, stdin=subprocess.PIPE,
