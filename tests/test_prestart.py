@@ -30,7 +30,7 @@ def test_cache_folders_and_compiler_switches_may_be_set_late():
             "XLA_FLAGS": "--xla_cpu_enable_fast_math=false", "BAKEOFF_PHASES_FILE": "/p"}
     assert refusal(BASE, case, imported=[]) is None
     # Each process's own temporary folder (the spare's, then its case's: run/leftovers.py) measures nothing.
-    assert refusal({**BASE, "TMPDIR": "/tmp/bakeoff-spare-x/tmp"}, {**case, "TMPDIR": "/tmp/bakeoff-case-y/tmp"},
+    assert refusal({**BASE, "TMPDIR": "/tmp/bakeoff-spare-x/tmp"}, {**BASE, "TMPDIR": "/tmp/bakeoff-case-y/tmp"},
                    imported=["torch._inductor", "triton"]) is None
 
 
