@@ -110,7 +110,7 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
 
     class Clock(ClockSampler):
         def __enter__(self):
-            self.samples_mhz = [1980, 1965, 1755]
+            self.samples_mhz = [1980, 1965, 1755] if profiled else []  # the second run: NVML gave none
             return self
 
         def __exit__(self, *exc):
@@ -119,7 +119,12 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
     monkeypatch.setattr(figures, "measure", measure)
     monkeypatch.setattr(figures, "host_latency", lambda call, sync, device, budget_s: stats([1.2, 1.3], "host"))
     monkeypatch.setattr(figures, "pipelined_latency", lambda *a, **k: stats([0.95, 0.97], "pipelined"))
-    monkeypatch.setattr(figures, "cuda_graph_latency_ms", lambda call: stats([0.9], "cuda-graph-replay x10"))
+    def graph_replay(call):
+        if not profiled:  # the second run: capture fails too
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return stats([0.9], "cuda-graph-replay x10")
+
+    monkeypatch.setattr(figures, "cuda_graph_latency_ms", graph_replay)
     monkeypatch.setattr(figures, "profile_device_time", profile)
     monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)
     monkeypatch.setattr(figures, "ClockSampler", Clock)
@@ -142,7 +147,8 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     fallback = _gpu_figures(monkeypatch, profiled=False)
     rec = ColdOutput.model_validate({**fallback, "status": "ok"})
     assert "marker kernels" in rec.profile_error and rec.headline_method == "pipelined"
-    assert rec.headline_fallback.startswith("no CUPTI span")
+    assert rec.headline_fallback.startswith("no CUPTI span") and "capturing" in rec.graph_latency_error
+    assert rec.sm_clock_error == "no sample taken" and rec.sm_clock_mhz is None
 
 
 def test_gpu_load_and_ceiling_fields_are_declared():
@@ -206,10 +212,10 @@ NOT_ON_THIS_RUN = {
                      "eager_device_span_p80_ms", "eager_device_span_iqr_rel", "eager_device_span_samples",
                      "eager_device_ms", "eager_device_ms_p20", "eager_device_ms_p80", "eager_kernel_count",
                      "eager_profiled_calls", "eager_kernel_times", "launch_overhead_share", "profile_error",
-                     "headline_fallback", "graph_latency_ms", "sm_clock_mhz", "sm_clock_mhz_min",
+                     "headline_fallback", "graph_latency_ms", "graph_latency_error", "sm_clock_mhz", "sm_clock_mhz_min",
                      "sm_clock_mhz_max", "sm_clock_samples", "sm_clock_error", "sustained_s"],
                     "GPU timing: test_gpu_timing_fields_are_declared"),
-    **dict.fromkeys(["graph_latency_error", "gpu_state_before", "gpu_state_after"], "GPU only (tests/test_gpu_*)"),
+    **dict.fromkeys(["gpu_state_before", "gpu_state_after"], "GPU only: test_gpu_state_fields_are_declared"),
     **dict.fromkeys(["gpu_other_processes", "gpu_process_error", "ceiling", "ceiling_exceeded", "pct_of_ceiling",
                      "pct_of_ceiling_measured", "pct_of_spec_peak"],
                     "GPU load and calibrated ceilings: test_gpu_load_and_ceiling_fields_are_declared"),
@@ -293,3 +299,32 @@ def test_every_record_path_writes_declared_fields_and_every_field_has_a_writer(p
     assert set(NOT_ON_THIS_RUN) <= declared, set(NOT_ON_THIS_RUN) - declared
     unwritten = declared - written - set(NOT_ON_THIS_RUN)
     assert not unwritten, f"declared, but no record path of this run writes them: {sorted(unwritten)}"
+
+
+def test_gpu_state_fields_are_declared(monkeypatch):
+    import bakeoff.harness.measure.environment as environment
+
+    class Nvml:  # what pynvml answers on an H200 at rest
+        NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
+        nvmlClocksThrottleReasonGpuIdle = 1
+        nvmlClocksThrottleReasonSwPowerCap = 4
+
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+            return 5
+
+        def nvmlDeviceGetClockInfo(self, h, which):
+            return (1980, 3201)[which]
+
+        def nvmlDeviceGetTemperature(self, h, sensor):
+            return 41
+
+        def nvmlDeviceGetPowerUsage(self, h):
+            return 117250
+
+    monkeypatch.setattr(environment, "_nvml", lambda: Nvml())
+    monkeypatch.setattr(environment, "_nvml_handle", lambda nv, index: object())
+    state = environment.gpu_state("cuda:0")
+    rec = ColdOutput.model_validate({"status": "ok", "gpu_state_before": state,
+                                     "gpu_state_after": {"error": "NVML unavailable"}})
+    assert rec.gpu_state_before.throttle_reasons == ["GpuIdle", "SwPowerCap"] and rec.gpu_state_before.power_w == 117.25
+    assert json.loads(rec.model_dump_json(exclude_unset=True))["gpu_state_after"] == {"error": "NVML unavailable"}

@@ -352,12 +352,22 @@ class LoadFields(_Group):
     eager_iqr_rel: float | None = doc("the interleaved eager's interquartile range over its median")
 
 
+class GpuState(_Part):
+    """The GPU as NVML saw it at one moment (harness/measure/environment.py gpu_state)."""
+
+    sm_clock_mhz: int | None = Field(None, description="SM clock, MHz")
+    mem_clock_mhz: int | None = Field(None, description="memory clock, MHz")
+    temperature_c: float | None = Field(None, description="GPU temperature, degrees Celsius")
+    power_w: float | None = Field(None, description="board power draw, W")
+    throttle_reasons: list[str] | None = Field(None, description="NVML clock event reasons ('None': none)")
+    error: str | None = Field(None, description="why NVML gave no state")
+
+
 class DeviceState(_Group):
     """GPU state sampled by the cold worker (harness/measure/environment.py gpu_state); None on the CPU."""
 
-    gpu_state_before: dict[str, JsonValue] | None = doc("clocks (MHz), temperature (C), power (W), throttle "
-                                                        "reasons before the case")
-    gpu_state_after: dict[str, JsonValue] | None = doc("the same, after timing")
+    gpu_state_before: GpuState | None = doc("clocks, temperature, power and throttle reasons before the case")
+    gpu_state_after: GpuState | None = doc("the same, after timing")
 
 
 class WarmFields(_Group):
