@@ -8,7 +8,8 @@ import pytest
 
 from conftest import bakeoff
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, default_config_text
-from bakeoff.harness.run.orchestrator import Filters, RunBusyError, plan_run, resumed_cases, run_lease
+from bakeoff.harness.run.lease import RunBusyError, RunLease
+from bakeoff.harness.run.orchestrator import Filters, plan_run, resumed_cases
 from bakeoff.harness.config.yaml_lines import ConfigError
 from bakeoff.results.store import Store
 
@@ -101,16 +102,17 @@ def test_resume_of_a_cuda_run_on_a_host_without_it_is_exit_2(tmp_path):
     assert Store(db).run(run_id)["resumes"] == 0  # nothing written
 
 
-def test_resume_of_a_run_still_held_is_exit_2(tmp_path, monkeypatch):
+def test_resume_of_a_run_still_held_is_exit_2(tmp_path):
     db, run_id = _stored_run(tmp_path, "cpu")
-    monkeypatch.chdir(tmp_path)  # the lease file lives under ./results/artifacts, as the CLI's
-    with run_lease(run_id):
+    store = Store(db)
+    with RunLease(store).held(run_id) as lease:  # the lease is in the store: any folder sees it
         with pytest.raises(RunBusyError, match="is still being run"):  # a second holder, even in one process
-            with run_lease(run_id):
+            with RunLease(store).held(run_id):
                 pass
-        proc = bakeoff("run", "--resume", run_id, "--db", db, cwd=tmp_path, timeout=120)
+        (tmp_path / "elsewhere").mkdir()
+        proc = bakeoff("run", "--resume", run_id, "--db", db, cwd=tmp_path / "elsewhere", timeout=120)
         assert proc.returncode == 2, (proc.stdout, proc.stderr)
-        assert f"run {run_id} is still being run (pid " in proc.stderr
-    assert Store(db).run(run_id)["resumes"] == 0
-    with run_lease(run_id):  # released when its holder ends
+        assert f"run {run_id} is still being run by another orchestrator (pid {lease.claim.pid} on " in proc.stderr
+    assert store.run(run_id)["resumes"] == 0 and store.lease_holder(run_id) is None  # released at its end
+    with RunLease(store).held(run_id):
         pass

@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import psutil
 import torch
 
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs
 from bakeoff.harness.measure.numerics import error_stats
 from bakeoff.harness.run.case_process import base_env
+from bakeoff.harness.run.leftovers import SPARE_TMP_PREFIX, owned_prefix
 from bakeoff.harness.run.prestart import Spare, refusal
 from bakeoff.harness.run.worker import shared_reference as shared
 from bakeoff.harness.run.worker.inputs import make_inputs
@@ -27,6 +29,9 @@ def test_cache_folders_and_compiler_switches_may_be_set_late():
             "BAKEOFF_TRITONGEN_CACHE_DIR": "/c/g", "BAKEOFF_TRT_CACHE_DIR": "/c/r", "TRITON_INTERPRET": "1",
             "XLA_FLAGS": "--xla_cpu_enable_fast_math=false", "BAKEOFF_PHASES_FILE": "/p"}
     assert refusal(BASE, case, imported=[]) is None
+    # Each process's own temporary folder (the spare's, then its case's: run/leftovers.py) measures nothing.
+    assert refusal({**BASE, "TMPDIR": "/tmp/bakeoff-spare-x/tmp"}, {**BASE, "TMPDIR": "/tmp/bakeoff-case-y/tmp"},
+                   imported=["torch._inductor", "triton"]) is None
 
 
 def test_a_variable_already_read_gets_the_case_a_fresh_process():
@@ -47,6 +52,9 @@ def test_a_spare_gets_ready_without_importing_any_compiler(tmp_path):
     env = {**base_env(None, None, "exclusive"), "BAKEOFF_PARENT_PID": str(os.getpid())}
     spare = Spare.start(env, "cpu", profiler=False)
     try:
+        # Its folder names its maker (swept should the orchestrator be killed) and holds its TMPDIR.
+        assert spare.folder.name.startswith(owned_prefix(SPARE_TMP_PREFIX))
+        assert psutil.Process(spare.proc.pid).environ()["TMPDIR"] == str(spare.folder / "tmp")
         report = spare.wait_ready(timeout_s=300)
         assert isinstance(report, dict), report
         assert report["watched_modules_imported"] == []

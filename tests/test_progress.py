@@ -74,7 +74,7 @@ def test_description_names_the_running_cases_and_ends_on_done(tmp_path, monkeypa
     monkeypatch.setattr(progress, "Progress", Recording)
     out = io.StringIO()
     cases = _run(tmp_path, Console(file=out, force_terminal=True, width=100), FakeExecutor(),
-                 on_record=lambda r: log.append(f"recorded {r['case_id']}"))
+                 on_record=lambda r: log.append(f"recorded {r.case_id}"))
     a, b = (c.case_id for c in cases)
     assert log[:5] == [f"running {a}", f"running {a} (+1 more)", f"recorded {a}", f"running {b}", f"recorded {b}"]
     assert set(log[5:]) == {"done"} and log[5:]

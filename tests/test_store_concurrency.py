@@ -30,7 +30,8 @@ while len(store.runs()) < {WRITERS}:  # the database is the barrier: wait for ev
     assert time.monotonic() < deadline, "the other writers never created their runs"
     time.sleep(0.05)
 target = min(r["run_id"] for r in store.runs())
-won = sum(store.add_record(target, {{"case_id": f"contested-{{i}}", "worker": name}}) for i in range({CONTESTED}))
+won = sum(store.add_record(target, {{"case_id": f"contested-{{i}}", "status": "ok", "worker": name}})
+          for i in range({CONTESTED}))
 print(run, won)
 """
 

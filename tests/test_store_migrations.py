@@ -63,7 +63,8 @@ def test_concurrent_opens_upgrade_once(store_url):
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    assert sorted(o.strip() for o, _ in outs) == ["-", "-", "2"]  # exactly one process ran the step
+    upgrade = ",".join(map(str, range(2, SCHEMA_VERSION + 1)))
+    assert sorted(o.strip() for o, _ in outs) == ["-", "-", upgrade]  # exactly one process ran the steps
     assert len(Store(store_url).records("old-run")) == 1
 
 
@@ -80,3 +81,29 @@ def test_newer_or_foreign_store_is_refused(tmp_path):
         conn.execute(text("CREATE TABLE runs (x INTEGER)"))
     with pytest.raises(StoreError, match="not a bakeoff store"):
         Store(foreign)
+
+
+def test_a_field_newly_marked_in_table_is_added_as_its_typed_column(store_url):
+    """migrations.add_record_columns, the one line a migration step needs for a new record column: the
+    column gets the model's type, old rows read it as NULL, new records fill it."""
+    from sqlalchemy import inspect
+
+    from bakeoff.results.migrations import add_record_columns
+
+    store = Store(store_url)
+    run_id = store.create_run(config_name="c", config_path=None, config_text="", device="cpu", environment={},
+                              n_cases=2)
+    store.add_record(run_id, {"case_id": "a", "status": "ok"})
+    with store.engine.begin() as conn:  # a store from before pct_of_ceiling and cache_hit_warm were columns
+        conn.exec_driver_sql("ALTER TABLE records DROP COLUMN pct_of_ceiling")
+        conn.exec_driver_sql("ALTER TABLE records DROP COLUMN cache_hit_warm")
+    with store.engine.begin() as conn:
+        add_record_columns(conn, "pct_of_ceiling", "cache_hit_warm")
+    with store.engine.connect() as conn:
+        types = {c["name"]: str(c["type"]).upper() for c in inspect(conn).get_columns("records")}
+    assert types["pct_of_ceiling"] in ("FLOAT", "DOUBLE PRECISION", "REAL")
+    assert types["cache_hit_warm"] == "BOOLEAN"
+    store = Store(store_url)
+    assert store.add_record(run_id, {"case_id": "b", "status": "ok", "pct_of_ceiling": 42.5, "cache_hit_warm": True})
+    old, new = store.case_records(run_id)
+    assert old.pct_of_ceiling is None and new.pct_of_ceiling == 42.5 and new.cache_hit_warm is True

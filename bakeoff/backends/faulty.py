@@ -3,7 +3,8 @@
 Modes: none (behaves like eager), abort (os.abort in run), segfault (a null read through ctypes), hang
 (sleeps forever in run), compile_error, run_error, nan (outputs NaN), wrong_shape (drops the last row),
 unwritten (returns torch.empty: never written), perturb (adds relative noise of `scale`), host_oom
-(allocates until the host memory cap stops it), cuda_oom (asks the GPU for more than it has).
+(allocates until the host memory cap stops it), cuda_oom (asks the GPU for more than it has), bad_info
+(runs like eager but puts an exception object, not its text, in its compile notes).
 Wrong answers a verdict must catch: nonfinite_zero (0 where the output is +-inf or NaN: a causal mask
 written as 0), zeros (every output 0), spike (the middle element set to `value`, default 5.0), wrong_after
 (correct for the first `calls` calls, default 4, then zeros: an output that goes stale with reuse),
@@ -28,7 +29,7 @@ from bakeoff.backends.options import BackendOptions
 
 Mode = Literal["none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape",
                "unwritten", "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after",
-               "stale_cache", "wrong_grad"]
+               "stale_cache", "wrong_grad", "bad_info"]
 MODES = get_args(Mode)
 CACHE_ENV = "BAKEOFF_FAULTY_CACHE_DIR"
 
@@ -125,7 +126,10 @@ class FaultyBackend(Backend):
                 torch.empty(total * 2, dtype=torch.uint8, device=device)
             return outs
 
-        return TorchCompiled(run, device, CompileInfo(notes=[f"faulty mode {mode}"], cache_hit=from_cache))
+        notes: list[Any] = [f"faulty mode {mode}"]
+        if mode == "bad_info":
+            notes.append(RuntimeError("a note that is an object, not text"))
+        return TorchCompiled(run, device, CompileInfo(notes=notes, cache_hit=from_cache))
 
 
 def _cached(graph: Graph) -> bool | None:

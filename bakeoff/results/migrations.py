@@ -12,7 +12,7 @@ from typing import Callable
 from sqlalchemy import inspect, select, update
 from sqlalchemy.engine import Connection
 
-from bakeoff.results.schema import SCHEMA_VERSION, schema_info
+from bakeoff.results.schema import SCHEMA_VERSION, records, run_leases, schema_info
 
 
 class MigrationError(RuntimeError):
@@ -35,6 +35,15 @@ def _add_column(conn: Connection, table: str, column_ddl: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column_ddl}")
 
 
+def add_record_columns(conn: Connection, *names: str) -> None:
+    """Add record fields newly marked InTable (results/record.py) as columns of `records`, typed as the model
+    declares them; existing rows read them as NULL. One migration step per schema version, e.g.
+    `STEPS[3] = lambda conn: add_record_columns(conn, "headline_ms")`."""
+    for name in names:
+        column = records.c[name]
+        _add_column(conn, "records", f"{column.name} {column.type.compile(dialect=conn.dialect)}")
+
+
 def _v1_to_v2(conn: Connection) -> None:
     """records.worker, records.attempt, runs.resumes; unbounded text for case_id, shape and backend."""
     _add_column(conn, "records", "worker VARCHAR(128)")
@@ -45,8 +54,14 @@ def _v1_to_v2(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE records ALTER COLUMN {column} TYPE TEXT")
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """run_leases: the orchestrator holding each running run (a v2 orchestrator held an flock file instead,
+    which did not reach another folder or host; an older bakeoff refuses a v3 store, so none bypasses it)."""
+    run_leases.create(conn, checkfirst=True)
+
+
 # version N -> the step that takes a store from N to N+1
-STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade(conn: Connection, version: int) -> list[int]:

@@ -1,21 +1,29 @@
 """The results schema (SQLAlchemy Core), versioned. Bump SCHEMA_VERSION and add a migration when it changes.
 
 runs: one row per `bakeoff run`. records: one row per case, written in one transaction when the case
-ends. ceilings: measured device ceilings per environment fingerprint (`bakeoff calibrate`).
-Record fields that are not columns are kept in `details` (JSON), so nothing measured is lost.
+ends; its columns are the fields of the record model (results/record.py) marked `InTable`, and the other
+fields are kept in `details` (JSON). run_leases: the orchestrator holding each running run (its owner and
+heartbeat; harness/run/lease.py). ceilings: measured device ceilings per environment fingerprint
+(`bakeoff calibrate`).
 
 Versions (upgrades in results/migrations.py):
   1: runs, records, ceilings, schema_info.
   2: records.worker (where the case ran) and records.attempt (1 = the run's first session, k = its
      (k-1)-th resume); runs.resumes; records.case_id/shape/backend become unbounded text (PostgreSQL
      enforces VARCHAR lengths, and a long backend label must not fail a run).
+  3: run_leases (one row per run held by a live orchestrator), so that two orchestrators started from
+     different folders or hosts on one store never run one run at once.
 """
 from __future__ import annotations
+
+from typing import Any, Literal, get_args, get_origin
 
 from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table,
                         Text, UniqueConstraint)
 
-SCHEMA_VERSION = 2
+from bakeoff.results.record import InTable, record_columns
+
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -43,26 +51,25 @@ runs = Table(
     Column("resumes", Integer, nullable=False, server_default="0"),  # v2
 )
 
-# (name, type) of record columns besides the keys; order is the export order.
-RECORD_FIELDS: list[tuple[str, type]] = [
-    ("case_id", Text), ("workload", String(128)), ("preset", String(32)), ("shape", Text),
-    ("dtype", String(16)), ("backend", Text), ("device", String(32)), ("status", String(16)),
-    ("reason", Text),
-    ("compile_s", Float), ("compile_warm_s", Float), ("cache_hit_warm", Boolean),
-    ("latency_ms_median", Float), ("latency_ms_p20", Float), ("latency_ms_p80", Float),
-    ("latency_iqr_rel", Float), ("n_samples", Integer), ("samples", JSON),
-    ("eager_latency_ms_median", Float), ("speedup_vs_eager", Float),
-    ("graph_latency_ms", Float), ("kernel_count", Integer), ("device_ms", Float), ("launch_overhead_share", Float),
-    ("err_max_abs_vs_eager", Float), ("err_rel_l2_vs_eager", Float),
-    ("err_max_abs_vs_fp64", Float), ("err_max_rel_vs_fp64", Float), ("err_rel_l2_vs_fp64", Float),
-    ("err_rmse_vs_fp64", Float), ("err_cosine_vs_fp64", Float), ("err_ulp_max_vs_fp64", Float),
-    ("err_ulp_p99_vs_fp64", Float), ("eager_err_rel_l2_vs_fp64", Float), ("eager_err_rmse_vs_fp64", Float),
-    ("err_ratio_vs_eager", Float), ("eager_deterministic", Boolean),
-    ("flops", Float), ("bytes_moved", Float), ("achieved_gbps", Float), ("achieved_tflops", Float),
-    ("pct_of_ceiling", Float), ("break_even_calls", Float),
-    ("worker", String(128)), ("attempt", Integer),  # v2
-    ("details", JSON),
-]
+def _sql_type(annotation: Any, mark: InTable) -> Any:
+    """The column type of a record field: VARCHAR(n) when bounded, else from its Python type."""
+    if mark.length is not None:
+        return String(mark.length)
+    kinds = {a for a in get_args(annotation) if a is not type(None)} or {annotation}
+    for python, sql in ((bool, Boolean), (int, Integer), (float, Float), (str, Text)):
+        if kinds <= {python}:
+            return sql
+    if all(get_origin(k) in (list, dict, tuple) for k in kinds):
+        return JSON
+    if all(get_origin(k) is Literal for k in kinds):
+        return Text
+    raise TypeError(f"no column type for {annotation!r}")
+
+
+# (name, type) of record columns besides the keys, from the record model (results/record.py); the rest of
+# a record's fields are kept in `details`.
+RECORD_FIELDS: list[tuple[str, Any]] = [(name, _sql_type(ann, mark)) for name, ann, mark in record_columns()]
+RECORD_FIELDS.append(("details", JSON))
 RECORD_COLUMNS = [name for name, _ in RECORD_FIELDS]
 
 records = Table(
@@ -85,4 +92,21 @@ ceilings = Table(
     Column("method", Text),
     Column("measured_at", DateTime(timezone=True), nullable=False),
     Column("environment", JSON),
+)
+
+# The lease of a run: held by one orchestrator at a time (harness/run/lease.py). Times are seconds on the
+# database's clock (one clock for every host); a lease whose heartbeat is older than its holder's `stale_s`
+# may be taken over.
+run_leases = Table(
+    "run_leases", metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id"), primary_key=True),
+    Column("token", String(32), nullable=False),  # the holder's secret: only it renews or releases
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("folder", Text, nullable=False),  # the holder's working folder (its artifacts are there)
+    Column("machine", String(64), nullable=False),  # boot and process namespace: where the pid means something
+    Column("process_start", String(32), nullable=False),  # the pid's start time there (pid reuse)
+    Column("stale_s", Float, nullable=False),  # no heartbeat for this long: stale
+    Column("taken_s", Float, nullable=False),
+    Column("heartbeat_s", Float, nullable=False),
 )

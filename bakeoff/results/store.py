@@ -1,8 +1,10 @@
 """Read and write the results store. SQLite by default (results/bakeoff.db), any SQLAlchemy URL by --db.
 
-The orchestrator is the only writer of its run. Each record is inserted in its own transaction, so a case
-is either entirely in the store or not at all, and (run, case) is unique: a second insert of the same case
-is refused, not duplicated. Several runs may write one database at once (SQLite in WAL mode with a busy
+The orchestrator is the only writer of its run: it holds the run's lease (results/leases.py, a row with its
+owner and heartbeat) and every write it makes checks that lease in the write's own transaction, so an
+orchestrator whose lease was taken over writes nothing more. Each record (results/record.py) is inserted in
+its own transaction, so a case is either entirely in the store or not at all, and (run, case) is unique: a
+second insert of the same case is refused, not duplicated. Several runs may write one database at once (SQLite in WAL mode with a busy
 timeout; PostgreSQL through `postgresql+psycopg://`). Opening a store creates or upgrades its schema under
 an exclusive lock. Names from configs reach SQL only as bound parameters (Core).
 """
@@ -14,14 +16,16 @@ import secrets
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from sqlalchemy import create_engine, event, func, insert, make_url, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from bakeoff.results import migrations, schema
+from bakeoff.results import leases, migrations, schema
 from bakeoff.results.hardware import hardware_id
+from bakeoff.results.leases import LeaseClaim, LeaseHolder
+from bakeoff.results.record import CaseRecord, StoredRecord
 from bakeoff.results.schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
 
 DEFAULT_DB = Path("results") / "bakeoff.db"
@@ -77,6 +81,8 @@ class Store:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _sqlite_begin)
+        elif self.engine.dialect.name == "postgresql":
+            event.listen(self.engine, "connect", _postgresql_session)
         self.upgraded_to: list[int] = []  # schema versions this open upgraded the store through
         self._init_schema()
 
@@ -84,6 +90,17 @@ class Store:
     def safe_url(self) -> str:
         """The URL with any password masked, for messages."""
         return make_url(self.url).render_as_string(hide_password=True)
+
+    @contextmanager
+    def _write(self, run_id: str | None = None, lease: str | None = None) -> Iterator[Connection]:
+        """A write transaction; with `lease`, first checks that this token still holds `run_id`'s lease and
+        keeps that row locked until commit (raises leases.LeaseLost). SQLite: BEGIN IMMEDIATE."""
+        with self.engine.connect() as conn:
+            conn.execution_options(bakeoff_immediate=True)
+            with conn.begin():
+                if lease is not None and run_id is not None:
+                    leases.check(conn, run_id, lease)
+                yield conn
 
     @contextmanager
     def _exclusive(self) -> Iterator[Connection]:
@@ -120,29 +137,33 @@ class Store:
 
     # runs
     def create_run(self, *, config_name: str, config_path: str | None, config_text: str, device: str,
-                   environment: dict[str, Any], n_cases: int) -> str:
-        """A new run in state 'running'; returns its id (UTC start time plus a random suffix)."""
+                   environment: dict[str, Any], n_cases: int, lease: LeaseClaim | None = None) -> str:
+        """A new run in state 'running', its lease held by `lease` from the same transaction; returns its id
+        (UTC start time plus a random suffix)."""
         run_id = _now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             conn.execute(insert(runs).values(
                 run_id=run_id, started_at=_now(), status="running", config_name=config_name,
                 config_path=config_path, config_text=config_text, device=device,
                 fingerprint=environment.get("fingerprint"), environment=_clean(environment),
                 harness_rev=environment.get("harness_rev"), schema_version=SCHEMA_VERSION, n_cases=n_cases,
                 resumes=0))
+            if lease is not None:
+                leases.take(conn, run_id, lease)
         return run_id
 
-    def start_resume(self, run_id: str) -> int:
+    def start_resume(self, run_id: str, lease: str | None = None) -> int:
         """Mark `run_id` running again and count the resume; returns the attempt number its new records
-        carry (2 for the first resume)."""
-        with self.engine.begin() as conn:
+        carry (2 for the first resume). With `lease`, only while that token holds the run."""
+        with self._write(run_id, lease) as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id)
                          .values(status="running", ended_at=None, resumes=runs.c.resumes + 1))
             resumes = conn.execute(select(runs.c.resumes).where(runs.c.run_id == run_id)).scalar_one()
         return resumes + 1
 
-    def finish_run(self, run_id: str, status: str) -> None:
-        with self.engine.begin() as conn:
+    def finish_run(self, run_id: str, status: str, lease: str | None = None) -> None:
+        """Mark the run `status` (complete, interrupted); with `lease`, only while that token holds it."""
+        with self._write(run_id, lease) as conn:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(status=status, ended_at=_now()))
 
     def run(self, run_id: str) -> dict[str, Any]:
@@ -167,15 +188,24 @@ class Store:
         return rows[0]["run_id"]
 
     # records
-    def add_record(self, run_id: str, record: dict[str, Any]) -> bool:
-        """Insert one case's record in one transaction. Unknown fields go to `details`.
+    def add_record(self, run_id: str, record: CaseRecord | Mapping[str, Any], lease: str | None = None) -> bool:
+        """Insert one case's record in one transaction: the model's column fields as columns, the others
+        (those measured) in `details`. A mapping is validated as a CaseRecord first (ValidationError for an
+        unknown field or a wrong type). With `lease`, only while that token holds the run (else
+        leases.LeaseLost, nothing written).
 
         Returns False, writing nothing, when the run already has a record for this case_id.
         """
-        row = {k: _clean(record.get(k)) for k in RECORD_COLUMNS if k != "details"}
-        row["details"] = _clean({k: v for k, v in record.items() if k not in RECORD_COLUMNS})
+        if not isinstance(record, CaseRecord):
+            record = CaseRecord.model_validate(record)
+        values = record.model_dump(mode="python", include=set(CaseRecord.model_fields) - {"legacy_fields"})
+        row = {k: _clean(values.get(k)) for k in RECORD_COLUMNS if k != "details"}
+        details = {k: v for k, v in values.items() if k not in RECORD_COLUMNS and v is not None}
+        for key, value in (record.legacy_fields or {}).items():
+            details.setdefault(key, value)
+        row["details"] = _clean(details)
         try:
-            with self.engine.begin() as conn:
+            with self._write(run_id, lease) as conn:
                 conn.execute(insert(records).values(run_id=run_id, created_at=_now(), **row))
         except IntegrityError:
             if self.has_record(run_id, row["case_id"]):
@@ -194,6 +224,10 @@ class Store:
             rows = conn.execute(select(records).where(records.c.run_id == run_id).order_by(records.c.id)).mappings()
             return [dict(r) for r in rows]
 
+    def case_records(self, run_id: str) -> list[StoredRecord]:
+        """A run's records in insertion order, typed (fields a different bakeoff wrote: `legacy_fields`)."""
+        return [StoredRecord.from_row(r) for r in self.records(run_id)]
+
     def done_case_ids(self, run_id: str) -> set[str]:
         with self.engine.connect() as conn:
             return set(conn.execute(select(records.c.case_id).where(records.c.run_id == run_id)).scalars())
@@ -201,6 +235,25 @@ class Store:
     def count_records(self, run_id: str) -> int:
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(records).where(records.c.run_id == run_id)).scalar_one()
+
+    # the run lease (results/leases.py; harness/run/lease.py decides who is alive)
+    def lease_holder(self, run_id: str) -> LeaseHolder | None:
+        with self.engine.connect() as conn:
+            return leases.holder(conn, run_id)
+
+    def take_lease(self, run_id: str, claim: LeaseClaim, replacing: str | None = None) -> bool:
+        """Take the lease of `run_id` if nobody holds it, or from the holder with token `replacing`; False
+        when another orchestrator changed it first."""
+        with self._write() as conn:
+            return leases.take(conn, run_id, claim, replacing)
+
+    def renew_lease(self, run_id: str, token: str) -> bool:
+        with self._write() as conn:
+            return leases.renew(conn, run_id, token)
+
+    def release_lease(self, run_id: str, token: str) -> None:
+        with self._write() as conn:
+            leases.release(conn, run_id, token)
 
     # ceilings
     def add_ceilings(self, fingerprint: str, device: str, values: Iterable[tuple[str, float, str, str]],
@@ -233,6 +286,18 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")  # readers (show, report) never block a writer
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+# A transaction left open this long (seconds) belongs to a suspended or hung process: the server ends it, so
+# the row locks it holds (a run's lease, harness/run/lease.py) do not outlive it.
+IDLE_IN_TRANSACTION_S = 60
+
+
+def _postgresql_session(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}")
+    cur.close()
+    dbapi_conn.commit()  # a SET inside the driver's implicit transaction is undone by its rollback
 
 
 def _sqlite_begin(conn: Connection) -> None:

@@ -61,9 +61,12 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     from bakeoff.results.store import StoreError
 
     from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
+    from bakeoff.results.leases import LeaseLost
+
     from bakeoff.harness.config.source import read_config_file
     from bakeoff.harness.run.gate_policy import REQUESTABLE as GATE_POLICIES
-    from bakeoff.harness.run.orchestrator import Filters, RunBusyError, executor_for, plan_run, resume_run, start_run
+    from bakeoff.harness.run.lease import LeaseError, stale_after_s
+    from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
     from bakeoff.harness.cli.summary import print_summary
 
     if gate is not None and gate not in GATE_POLICIES:
@@ -78,6 +81,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     _check_device_option(device)
     spec = ExecutorSpec(executor, jobs, ray_address)
     try:
+        stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
         if resume:
             store = open_store(db)
             run_id = resume_run(store, resume, console, spec)
@@ -96,8 +100,8 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
                 runner.close()
                 raise
             run_id = start_run(store, planned, console, runner, spec)
-    except (ConfigError, ExecutorError, StoreError, RunBusyError) as exc:
-        # bad config, impossible executor, unknown run, a run still held by its orchestrator
+    except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
+        # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
         fail(str(exc))
     except KeyboardInterrupt:
         raise typer.Exit(130)

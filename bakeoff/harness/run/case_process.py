@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from bakeoff.results.record import CaseFields
+
 from bakeoff.harness.measure.extra_checks import fold_extra_check
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.plan.digests import case_digests
 from bakeoff.harness.run.deaths import death_record as _death_record, kill_group, oom_kill_counts
 from bakeoff.harness.run.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
 from bakeoff.harness.run.gate_policy import resolve_gate_policy
+from bakeoff.harness.run.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
 from bakeoff.harness.run.prestart import Prestarter, Spare, SpareSpec
 from bakeoff.harness.run.slots import Slot
 from bakeoff.harness.run.staging import discard, final_dir, staging_dir
@@ -119,13 +122,16 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
     spares start with that environment."""
     t_begin = time.time()
     profiler = bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
-    with tempfile.TemporaryDirectory(prefix="bakeoff-case-") as tmp:
+    # Named for this process (harness/run/leftovers.py), so a later run removes it should this one be killed.
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as tmp:
         case_file, out_file = Path(tmp, "case.json"), Path(tmp, "record.json")
-        wait_file, phases_file = Path(tmp, "gate_wait.txt"), Path(tmp, "phases.txt")
+        wait_file, phases_file, worker_tmp = Path(tmp, "gate_wait.txt"), Path(tmp, "phases.txt"), Path(tmp, "tmp")
+        worker_tmp.mkdir()  # the worker's TMPDIR: what its compilers leave in temporary files goes with it
         case_file.write_text(case.to_json())
         argv = [str(case_file), str(out_file), phase] + ([str(artifacts_dir)] if artifacts_dir is not None else [])
         env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PHASES_FILE: str(phases_file),
-               ENV_SPAWNED_AT: f"{t_begin:.6f}"}
+               ENV_SPAWNED_AT: f"{t_begin:.6f}",
+               "TMPDIR": str(worker_tmp)}
         spare, why_fresh = _choose_spare(prestarter, env, case.device, profiler, spare_env)
 
         def top_up() -> None:  # while it runs: more spares while it is in a long compile
@@ -255,7 +261,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     """
     t0 = time.perf_counter()
     phases: dict[str, float] = {}
-    cache_root = Path(tempfile.mkdtemp(prefix="cache-", dir=work_dir))
+    cache_root = Path(tempfile.mkdtemp(prefix=owned_prefix(CACHE_PREFIX), dir=work_dir))
     staged = staging_dir(work_dir, case)
     discard(work_dir, case)  # whatever an earlier, killed attempt left half-written
     run_case = dataclasses.replace(case, device=slot.device) if slot and slot.device else case
@@ -331,15 +337,15 @@ def _add_phases(total: dict[str, float], phases: dict[str, float], prefix: str) 
         total[prefix + name] = total.get(prefix + name, 0.0) + seconds
 
 
-def case_fields(case: Case) -> dict[str, Any]:
+def case_fields(case: Case) -> CaseFields:
     """The record fields that come from the case itself."""
-    return {"case_id": case.case_id, "workload": case.workload_label, "grad": case.grad, "preset": case.preset,
-            "shape": case.shape,
-            "dtype": case.dtype, "backend": case.label, "adapter": case.backend, "device": case.device, "flops": case.flops,
-            "bytes_moved": case.bytes_moved, "dims": case.dims, "options": case.options, "seeds": list(case.seeds),
-            "inputs": describe_inputs(case.bound_graph(), case.input_files),
-            **case_digests(case.graph, canonical_options(case), case.timing, case.grad, case.sweep),
-            **({"sweep_dim": case.sweep["dim"], "sweep_values": list(case.sweep["values"])} if case.sweep else {})}
+    sweep = {"sweep_dim": case.sweep["dim"], "sweep_values": list(case.sweep["values"])} if case.sweep else {}
+    return CaseFields(case_id=case.case_id, workload=case.workload_label, grad=case.grad, preset=case.preset,
+                      shape=case.shape, dtype=case.dtype, backend=case.label, adapter=case.backend,
+                      device=case.device, flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims,
+                      options=case.options, seeds=list(case.seeds),
+                      inputs=describe_inputs(case.bound_graph(), case.input_files),
+                      **case_digests(case.graph, canonical_options(case), case.timing, case.grad, case.sweep), **sweep)
 
 
 def canonical_options(case: Case) -> dict[str, Any]:

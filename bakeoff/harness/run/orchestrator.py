@@ -4,14 +4,13 @@ It is the only writer of the store. Cases run on `--jobs N` local worker slots o
 (harness/executors); each record is committed in its own transaction and its artifacts are moved into
 place only after that (harness/staging.py). Ctrl-C stops every worker, keeps every finished record, marks
 the run interrupted and says how to resume; `--resume RUN_ID` runs only the cases without a record.
+A run is held by one orchestrator at a time through its lease in the store (harness/run/lease.py), wherever
+the orchestrators start; each record is a CaseRecord (results/record.py), assembled here from the case and
+what its workers returned.
 """
 from __future__ import annotations
 
-import errno
-import fcntl
-import os
 import signal
-import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,12 +19,18 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 from rich.markup import escape
 
+from pydantic import ValidationError
+
+from bakeoff.results.leases import LeaseLost
+from bakeoff.results.record import CaseRecord, ProcessFields, invalid_fields
 from bakeoff.results.store import Store
 
 from bakeoff.harness.config.backend_options import check_backends
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
 from bakeoff.harness.run.case_process import case_fields
 from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
+from bakeoff.harness.run.lease import LeaseError, RunBusyError, RunLease  # noqa: F401  (the CLI's errors)
+from bakeoff.harness.run.leftovers import sweep_run_folders, sweep_temporary
 from bakeoff.harness.plan.cases import Case, plan_cases, resolve_device, resolve_preset
 from bakeoff.harness.run.progress import RunProgress
 from bakeoff.harness.run.staging import discard, publish, recover
@@ -43,8 +48,7 @@ class Filters:
     gate: str | None = None  # the timing gate policy (timing.gate), overriding the config's
 
 
-class RunBusyError(RuntimeError):
-    """The run is still held by a live orchestrator (its lease is taken); the CLI exits 2."""
+ARTIFACTS_ROOT = Path("results") / "artifacts"  # relative to the working folder
 
 
 @dataclass(frozen=True)
@@ -95,15 +99,30 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
     return device, plan_cases(cfg, workloads, device)
 
 
-def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) -> dict[str, Any]:
-    record = {**case_fields(case), **result}
+def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) -> CaseRecord:
+    """The case's record: its planned fields, what its workers returned, and its ceiling. A result that
+    does not fit the record model (an unknown field, a wrong type: a worker of another bakeoff, a harness
+    bug) becomes a crash record naming the fields, with the process facts that do fit."""
+    identity = case_fields(case).model_dump()
+    record = {**identity, **result}
     record.setdefault("status", "crash")
     ceiling = _ceiling_for(case, ceilings)
     if ceiling and (record.get("headline_ms") or record.get("latency_ms_median")):
         from bakeoff.harness.measure.ceiling_share import ceiling_fields
 
         record.update(ceiling_fields(record, ceiling, ceilings))
-    return record
+    try:
+        return CaseRecord.model_validate(record)
+    except ValidationError as exc:
+        reason = f"the case's result does not fit the record model: {invalid_fields(exc)}"
+    facts: dict[str, Any] = {}
+    for name in ProcessFields.model_fields:
+        try:
+            facts.update(ProcessFields.model_validate({name: result.get(name)}).model_dump(include={name}))
+        except ValidationError:
+            pass
+    return CaseRecord(**identity, **facts, status="crash", reason=reason[:2000],
+                      attempt=result.get("attempt") if isinstance(result.get("attempt"), int) else None)
 
 
 def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | None:
@@ -127,12 +146,14 @@ def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | 
 
 def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, console: Console,
               ceilings: dict[str, float], executor: Executor, attempt: int = 1,
-              on_record: Callable[[dict], None] | None = None) -> str:
+              on_record: Callable[[CaseRecord], None] | None = None, lease: RunLease | None = None) -> str:
     """Run the cases of `run_id` that have no record yet, committing each record as its case ends.
 
-    `attempt` is stored with each record (1 for a run's first session, k for its (k-1)-th resume).
-    Returns the run's final status; on Ctrl-C marks it interrupted and re-raises KeyboardInterrupt.
+    `attempt` is stored with each record (1 for a run's first session, k for its (k-1)-th resume). With
+    `lease`, every write checks it; once it is lost (LeaseLost) the workers are stopped and nothing more is
+    written. Returns the run's final status; on Ctrl-C marks it interrupted and re-raises KeyboardInterrupt.
     """
+    token = lease.token if lease is not None else None
     done = store.done_case_ids(run_id)
     recover(work_dir, cases, done)
     todo = [c for c in cases if c.case_id not in done]
@@ -141,14 +162,16 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
         progress.started(case)
 
     def write(case: Case, result: dict[str, Any]) -> None:
-        record = {**_complete(case, result, ceilings), "attempt": attempt}
-        if store.add_record(run_id, record):  # committed: now its artifacts may appear
+        record = _complete(case, {**result, "attempt": attempt}, ceilings)
+        if lease is not None:
+            lease.check()
+        if store.add_record(run_id, record, lease=token):  # committed: now its artifacts may appear
             publish(work_dir, case)
         else:
             discard(work_dir, case)  # another orchestrator recorded this case first
         if on_record:
             on_record(record)
-        progress.finished(case, record)
+        progress.finished(case, record.flat())
 
     with RunProgress(console, todo) as progress:  # a bar on a terminal, a line per case elsewhere
         try:
@@ -157,23 +180,29 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                     write(case, {"status": "skipped", "reason": case.skip_reason})
             for case, result in executor.run([c for c in todo if not c.skip_reason], work_dir, on_start=started):
                 write(case, result)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, or the lease's heartbeat found the lease lost
             with _sigint_ignored():  # a second Ctrl-C must not cut the cleanup short
                 executor.stop()
-                for case, result in executor.drain():  # ended before the interrupt: keep them
-                    write(case, result)
-                recover(work_dir, cases, store.done_case_ids(run_id))  # drop what killed workers staged
-                store.finish_run(run_id, "interrupted")
-                executor.close()
+                try:
+                    if lease is not None:
+                        lease.check()  # lost: the new holder owns the run now; write and delete nothing
+                    for case, result in executor.drain():  # ended before the interrupt: keep them
+                        write(case, result)
+                    recover(work_dir, cases, store.done_case_ids(run_id))  # drop what killed workers staged
+                    store.finish_run(run_id, "interrupted", lease=token)
+                finally:
+                    executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
                           f"Resume with: bakeoff run --resume {run_id}" + escape(_db_hint(store)), highlight=False)
             raise
-        except Exception:  # the store went away, a harness bug: stop the workers; the run stays resumable
+        except Exception as exc:  # the lease was lost, the store went away, a harness bug: stop the workers
+            if lease is not None and isinstance(exc, LeaseLost):
+                lease.mark_lost(str(exc))  # the heartbeat need not interrupt this cleanup
             executor.stop()
             executor.close()
             raise
     executor.close()
-    store.finish_run(run_id, "complete")
+    store.finish_run(run_id, "complete", lease=token)
     return "complete"
 
 
@@ -212,57 +241,42 @@ def executor_for(planned: PlannedRun, spec: ExecutorSpec) -> Executor:
 
 def start_run(store: Store, planned: PlannedRun, console: Console, executor: Executor,
               spec: ExecutorSpec = ExecutorSpec()) -> str:
-    """Record the run (planned by `plan_run`, its executor made by `make_executor`), hold its lease, run
-    every case; returns the run id."""
+    """Record the run (planned by `plan_run`, its executor made by `make_executor`) with its lease held by
+    this process from the start, run every case; returns the run id."""
     device, cases = planned.device, planned.cases
     try:
+        lease = RunLease(store)
         env = executor.environment(device)  # where the cases run: on Ray, a node of the cluster
         run_id = store.create_run(config_name=planned.cfg.name, config_path=planned.config_path,
                                   config_text=planned.config_text, device=device,
-                                  environment=_with_filters(env, planned.filters), n_cases=len(cases))
+                                  environment=_with_filters(env, planned.filters), n_cases=len(cases),
+                                  lease=lease.claim)
     except BaseException:
         executor.close()
         raise
     console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
                   f"({escape(str(env.get('gpu_name') or env.get('cpu_model')))}), {_describe(spec)}, "
                   f"store {escape(store.safe_url)}", highlight=False)
-    work_dir = _work_dir(run_id)
-    with run_lease(run_id):
-        run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor)
+    with lease.held(run_id, acquire=False):
+        work_dir = _work_dir(run_id)
+        sweep_leftovers(console)
+        run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor, lease=lease)
     return run_id
 
 
-def _lease_path(run_id: str) -> Path:
-    """The run's lease file, beside its artifacts folder."""
-    return (Path("results") / "artifacts" / f"{run_id}.lock").resolve()
-
-
-@contextmanager
-def run_lease(run_id: str) -> Iterator[None]:
-    """Hold the run's lease (an exclusive flock on its lock file) while its orchestrator lives; the kernel
-    drops it when the process ends, however it ends. Raises RunBusyError when another process holds it."""
-    path = _lease_path(run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by workers (PEP 446)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            raise RunBusyError(f"run {run_id} is still being run ({holder}); wait for it to end or stop it "
-                               f"before resuming") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+def sweep_leftovers(console: Console) -> None:
+    """Delete the case folders that killed bakeoff processes on this machine left behind (harness/run/
+    leftovers.py): in the temporary folder, and cache folders under this working folder's runs."""
+    removed = sweep_temporary() + sweep_run_folders(ARTIFACTS_ROOT.resolve())
+    if removed:
+        names = ", ".join(str(p) for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+        console.print(f"removed {len(removed)} folder(s) left by killed bakeoff processes: {names}",
+                      style="dim", highlight=False)
 
 
 def _work_dir(run_id: str) -> Path:
     """The run's artifacts folder, absolute (Ray workers and threads must not depend on the cwd)."""
-    work_dir = (Path("results") / "artifacts" / run_id).resolve()
+    work_dir = (ARTIFACTS_ROOT / run_id).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
     return work_dir
 
@@ -303,11 +317,14 @@ def _check_host_device(run_id: str, device: str, spec: ExecutorSpec) -> None:
 
 def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec()) -> str:
     """Finish the cases of `run_id` that have no record, with the config, filters, device and preset the run
-    started with. Raises RunBusyError while another orchestrator still runs it."""
+    started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run."""
     run = store.run(run_id)
-    device, cases = resumed_cases(run)
-    _check_host_device(run_id, device, spec)
-    with run_lease(run_id):
+    lease = RunLease(store)
+    with lease.held(run_id):  # first: a run held elsewhere is refused before anything else is done
+        if lease.took_over:
+            console.print(f"took over the lease of run {run_id} from {lease.took_over}", highlight=False)
+        device, cases = resumed_cases(run)
+        _check_host_device(run_id, device, spec)
         try:
             executor = make_executor(spec, device)
         except ExecutorError as exc:
@@ -315,10 +332,12 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
         try:
             console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
                           f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
-            attempt = store.start_resume(run_id)
+            attempt = store.start_resume(run_id, lease=lease.token)
         except BaseException:
             executor.close()
             raise
         ceilings = store.latest_ceilings(run.get("environment") or {})
-        run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt)
+        sweep_leftovers(console)
+        run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt,
+                  lease=lease)
     return run_id

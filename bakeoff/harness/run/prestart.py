@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from bakeoff.harness.run.leftovers import SPARE_TMP_PREFIX, owned_prefix
 from bakeoff.harness.run.worker.phases import BEGIN_MARKED, PhaseFile
 from bakeoff.harness.run.worker.spare import ENV_SPARE_DEVICE, ENV_SPARE_PROFILER
 
@@ -48,6 +49,9 @@ LATE_READ_PREFIXES: dict[str, tuple[str, ...]] = {
 # Read by the spare itself before its case arrives: a case must see the same values (the gate's policy is
 # read again when the case arrives: it only changes how the case times).
 FIXED_AT_START = ("BAKEOFF_GATE", "BAKEOFF_PARENT_PID")
+# The process's own temporary folder (inside its case folder, run/leftovers.py): where scratch files go, never
+# what a case measures; the spare takes the case's value (worker/spare.py resets tempfile's cached choice).
+PER_PROCESS = ("TMPDIR",)
 READY_TIMEOUT_S = 600.0  # longest wait for a spare still getting ready, in seconds
 POLL_S = 0.02
 ENV_PRESTART = "BAKEOFF_PRESTART"  # spares kept per slot; 0 = every worker starts fresh
@@ -59,7 +63,7 @@ def refusal(spawn_env: dict[str, str], case_env: dict[str, str], imported: list[
     """None when a spare started with `spawn_env`, having imported the watched modules `imported`, may run a
     case whose environment is `case_env`; else why not."""
     for name in sorted(set(spawn_env) | set(case_env)):
-        if spawn_env.get(name) == case_env.get(name):
+        if spawn_env.get(name) == case_env.get(name) or name in PER_PROCESS:
             continue
         if name in FIXED_AT_START:
             return f"{name} differs from the pre-started worker's"
@@ -91,8 +95,10 @@ class Spare:
 
     @classmethod
     def start(cls, env: dict[str, str], device: str, profiler: bool) -> "Spare":
-        folder = Path(tempfile.mkdtemp(prefix="bakeoff-spare-"))
-        spawn_env = {**env, ENV_SPARE_DEVICE: device, ENV_SPARE_PROFILER: "1" if profiler else "0"}
+        folder = Path(tempfile.mkdtemp(prefix=owned_prefix(SPARE_TMP_PREFIX)))  # swept if we are killed
+        (folder / "tmp").mkdir()  # its TMPDIR until its case's arrives: what it writes goes with the folder
+        spawn_env = {**env, ENV_SPARE_DEVICE: device, ENV_SPARE_PROFILER: "1" if profiler else "0",
+                     "TMPDIR": str(folder / "tmp")}
         with open(folder / "output.txt", "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", "--spare",
                                      str(folder / "ready.json")], env=spawn_env, stdin=subprocess.PIPE,

@@ -1,10 +1,11 @@
-"""Records read from the store as flat cases, with the keys and labels the reports group by."""
+"""Records read from the store as typed records (results/record.py) and as flat cases, with the keys and
+labels the reports group by."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from bakeoff.results.export import flatten
+from bakeoff.results.record import StoredRecord
 
 # A case is the same across runs when these match (the backend is the config's label).
 CASE_KEY = ("workload", "shape", "dtype", "backend")
@@ -12,11 +13,13 @@ CASE_KEY = ("workload", "shape", "dtype", "backend")
 
 @dataclass(frozen=True)
 class RunData:
-    """One run: its row from `runs` (environment included) and its records flattened (details merged)."""
+    """One run: its row from `runs` (environment included), its records flattened (`cases`: every field of
+    the record model by name, then legacy fields) and, when loaded from a store, typed (`records`)."""
 
     run: dict[str, Any]
     cases: list[dict[str, Any]] = field(default_factory=list)
     ceilings: dict[str, float] = field(default_factory=dict)
+    records: list[StoredRecord] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -28,11 +31,11 @@ class RunData:
 
 
 def load_run(store: Any, run_id: str) -> RunData:
-    """A run with its flattened records and the newest ceilings measured on its hardware."""
+    """A run with its typed and flattened records and the newest ceilings measured on its hardware."""
     run = store.run(run_id)
-    cases = [flatten(r) for r in store.records(run_id)]
+    records = store.case_records(run_id)
     ceilings = store.latest_ceilings(run.get("environment") or {})
-    return RunData(run, cases, ceilings)
+    return RunData(run, [r.flat() for r in records], ceilings, records)
 
 
 def case_key(case: dict[str, Any]) -> tuple[str, str, str, str]:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 from bakeoff.harness.measure.environment import environment
 from bakeoff.harness.run.case_process import execute_case
 from bakeoff.harness.run.executors import DeviceError, ExecutorError
+from bakeoff.harness.run.leftovers import RAY_TMP_PREFIX, owned_prefix, sweep_temporary
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.slots import Slot, gate_prefix
 from bakeoff.harness.run.staging import discard, final_dir, pack, staging_dir, unpack
@@ -51,7 +52,8 @@ def run_case_task(case_json: str) -> dict[str, Any]:
     The record names the node's hardware and fingerprint: a cluster may mix machines."""
     case = Case.from_json(case_json)
     slot = _node_slot(case.device)
-    with tempfile.TemporaryDirectory(prefix="bakeoff-ray-") as tmp:
+    _sweep_node()
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(RAY_TMP_PREFIX)) as tmp:
         record = execute_case(case, Path(tmp), slot=slot)
         try:
             files = pack(staging_dir(Path(tmp), case))
@@ -60,6 +62,13 @@ def run_case_task(case_json: str) -> dict[str, Any]:
     record["node_hardware_id"], record["node_fingerprint"] = _node_identity(
         slot.device or case.device, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return {"record": record, "artifacts": files}
+
+
+@functools.lru_cache(maxsize=1)
+def _sweep_node() -> None:
+    """Once per Ray worker process: delete what killed bakeoff processes left in this node's temporary folder
+    (harness/run/leftovers.py; a cancelled task's Ray worker is killed with its folders in place)."""
+    sweep_temporary()
 
 
 @functools.lru_cache(maxsize=None)

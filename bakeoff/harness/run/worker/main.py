@@ -3,16 +3,20 @@
 Run as ``python -m bakeoff.harness.run.worker.main CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` by the runner, with the
 backend's cache folders in the environment. PHASE is ``cold`` (the full case) or ``warm`` (compile only,
 reusing the caches the cold process filled, to measure warm compile time and verify the cache hit).
-The record is written to OUT_JSON atomically; anything that kills the process leaves no file and the
-runner records the crash.
+The record is written to OUT_JSON atomically, through the record model (results/record.py: a ColdOutput
+or a WarmOutput): a field the model lacks, or a value JSON cannot hold, makes a crash record naming it.
+Anything that kills the process leaves no file and the runner records the crash.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
+
+from bakeoff.results.record import ColdOutput, WarmOutput, invalid_fields
 
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.worker.phases import PhaseLog
@@ -94,18 +98,20 @@ def main(argv: list[str], phases: PhaseLog | None = None) -> int:
             raise
         record = error_record("runtime_error", exc)
     tmp = out_path.with_suffix(".part")
-    tmp.write_text(json.dumps(record, default=_json_default))
+    tmp.write_text(serialize(record, WarmOutput if phase == "warm" else ColdOutput))
     os.replace(tmp, out_path)
     phases.end()
     return 0
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "as_dict"):
-        return obj.as_dict()
-    if hasattr(obj, "__dict__"):
-        return obj.__dict__
-    return str(obj)
+def serialize(record: dict[str, Any], model: type[ColdOutput] | type[WarmOutput]) -> str:
+    """The phase's result as JSON through its model. One that does not fit (a field the model lacks, a value
+    of another type or one JSON cannot hold) becomes a crash record that names the fields."""
+    try:
+        return model.model_validate(record).model_dump_json(exclude_unset=True)
+    except ValidationError as exc:
+        reason = f"the worker's result does not fit the record model: {invalid_fields(exc)}"
+    return model(status="crash", reason=reason[:2000]).model_dump_json(exclude_unset=True)
 
 
 if __name__ == "__main__":

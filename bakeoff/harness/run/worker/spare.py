@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -93,6 +94,7 @@ def serve(ready_file: str) -> int:
     message = json.loads(line)
     os.environ.clear()
     os.environ.update(message["env"])
+    tempfile.tempdir = None  # chosen again from the case's TMPDIR (its case folder), should anything have asked
     if gate is not None:
         gate.rebind(os.environ.get(ENV_WAIT_FILE), os.environ.get(ENV_POLICY))
     from bakeoff.harness.run.worker.entry import run_case

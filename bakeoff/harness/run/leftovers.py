@@ -1,0 +1,60 @@
+"""Folders the harness makes for a case carry their owner in their name, so that what a killed process left
+behind can be deleted later, and only that.
+
+A case runs in a temporary folder (`bakeoff-case-*` in the system's temporary folder: the case file, the
+worker's output, its TMPDIR) and fills cache folders (`cache-*` under the run's artifacts folder); a
+pre-started worker waits in `bakeoff-spare-*` (run/prestart.py, its TMPDIR inside); a Ray task works in
+`bakeoff-ray-*`. They are deleted when the case ends, but not when the process that made them is killed
+with SIGKILL. Each name holds its maker's `ProcessId` tag; `sweep` deletes a folder whose maker ran on
+this machine and has ended. A folder made elsewhere (another host or container), or by a live process, or
+named without a tag, is left alone.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from bakeoff.harness.run.owner import ProcessId
+
+CASE_TMP_PREFIX = "bakeoff-case-"
+RAY_TMP_PREFIX = "bakeoff-ray-"
+SPARE_TMP_PREFIX = "bakeoff-spare-"
+CACHE_PREFIX = "cache-"
+
+
+def owned_prefix(prefix: str) -> str:
+    """A tempfile prefix naming this process as the owner: `prefix` + its tag + '-'."""
+    return f"{prefix}{ProcessId.current().tag()}-"
+
+
+def sweep(folder: Path, prefix: str) -> list[Path]:
+    """Delete the folders `prefix`* directly under `folder` whose owner has ended; returns them."""
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        owner = ProcessId.from_tag(path.name, prefix)
+        if owner is None or owner.alive() is not False or not path.is_dir() or path.is_symlink():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return removed
+
+
+def sweep_temporary() -> list[Path]:
+    """Case, spare and Ray task folders left in this machine's temporary folder by dead processes."""
+    tmp = Path(tempfile.gettempdir())
+    return sweep(tmp, CASE_TMP_PREFIX) + sweep(tmp, SPARE_TMP_PREFIX) + sweep(tmp, RAY_TMP_PREFIX)
+
+
+def sweep_run_folders(artifacts_root: Path) -> list[Path]:
+    """Cache folders left under each run's folder of `artifacts_root` by dead orchestrators."""
+    removed = []
+    for run_dir in sorted(artifacts_root.iterdir()) if artifacts_root.is_dir() else []:
+        if run_dir.is_dir():
+            removed += sweep(run_dir, CACHE_PREFIX)
+    return removed
