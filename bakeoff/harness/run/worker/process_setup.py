@@ -56,6 +56,8 @@ def warm_up_process(backend: Any, case: Any, case_graph: Graph, count_files: Any
     except Exception as exc:  # the case's own compile reports its failure; this costs only the split
         return {f"compile_process_setup{phase}_error": f"{type(exc).__name__}: {exc}"[:500]}
     seconds = time.perf_counter() - t0
-    return {f"compile_process_setup{phase}_s": seconds,
-            f"cache_files_setup{phase}": count_files(backend.cache_env) - before,
-            "compile_setup_in_case_reason": type(backend).warmup_in_case_reason}
+    out = {f"compile_process_setup{phase}_s": seconds,
+           f"cache_files_setup{phase}": count_files(backend.cache_env) - before}
+    if not phase:  # the same for both processes: said once, by the cold one
+        out["compile_setup_in_case_reason"] = type(backend).warmup_in_case_reason
+    return out
