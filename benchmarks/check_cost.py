@@ -72,7 +72,9 @@ def main() -> int:
             dtype = DTYPES[name]
             g = torch.Generator(device=args.device).manual_seed(0)
             ref = torch.randn(shape, dtype=torch.float64, device=args.device, generator=g)
-            out = (ref * (1 + 1e-3 * torch.randn(shape, dtype=torch.float64, device=args.device, generator=g))).to(dtype)
+            noise = torch.randn(shape, dtype=torch.float64, device=args.device, generator=g)
+            out = (ref * (1 + 1e-3 * noise)).to(dtype)
+            del noise
             eager = ref.to(dtype)
             before = timed(lambda: legacy_check(out, eager, ref), args.device, args.repeats)
             now = timed(lambda: check_outputs(graph, 0, [out], [eager], [ref]), args.device, args.repeats)

@@ -55,7 +55,8 @@ def cache_check(records: list[dict[str, Any]]) -> dict[str, Any]:
         "inductor_cold": sum(1 for r in compiled if r.get("adapter") == "inductor"),
         "warm_compiles": len(warm),
         "warm_hit": dict(collections.Counter(str(r.get("cache_hit_warm")) for r in warm)),
-        "warm_not_hit": [r["case_id"] for r in warm if r.get("adapter") != "eager" and r.get("cache_hit_warm") is False],
+        "warm_not_hit": [r["case_id"] for r in warm
+                         if r.get("adapter") != "eager" and r.get("cache_hit_warm") is False],
         "worker_starts": dict(collections.Counter(f"{r.get('worker_start')}/{r.get('worker_start_warm', '-')}"
                                                   for r in records if r.get("worker_start"))),
     }
@@ -96,12 +97,14 @@ def main() -> int:
     if args.run_log and Path(args.run_log).exists():
         summary["interrupted"] = "Resume with" in Path(args.run_log).read_text(errors="replace")
     console.print(f"overhead share {summary['overhead_share'] and round(summary['overhead_share'], 3)} (target 0.25); "
-                  f"{summary['cases_run']} cases in {args.run_s:.0f} s = {summary['cases_per_min'] or 0:.2f} cases/min; "
+                  f"{summary['cases_run']} cases in {args.run_s:.0f} s = "
+                  f"{summary['cases_per_min'] or 0:.2f} cases/min; "
                   f"wall {summary['wall_s_per_case'] or 0:.1f} s/case; noisy {summary['noisy']}; "
                   f"run cut short: {summary.get('interrupted')}", highlight=False)
     console.print(f"statuses: {summary['statuses']}", highlight=False)
     c = summary["cache"]
-    console.print(f"cache: {c['cold_compiles']} cold compiles, not empty before: {c['cold_cache_not_empty'] or 'none'}, "
+    console.print(f"cache: {c['cold_compiles']} cold compiles, not empty before: "
+                  f"{c['cold_cache_not_empty'] or 'none'}, "
                   f"with a hit: {c['cold_cache_hit'] or 'none'}; Inductor's own counter says miss in "
                   f"{c['inductor_cold_counter_miss']} of {c['inductor_cold']}; warm: {c['warm_hit']} "
                   f"(not a hit: {c['warm_not_hit'] or 'none'}); worker starts cold/warm: {c['worker_starts']}",

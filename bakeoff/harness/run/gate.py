@@ -7,7 +7,8 @@ waiting to time takes the turnstile, which stops new workers from entering, so t
 a stream of compiles.
 
 Lock files per device, `PREFIX.gate` and `PREFIX.turnstile` (and `PREFIX.timing`, below), locked with
-fcntl (POSIX record locks): the kernel drops them when the process dies, however it dies, and forked children never inherit them.
+fcntl (POSIX record locks): the kernel drops them when the process dies, however it dies, and forked
+children never inherit them.
 A worker never holds one lock while waiting for another except the turnstile, which is always taken
 first, and a timers_only timer's shared hold while it waits for `PREFIX.timing`, whose holders are timing
 and wait for nothing: so there is no deadlock. The time a worker spends waiting is written to `wait_file`,
