@@ -206,6 +206,12 @@ timeout_s: 20
 
 # Fields this CPU run cannot write, and where their writer is exercised instead.
 NOT_ON_THIS_RUN = {
+    # A training step's or a sweep's fields: their CLI runs (tests/test_grad_cli.py, tests/test_sweep.py) would
+    # end as `crash` naming the field if one were undeclared.
+    **dict.fromkeys(["output_errors", "worst_output"], "training steps and graphs of several outputs: test_grad_cli"),
+    **dict.fromkeys(["sweep", "sweep_compile_counter", "sweep_compiles", "sweep_dim", "sweep_point_budget_s",
+                     "sweep_points", "sweep_points_ok", "sweep_recompiled_at", "sweep_serve_s", "sweep_serving",
+                     "sweep_setup_s", "sweep_values"], "shape sweeps: test_sweep"),
     **dict.fromkeys(["device_span_ms", "device_span_p20_ms", "device_span_p80_ms", "device_span_iqr_rel",
                      "device_span_samples", "device_ms", "device_ms_p20", "device_ms_p80", "kernel_count",
                      "profiled_calls", "kernel_times", "eager_device_span_ms", "eager_device_span_p20_ms",
