@@ -98,6 +98,13 @@ def _worst(checks: list[SeedCheck]) -> SeedCheck:
     return max(checks, key=lambda c: c.vs_ref.rel_l2 if c.vs_ref else 0.0)
 
 
+def _verdict_fields(worst: SeedCheck, checks: list[SeedCheck]) -> dict[str, Any]:
+    """status, reason, err_ratio_vs_eager (of the worst seed's check) and checked_seeds."""
+    v = worst.verdict
+    return {"status": v.status if v else "mismatch", "reason": v.reason if v else "no output checked",
+            "err_ratio_vs_eager": v.err_ratio_vs_eager if v else None, "checked_seeds": [c.seed for c in checks]}
+
+
 def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
             eager_prepared: Any, phases: PhaseLog) -> dict[str, Any]:
     """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
@@ -195,10 +202,7 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
     except Exception as exc:
         return {**rec, **error_record("runtime_error", exc)}
     worst = _worst(checks)
-    rec["status"] = worst.verdict.status if worst.verdict else "mismatch"
-    rec["reason"] = worst.verdict.reason if worst.verdict else "no output checked"
-    rec["err_ratio_vs_eager"] = worst.verdict.err_ratio_vs_eager if worst.verdict else None
-    rec["checked_seeds"] = [c.seed for c in checks]
+    rec.update(_verdict_fields(worst, checks))
     rec["check_problems"] = sorted({p for c in checks for p in c.problems})
     rec.update(worst.worst_element)
     rec.update(per_output_fields(checks))

@@ -27,7 +27,7 @@ from bakeoff.harness.measure.figures import BACKEND_TARGET, measure_figures
 from bakeoff.harness.measure.timing import TimedCall
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.gate import timing_exclusive
-from bakeoff.harness.run.worker.cold import _check_seeds, _save_artifacts, _worst
+from bakeoff.harness.run.worker.cold import _check_seeds, _save_artifacts, _verdict_fields, _worst
 from bakeoff.harness.run.worker.inputs import make_inputs
 from bakeoff.harness.run.worker.phases import PhaseLog
 from bakeoff.harness.run.worker.process_setup import warm_up_process
@@ -113,10 +113,7 @@ def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _
     except Exception as exc:
         return {**point, **_error("runtime_error", exc)}
     worst = _worst(checks)
-    point["status"] = worst.verdict.status if worst.verdict else "mismatch"
-    point["reason"] = worst.verdict.reason if worst.verdict else "no output checked"
-    point["err_ratio_vs_eager"] = worst.verdict.err_ratio_vs_eager if worst.verdict else None
-    point["checked_seeds"] = [c.seed for c in checks]
+    point.update(_verdict_fields(worst, checks))
     stats = {}
     for prefix, suffix, s in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
                               ("eager_err", "vs_fp64", worst.eager_vs_ref)):
