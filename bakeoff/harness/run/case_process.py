@@ -113,6 +113,16 @@ class WorkerRun:
     fresh_reason: str | None = None
     warmup_overlap_compile_s: float | None = None  # spares getting ready while it compiled, seconds
 
+    def start_fields(self, suffix: str) -> dict[str, Any]:
+        """worker_start{suffix}, and where known its _reason and warmup_overlap_compile{suffix}_s; suffix is ""
+        for the cold worker, "_warm" for the warm one."""
+        out: dict[str, Any] = {f"worker_start{suffix}": self.start}
+        if self.fresh_reason:
+            out[f"worker_start{suffix}_reason"] = self.fresh_reason
+        if self.warmup_overlap_compile_s is not None:
+            out[f"warmup_overlap_compile{suffix}_s"] = self.warmup_overlap_compile_s
+        return out
+
 
 def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path | None,
                 workers: Workers | None, prestarter: Prestarter | None = None,
@@ -277,20 +287,12 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
                            base if (warm_planned or more_cases) else None)
         record = cold.record
         _add_phases(phases, cold.phases_s, "")
-        record["worker_start"] = cold.start
-        if cold.fresh_reason:
-            record["worker_start_reason"] = cold.fresh_reason
-        if cold.warmup_overlap_compile_s is not None:
-            record["warmup_overlap_compile_s"] = cold.warmup_overlap_compile_s
+        record.update(cold.start_fields(""))
         compiled = record.get("status") in ("ok", "mismatch")
         if warm_planned and compiled:
             warm = _run_worker(run_case, "warm", env, None, workers, prestarter, base if more_cases else None)
             _add_phases(phases, warm.phases_s, "warm_")
-            record["worker_start_warm"] = warm.start
-            if warm.fresh_reason:
-                record["worker_start_warm_reason"] = warm.fresh_reason
-            if warm.warmup_overlap_compile_s is not None:
-                record["warmup_overlap_compile_warm_s"] = warm.warmup_overlap_compile_s
+            record.update(warm.start_fields("_warm"))
             warm_tail = warm.record.pop("stderr_tail", None)
             if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
                 record["stderr_tail_warm"] = warm_tail
