@@ -157,23 +157,10 @@ def jax_figures(workload: str, preset: str, dtype: str, platform: str, calls: in
 # --- IREE's own benchmark tool ------------------------------------------------------------------------
 
 def iree_benchmark(figures: dict, workload: str, preset: str, device: str) -> dict:
-    import iree.compiler as ireec
-    import numpy as np
+    from iree_crosscheck import benchmark_compiled_ms
 
-    from iree_crosscheck import benchmark_module_ms
-
-    compiled, inputs = figures["_compiled"], figures["_inputs"]
     graph = _graph(workload, preset, "float32")
-    arts = compiled.artifacts()
-    with tempfile.TemporaryDirectory() as tmp:
-        vmfb = Path(tmp, "module.vmfb")
-        vmfb.write_bytes(ireec.compile_str(arts["stablehlo"], input_type="stablehlo", extra_args=arts["flags"]))
-        paths = []
-        for n, x in zip(graph.inputs, inputs):
-            p = Path(tmp, f"{n.attr('name')}.npy")
-            np.save(p, x.cpu().numpy())
-            paths.append(p)
-        times = benchmark_module_ms(vmfb, paths, "local-task" if device == "cpu" else "cuda", reps=10)
+    times = benchmark_compiled_ms(figures["_compiled"], graph, figures["_inputs"], device, reps=10)
     return {"iree_benchmark_module_ms": statistics.median(times), "repetitions": len(times)}
 
 

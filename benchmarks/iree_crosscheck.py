@@ -44,6 +44,23 @@ def benchmark_module_ms(vmfb: Path, inputs: list[Path], device: str, reps: int) 
     return [b["real_time"] * unit[b["time_unit"]] for b in runs if b.get("run_type") == "iteration"]
 
 
+def benchmark_compiled_ms(compiled, graph, inputs, device: str, reps: int = 10) -> list[float]:
+    """iree-benchmark-module's real time per call (ms, one value per repetition) on the module bakeoff's iree
+    backend compiled (its StableHLO and flags, compiled again to a .vmfb) and the same inputs (.npy files)."""
+    import iree.compiler as ireec
+
+    arts = compiled.artifacts()
+    with tempfile.TemporaryDirectory() as tmp:
+        vmfb = Path(tmp, "module.vmfb")
+        vmfb.write_bytes(ireec.compile_str(arts["stablehlo"], input_type="stablehlo", extra_args=arts["flags"]))
+        paths = []
+        for n, x in zip(graph.inputs, inputs):
+            p = Path(tmp, f"{n.attr('name')}.npy")
+            np.save(p, x.cpu().numpy())
+            paths.append(p)
+        return benchmark_module_ms(vmfb, paths, "local-task" if device == "cpu" else "cuda", reps=reps)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", default="layernorm_gelu")
@@ -51,7 +68,6 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
-    import iree.compiler as ireec
 
     w = builtin_workloads()[args.workload]
     graph = bind(w.graph, w.presets[args.preset], args.dtype)
@@ -64,16 +80,7 @@ def main() -> None:
         ours[flush] = measure([target], args.device, warmup_s=0.2, budget_s=2.0, min_reps=20, max_reps=2000,
                               target_iqr=0.02, flush_l2=flush)["iree"]
     arts = compiled.artifacts()
-    with tempfile.TemporaryDirectory() as tmp:
-        vmfb = Path(tmp, "module.vmfb")
-        vmfb.write_bytes(ireec.compile_str(arts["stablehlo"], input_type="stablehlo", extra_args=arts["flags"]))
-        paths = []
-        for n, x in zip(graph.inputs, inputs):
-            p = Path(tmp, f"{n.attr('name')}.npy")
-            np.save(p, x.cpu().numpy())
-            paths.append(p)
-        iree_device = "local-task" if args.device == "cpu" else "cuda"
-        theirs = benchmark_module_ms(vmfb, paths, iree_device, reps=10)
+    theirs = benchmark_compiled_ms(compiled, graph, inputs, args.device, reps=10)
     med = float(np.median(theirs))
     print(f"{args.workload} {args.preset} {args.dtype} on {args.device} (target {arts['target']}, "
           f"{arts['dispatch_count']} dispatches)")
