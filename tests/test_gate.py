@@ -23,6 +23,14 @@ if role == "busy":                    # a worker compiling: shared for its whole
     print("in", time.time(), flush=True)
     time.sleep(hold_s)
     print("out", time.time(), flush=True)
+elif role == "host":                  # a worker compiling on the host (Gate.host_work), then device work
+    gate.enter_shared()
+    with gate.host_work() as outside:
+        print("in", time.time(), flush=True)
+        time.sleep(hold_s)
+        print("out", time.time(), flush=True)
+    print("back", time.time(), flush=True)
+    print("outside", float(outside), flush=True)
 else:                                 # a worker that starts busy, then times
     gate.enter_shared()
     print("in", time.time(), flush=True)
@@ -126,3 +134,38 @@ def test_an_exclusive_timer_waits_for_busy_workers_of_any_policy(tmp_path):
     assert lo["timing"] < b["out"] and lo["waited"] < 1.0  # timers_only: not held off by a compile
     assert s["timing"] >= max(b["out"], lo["timed"])  # exclusive: after every busy worker and the other timer
     assert lo["timed"] <= s["timing"] or lo["timing"] >= s["timed"]  # never overlapping
+
+
+def test_beside_compiles_times_beside_host_compiles_but_not_beside_device_work(tmp_path):
+    """beside_compiles: a worker's host-side compile (Gate.host_work) does not hold off a beside_compiles
+    timer, its return to device work waits for that timer, and device work (a busy worker) still does hold
+    it off; an exclusive timer waits for the host-side compile too."""
+    prefix = tmp_path / "gpu-0"
+    host = start(prefix, "host", 3.0, tmp_path / "host.wait", "beside_compiles")
+    entered = host.stdout.readline()
+    timer = start(prefix, "timer", 1.5, tmp_path / "t.wait", "beside_compiles")
+    h, t = events(host, entered), events(timer)
+    assert h["outside"] == 1.0
+    assert t["timing"] < h["out"] and t["waited"] < 1.0  # timed while the other compiled on the host
+    assert h["back"] >= t["timed"] or h["back"] < t["timing"]  # device work never overlaps the timing
+
+    busy = start(prefix, "busy", 2.5, tmp_path / "busy.wait", "beside_compiles")
+    entered = busy.stdout.readline()
+    timer = start(prefix, "timer", 0.5, tmp_path / "t2.wait", "beside_compiles")
+    b, t = events(busy, entered), events(timer)
+    assert t["timing"] >= b["out"] and t["waited"] > 1.0  # device work holds a beside_compiles timer off
+
+    host = start(prefix, "host", 2.5, tmp_path / "host2.wait", "beside_compiles")
+    entered = host.stdout.readline()
+    strict = start(prefix, "timer", 0.5, tmp_path / "strict.wait", "exclusive")
+    h, s = events(host, entered), events(strict)
+    assert s["timing"] >= h["out"] and s["waited"] > 1.0  # exclusive: the host-side compile is waited for
+
+
+def test_host_work_keeps_the_shared_hold_under_the_other_policies(tmp_path):
+    prefix = tmp_path / "gpu-0"
+    host = start(prefix, "host", 2.5, tmp_path / "host.wait", "exclusive")
+    entered = host.stdout.readline()
+    timer = start(prefix, "timer", 0.5, tmp_path / "t.wait", "exclusive")
+    h, t = events(host, entered), events(timer)
+    assert h["outside"] == 0.0 and t["timing"] >= h["out"]

@@ -10,19 +10,35 @@ from bakeoff.harness.run.gate_policy import resolve_gate_policy
 ON = {"profile": True}
 
 
-def test_device_timed_headlines_keep_the_device_alone_from_other_cases_kernels():
+def test_on_a_gpu_auto_times_beside_host_compiles_and_says_why():
     for name in ("eager", "inductor", "tritongen", "tensorrt"):
-        events = backend_class(name).timed_with_events
-        assert events, name
-        policy, why = resolve_gate_policy("auto", "cuda:0", ON, events, name)
-        assert policy == "exclusive" and "CUPTI" in why and "kernels" in why and why.startswith("auto:")
+        cls = backend_class(name)
+        assert cls.timed_with_events, name
+        policy, why = resolve_gate_policy("auto", "cuda:0", ON, True, name, cls.compile_times_on_device({}))
+        assert policy == "beside_compiles" and "CUPTI" in why and why.startswith("auto:"), why
+        assert "host clock" not in why
 
 
 @pytest.mark.parametrize("name", ["xla", "iree", "onnxruntime"])
-def test_host_timed_backends_keep_the_device_alone(name):
-    events = backend_class(name).timed_with_events
-    policy, why = resolve_gate_policy("auto", "cuda:0", ON, events, name)
-    assert (policy, events) == ("exclusive", False) and "host clock" in why and name in why
+def test_host_timed_backends_say_their_timer_reads_the_host_clock(name):
+    cls = backend_class(name)
+    policy, why = resolve_gate_policy("auto", "cuda:0", ON, cls.timed_with_events, name,
+                                      cls.compile_times_on_device({}))
+    assert (policy, cls.timed_with_events) == ("beside_compiles", False) and "host clock" in why and name in why
+
+
+@pytest.mark.parametrize("name, options, device_timing", [
+    ("eager", {}, False), ("inductor", {}, False), ("inductor", {"mode": "reduce-overhead"}, False),
+    ("inductor", {"mode": "max-autotune"}, True), ("inductor", {"options": {"max_autotune": True}}, True),
+    ("tritongen", {}, True), ("tritongen", {"autotune": False}, False), ("xla", {}, True),
+    ("xla", {"xla_flags": "--xla_gpu_autotune_level=0"}, False), ("iree", {}, False),
+    ("onnxruntime", {}, False), ("tensorrt", {}, True)])
+def test_a_compile_that_times_on_the_device_holds_the_gate_and_the_reason_says_so(name, options, device_timing):
+    cls = backend_class(name)
+    reason = cls.compile_times_on_device(options)
+    assert (reason is not None) == device_timing, (name, options, reason)
+    why = resolve_gate_policy("auto", "cuda:0", ON, cls.timed_with_events, name, reason)[1]
+    assert ("its own compile holds the gate" in why) == device_timing
 
 
 def test_cpu_and_unprofiled_cases_keep_the_device_alone():
@@ -34,6 +50,6 @@ def test_cpu_and_unprofiled_cases_keep_the_device_alone():
 def test_an_explicit_policy_is_kept_and_a_wrong_one_refused():
     assert resolve_gate_policy("exclusive", "cuda:0", ON, True, "inductor") == ("exclusive", "timing.gate is exclusive")
     assert resolve_gate_policy("timers_only", "cpu", ON, False, "xla")[0] == "timers_only"
-    with pytest.raises(ValueError, match="auto, exclusive, timers_only"):
+    with pytest.raises(ValueError, match="auto, exclusive, timers_only, beside_compiles"):
         resolve_gate_policy("sometimes", "cpu", ON, True, "eager")
     assert TimingConfig().gate == "auto"

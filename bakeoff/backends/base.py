@@ -186,6 +186,15 @@ class Backend(ABC):
             return f"{self.name} does not support {dtype}"
         return None
 
+    @classmethod
+    def compile_times_on_device(cls, options: Mapping[str, Any] | BackendOptions | None) -> str | None:
+        """Why a compile with `options` times work on the device (autotuning: candidate kernels or tactics
+        timed while compiling), or None when it is host work and at most a first run of what it built. Under
+        the `beside_compiles` timing gate (harness/run/gate.py) a compile that returns None runs while other
+        cases time; one that returns a reason holds the gate like any device work. A backend that says
+        nothing is taken to time on the device."""
+        return f"{cls.name} does not declare its compile free of device timing"
+
     # Why this backend serves a shape sweep with one compile per shape (backends/sweep.py), in words.
     sweep_per_shape_reason: ClassVar[str] = "the adapter has no dynamic-shape path"
 

@@ -15,6 +15,10 @@ class EagerBackend(Backend):
     grad = True
     grad_graph_capturable = True
 
+    @classmethod
+    def compile_times_on_device(cls, options: Any) -> str | None:
+        return None  # nothing is compiled: the graph runs op by op
+
     def serve_sweep(self, spec: Any, device: str, options: dict[str, Any]) -> Any:
         """No compile: the PyTorch lowering is built per shape (Python, no compiler), and counted as none."""
         from bakeoff.backends.sweep import PerShapeServer

@@ -203,6 +203,10 @@ class IreeBackend(Backend):
                               "shape export is wired to iree-compile)")
     name = "iree"
     Options = IreeOptions
+
+    @classmethod
+    def compile_times_on_device(cls, options: Any) -> str | None:
+        return None  # iree-compile is a host process; the device sees the first run only
     grad = True  # from the StableHLO of JAX's jitted jax.vjp step, the forward's route
 
     @classmethod

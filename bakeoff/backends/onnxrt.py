@@ -247,6 +247,12 @@ class OnnxRuntimeBackend(Backend):
     Options = OrtOptions
 
     @classmethod
+    def compile_times_on_device(cls, options: Any) -> str | None:
+        """The session is built on the host; the CUDA provider's one device search (cuDNN's convolution
+        algorithms) has no convolution to search in these workloads."""
+        return None
+
+    @classmethod
     def available(cls) -> str | None:
         try:
             import onnxruntime  # noqa: F401

@@ -215,6 +215,10 @@ class TensorRTBackend(Backend):
     sweep_per_shape_reason = ("one engine per shape: this adapter does not build a dynamic-shape engine with an "
                               "optimization profile yet")
     name = "tensorrt"
+
+    @classmethod
+    def compile_times_on_device(cls, options: Any) -> str | None:
+        return "TensorRT's builder times tactics on the device while it builds the engine"
     grad_reason = "is inference only: TensorRT builds engines for the forward pass and has no backward or autodiff"
     devices = frozenset({"cuda"})
     cache_env = (CACHE_ENV,)

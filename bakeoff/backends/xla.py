@@ -199,6 +199,15 @@ class XlaBackend(Backend):
     name = "xla"
     cache_env = (_CACHE_ENV,)
     Options = XlaOptions
+
+    @classmethod
+    def compile_times_on_device(cls, options: Any) -> str | None:
+        """XLA's GPU autotuner times GEMM and fusion candidates while compiling, unless
+        --xla_gpu_autotune_level=0 is in the case's xla_flags."""
+        flags = (cls.parse_options(options).xla_flags or "").split()
+        if "--xla_gpu_autotune_level=0" in flags:
+            return None
+        return "XLA's GPU autotuner times GEMM and fusion candidates on the device while compiling"
     grad = True
     warmup_in_case_reason = ("JAX reads its persistent compilation cache's folder once per process, when the "
                              "cache is first used: a warm-up in a folder of its own would put the case's "

@@ -322,8 +322,9 @@ class TimingFields(_Group):
     sm_clock_error: str | None = doc("why the SM clock was not (fully) sampled")
     # the timing gate (harness/run/gate.py)
     gate: str | None = doc("the device's timing gate")
-    gate_policy: Literal["exclusive", "timers_only"] | None = doc(
-        "exclusive: nothing else on the device while a case times; timers_only: only timing phases serialized")
+    gate_policy: Literal["exclusive", "timers_only", "beside_compiles"] | None = doc(
+        "exclusive: nothing else on the device while a case times; timers_only: only timing phases serialized; "
+        "beside_compiles: no other device work while it times, other cases' host-side compiles go on")
     gate_policy_reason: str | None = doc("why the case ran under that policy (run/gate_policy.py; `auto` resolved)")
     gate_wait_s: float | None = doc("seconds waited for the timing gate before timing")
     timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held "

@@ -48,10 +48,11 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
                                                   help="Ray cluster to join (default: start a local instance)"),
         wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
         gate: Optional[str] = typer.Option(None, "--gate", help="Timing gate policy, overriding the config's "
-                                           "timing.gate: auto (the default: timers_only where the headline and "
-                                           "the timer read the device's clock, else exclusive), exclusive "
-                                           "(nothing else runs on the device while a case times) or timers_only "
-                                           "(only timing phases are serialized)"),
+                                           "timing.gate: auto (the default: beside_compiles on a GPU with the "
+                                           "CUPTI pass, else exclusive), exclusive (nothing else runs on the "
+                                           "device while a case times), beside_compiles (other cases' device "
+                                           "work waits, their host-side compiles do not) or timers_only (only "
+                                           "timing phases are serialized)"),
         db: Optional[str] = DB_OPTION) -> None:
     """Run a benchmark config and print its summary table.
 

@@ -67,10 +67,11 @@ class TimingConfig(_Strict):
     profile_calls: int = Field(20, ge=3, le=10_000)
     sustained_s: float = Field(0.0, ge=0, le=600)
     # What a timing phase waits for (harness/run/gate.py): exclusive = every other worker on the device;
-    # timers_only = only other timing phases; auto = timers_only where the headline and the timer read the
-    # device's clock, else exclusive (run/gate_policy.py). profiler_warmup: start CUPTI in the pre-started worker.
-    gate: Literal["auto", "exclusive", "timers_only"] = "auto"
-    profiler_warmup: bool = False
+    # timers_only = only other timing phases; beside_compiles = every other worker's device work, not its
+    # host-side compiles and imports; auto = beside_compiles on a GPU with the CUPTI pass, else exclusive
+    # (run/gate_policy.py). profiler_warmup: start CUPTI in the pre-started worker, before the case.
+    gate: Literal["auto", "exclusive", "timers_only", "beside_compiles"] = "auto"
+    profiler_warmup: bool = True
 
     @model_validator(mode="after")
     def _reps(self) -> "TimingConfig":

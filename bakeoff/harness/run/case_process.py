@@ -323,10 +323,11 @@ def _gate_policy(case: Case) -> tuple[str, str]:
     from bakeoff.backends import backend_class
 
     try:
-        events = bool(backend_class(case.backend).timed_with_events)
+        cls = backend_class(case.backend)
+        events, on_device = bool(cls.timed_with_events), cls.compile_times_on_device(case.options)
     except Exception:  # noqa: BLE001 - a backend that cannot load fails on its own; time it alone meanwhile
-        events = False
-    return resolve_gate_policy(case.timing.get("gate"), case.device, case.timing, events, case.backend)
+        return "exclusive", f"{case.backend} could not be loaded to choose a policy: it times alone"
+    return resolve_gate_policy(case.timing.get("gate"), case.device, case.timing, events, case.backend, on_device)
 
 
 def references_dir(work_dir: Path) -> Path:

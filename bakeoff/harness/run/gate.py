@@ -10,8 +10,9 @@ Lock files per device, `PREFIX.gate` and `PREFIX.turnstile` (and `PREFIX.timing`
 fcntl (POSIX record locks): the kernel drops them when the process dies, however it dies, and forked
 children never inherit them.
 A worker never holds one lock while waiting for another except the turnstile, which is always taken
-first, and a timers_only timer's shared hold while it waits for `PREFIX.timing`, whose holders are timing
-and wait for nothing: so there is no deadlock. The time a worker spends waiting is written to `wait_file`,
+first; a timers_only timer's shared hold while it waits for `PREFIX.timing`, whose holders are timing
+and wait for nothing; and an exclusive timer's gate while it waits for `PREFIX.compiling`, whose holders
+wait for nothing before they drop it: so there is no deadlock. The time a worker spends waiting is written to `wait_file`,
 so the orchestrator can leave it out of the worker's timeout.
 
 The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix),
@@ -25,6 +26,14 @@ device may mix them and an exclusive timer still has the device alone:
 - ``timers_only``: the worker keeps its shared hold and takes a third lock, `PREFIX.timing`, exclusively:
   it waits only for other timing phases (and for an exclusive timer, which holds the gate alone), while
   compiles, imports and checks of other workers go on.
+- ``beside_compiles``: times as ``exclusive`` (no other worker's device work: inputs, eager baselines,
+  references, checks, timing), but a worker of this policy leaves its shared hold while it does host work
+  that launches no more than a first run on the device: a compile by a compiler that times nothing on the
+  device (`Backend.compile_times_on_device`), and a spare's imports. Meanwhile it holds a fourth lock,
+  `PREFIX.compiling`, shared, so an ``exclusive`` timer (which takes it exclusively after the gate) still
+  has the device and the host alone, while a ``beside_compiles`` timer does not wait for it.
+  Starting host work goes through the turnstile, so a waiting exclusive timer is not starved either; host
+  work ends by dropping `PREFIX.compiling` before rejoining the gate, so nothing waits while holding it.
 """
 from __future__ import annotations
 
@@ -39,7 +48,7 @@ from typing import Callable, Iterator
 ENV_PREFIX = "BAKEOFF_GATE"
 ENV_WAIT_FILE = "BAKEOFF_GATE_WAIT"
 ENV_POLICY = "BAKEOFF_GATE_POLICY"
-POLICIES = ("exclusive", "timers_only")  # what a worker runs under; `auto` resolves to one
+POLICIES = ("exclusive", "timers_only", "beside_compiles")  # what a worker runs under; `auto` resolves to one
 
 
 @dataclass
@@ -63,6 +72,8 @@ class Gate:
         self._gate = _open_shared(self.prefix + ".gate")
         self._turnstile = _open_shared(self.prefix + ".turnstile")
         self._timing = _open_shared(self.prefix + ".timing")
+        self._compiling = _open_shared(self.prefix + ".compiling")
+        self.host_work_s = 0.0  # seconds spent in host_work() outside the gate (beside others' timing)
 
     def _lock(self, fd: int, mode: int) -> None:
         """Take `mode` on `fd`, counting the time it takes as waiting."""
@@ -107,6 +118,29 @@ class Gate:
             self.policy = policy
 
     @contextmanager
+    def host_work(self) -> Iterator[bool]:
+        """Under `beside_compiles`, do the body outside the gate (others may time meanwhile) and holding
+        `PREFIX.compiling` shared (an `exclusive` timer still waits for it); yields True then. Under the other
+        policies the body keeps the shared hold and this yields False. The caller must hold the gate
+        shared on entry, and holds it again on exit."""
+        if self.policy != "beside_compiles":
+            yield False
+            return
+        fcntl.lockf(self._gate, fcntl.LOCK_UN)
+        self._lock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            self._lock(self._compiling, fcntl.LOCK_SH)
+        finally:
+            fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
+        t0 = time.time()
+        try:
+            yield True
+        finally:
+            self.host_work_s += time.time() - t0
+            fcntl.lockf(self._compiling, fcntl.LOCK_UN)
+            self.enter_shared()
+
+    @contextmanager
     def exclusive(self) -> Iterator["Gate"]:
         """Time: under `exclusive`, leave the shared hold, wait until every other worker has left theirs, run
         the body, then rejoin as shared; under `timers_only`, keep the shared hold and wait only for other
@@ -124,11 +158,18 @@ class Gate:
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
             self._lock(self._gate, fcntl.LOCK_EX)
-            start = time.time()
+            alone = self.policy == "exclusive"  # and the host: no beside_compiles worker's compile either
             try:
-                yield self
+                if alone:
+                    self._lock(self._compiling, fcntl.LOCK_EX)
+                start = time.time()
+                try:
+                    yield self
+                finally:
+                    self.windows.append((start, time.time()))
+                    if alone:
+                        fcntl.lockf(self._compiling, fcntl.LOCK_UN)
             finally:
-                self.windows.append((start, time.time()))
                 fcntl.lockf(self._gate, fcntl.LOCK_UN)
         finally:
             fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
@@ -138,6 +179,17 @@ class Gate:
         """For the record: seconds waited for the gate so far and the exclusive windows (epoch seconds)."""
         return {"gate": self.prefix, "gate_policy": self.policy, "gate_wait_s": self.waited_s,
                 "timing_windows": [list(w) for w in self.windows]}
+
+
+@contextmanager
+def host_work() -> Iterator[bool]:
+    """This worker's host-only work (see Gate.host_work); yields whether it ran outside the gate."""
+    gate = current_gate()
+    if gate is None:
+        yield False
+        return
+    with gate.host_work() as outside:
+        yield outside
 
 
 def _share(change: Callable[[], None]) -> None:

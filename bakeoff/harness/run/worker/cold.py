@@ -22,7 +22,7 @@ from bakeoff.harness.run.worker.shared_reference import shared_reference
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, latency_fields, measure_figures  # noqa: F401
 from bakeoff.harness.measure.timing import TimedCall
-from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record
+from bakeoff.harness.run.worker.steps import compile_and_first_run, compiling, count_cache_files, error_record
 from bakeoff.workloads.grad import step_output_names
 
 
@@ -114,7 +114,8 @@ def _timing(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eag
         with LoadWatch(case.device) as load:
             out = _measure_all(case, backend, compiled, prepared, eager, eager_prepared, phases)
     out.update(load.fields())  # what else ran meanwhile, then the quality judged from it and the samples
-    out.update(assess_noise(out, case.timing["target_iqr"], paired=case.backend != "eager"))
+    host_clock = not (case.device.startswith("cuda") and backend.timed_with_events)
+    out.update(assess_noise(out, case.timing["target_iqr"], paired=case.backend != "eager", host_clock=host_clock))
     return {**out, **(gate.summary() if gate is not None else {})}
 
 
@@ -181,12 +182,12 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
     group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases, case.grad)
     rec["reference_source"] = {str(case.seeds[0]): group.source}
     rec["cache_files_before_cold"] = count_cache_files(backend.cache_env)  # 0: its own, empty folders
-    with phases.phase("compile_setup"):
+    with phases.phase("compile_setup"), compiling(backend, case):
         rec.update(warm_up_process(backend, case, graph, count_cache_files))  # the process's one-time start
     cache_before = count_cache_files(backend.cache_env)
     poison_allocator(graph, case.device, case.grad)
     try:
-        with phases.phase("compile"):
+        with phases.phase("compile"), compiling(backend, case):
             compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
     except Exception as exc:
         return {**rec, **error_record("compile_error", exc)}

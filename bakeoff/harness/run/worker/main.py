@@ -20,7 +20,7 @@ from bakeoff.results.record import ColdOutput, WarmOutput, invalid_fields
 
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.steps import compile_and_first_run, count_cache_files, error_record, limit_host_memory
+from bakeoff.harness.run.worker.steps import compile_and_first_run, compiling, count_cache_files, error_record, limit_host_memory
 
 
 def init_device(device: str) -> None:
@@ -58,12 +58,12 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     with phases.phase("eager_baseline"):
         eager_out = get_backend("eager").compile_case(graph, specs, case.device, {}, case.grad)(*inputs)
     group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases, case.grad)
-    with phases.phase("compile_setup"):
+    with phases.phase("compile_setup"), compiling(backend, case):
         setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
     poison_allocator(graph, case.device, case.grad)
-    with phases.phase("compile"):
+    with phases.phase("compile"), compiling(backend, case):
         compiled, _, raw, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
     after = count_cache_files(backend.cache_env)
     with phases.phase("output_check"):  # `warm_output_check` in the record

@@ -22,7 +22,9 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any, Callable, ContextManager
 
 ENV_SPARE_DEVICE = "BAKEOFF_SPARE_DEVICE"  # the device to make a context on ("cpu": none)
 ENV_SPARE_PROFILER = "BAKEOFF_SPARE_PROFILER"  # "1": start the profiler (CUPTI) once while getting ready
@@ -33,17 +35,21 @@ WATCHED_MODULES = ("torch._inductor", "torch._dynamo", "triton", "jax", "jaxlib"
                    "iree.runtime", "onnxruntime", "tensorrt")
 
 
-def get_ready(device: str, profiler: bool) -> dict[str, float]:
-    """Import what every case needs and make the device's context. Returns seconds per step."""
+def get_ready(device: str, profiler: bool,
+              host_work: Callable[[], ContextManager[Any]] = nullcontext) -> dict[str, float]:
+    """Import what every case needs and make the device's context. Returns seconds per step. The imports
+    run inside `host_work()` (the gate's Gate.host_work: beside other cases' timing under `beside_compiles`);
+    the context and the profiler's start are device work, inside the gate."""
     t0 = time.perf_counter()
-    import torch
+    with host_work():
+        import torch
 
-    import bakeoff.harness.run.worker.cold  # noqa: F401  (the measuring code, numpy, scipy)
-    import bakeoff.harness.run.worker.main  # noqa: F401
-    from bakeoff.backends import REGISTRY, backend_class
+        import bakeoff.harness.run.worker.cold  # noqa: F401  (the measuring code, numpy, scipy)
+        import bakeoff.harness.run.worker.main  # noqa: F401
+        from bakeoff.backends import REGISTRY, backend_class
 
-    for name in REGISTRY:  # adapter modules only: they import their compiler lazily, in compile()
-        backend_class(name)
+        for name in REGISTRY:  # adapter modules only: they import their compiler lazily, in compile()
+            backend_class(name)
     t1 = time.perf_counter()
     steps = {"imports": t1 - t0}
     if device.startswith("cuda") and torch.cuda.is_available():
@@ -79,7 +85,8 @@ def serve(ready_file: str) -> int:
     gate = current_gate()
     if gate is not None:
         gate.enter_shared()  # importing is a load on the CPU: never while someone on this device times
-    steps = get_ready(os.environ.get(ENV_SPARE_DEVICE, "cpu"), os.environ.get(ENV_SPARE_PROFILER) == "1")
+    steps = get_ready(os.environ.get(ENV_SPARE_DEVICE, "cpu"), os.environ.get(ENV_SPARE_PROFILER) == "1",
+                      gate.host_work if gate is not None else nullcontext)
     if gate is not None:
         gate.leave_shared()  # idle from here: a spare must not hold off anyone's timing while it waits
     watched = sorted(m for m in WATCHED_MODULES if m in sys.modules)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from bakeoff.harness.plan.cases import Case
 
@@ -98,3 +99,17 @@ def compile_seconds(compiled, total_s: float, first_run_s: float) -> float:
         return total_s
     info.stages_s.setdefault("first_run", first_run_s)
     return sum(float(info.stages_s[s]) for s in named)
+
+
+@contextmanager
+def compiling(backend: Any, case: Case) -> Iterator[None]:
+    """A compile step of `case` (the process warm-up or the case's compile and first run): outside the device's
+    gate under the `beside_compiles` policy when the backend's compile times nothing on the device
+    (Backend.compile_times_on_device), so other cases may time meanwhile; inside it otherwise."""
+    from bakeoff.harness.run.gate import host_work
+
+    if type(backend).compile_times_on_device(case.options) is not None:
+        yield
+        return
+    with host_work():
+        yield
