@@ -67,6 +67,20 @@ def test_a_spare_gets_ready_without_importing_any_compiler(tmp_path):
     assert not spare.folder.exists()
 
 
+def test_starting_the_profiler_imports_no_compiler():
+    """torch.profiler's class imports Inductor when it starts (`hasattr(torch, "_inductor")`); the spare's
+    profiler start must not, or no Inductor or Triton case could take a spare."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from bakeoff.harness.run.worker.spare import WATCHED_MODULES, start_profiler_once\n"
+            "start_profiler_once('cuda:0' if torch.cuda.is_available() else 'cpu')\n"
+            "print(sorted(m for m in WATCHED_MODULES if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
 def _graph(name: str = "layernorm_gelu"):
     w = builtin_workloads()[name]
     return bind(w.graph, w.presets["smoke"], "float32")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from contextlib import nullcontext
 import signal
 import sys
 import time
@@ -46,7 +47,8 @@ def run_case(argv: list[str], started_at: float) -> int:
         phases.add("process_start", max(started_at - born, 0.0))
     if gate is not None:
         gate.enter_shared()
-    with phases.phase("imports"):
+    # Importing is host work: beside other cases' timing under `beside_compiles` (harness/run/gate.py).
+    with phases.phase("imports"), (gate.host_work() if gate is not None else nullcontext()):
         import bakeoff.harness.run.worker.cold  # noqa: F401  (torch and the measuring code)
         from bakeoff.harness.run.worker.main import main as worker_main
     return worker_main(argv, phases)

@@ -3,7 +3,8 @@
 Getting ready is what every fresh worker does first and what measures nothing: start the interpreter,
 import torch and the measuring code, create the device's context (and, when asked, start CUPTI once). A
 spare does it while the case before it still runs, holding the device's gate shared as a busy worker does
-(so it never overlaps a timing phase), then leaves the gate, writes READY_FILE and waits on stdin.
+(so its device work never overlaps a timing phase; under `beside_compiles` its imports and the profiler's
+start are host work, harness/run/gate.py), then leaves the gate, writes READY_FILE and waits on stdin.
 
 It imports no compiler: no backend's compiler (Triton, JAX, IREE, ONNX Runtime, TensorRT), nor torch's
 Inductor and Dynamo, so every variable a case sets for them (its empty cache folders, TRITON_INTERPRET,
@@ -61,21 +62,29 @@ def get_ready(device: str, profiler: bool,
         steps["device_init"] = time.perf_counter() - t1
         if profiler:
             t2 = time.perf_counter()
-            start_profiler_once(device)
+            with host_work():  # CUPTI's libraries and buffers, and one 16-element kernel: like a first run
+                start_profiler_once(device)
             steps["profiler_start"] = time.perf_counter() - t2
     return steps
 
 
 def start_profiler_once(device: str) -> None:
-    """One short torch.profiler session on a trivial kernel, so the first profiled pass of the case does not
-    pay CUPTI's start-up (library load, activity buffers)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    """One short profiler session on a trivial kernel, so the first profiled pass of the case does not pay
+    CUPTI's start-up (library load, activity buffers: about 5 s on the H200, benchmarks/profiler_cost.py).
 
+    Through torch.autograd.profiler.profile, which starts the same Kineto/CUPTI session as torch.profiler's
+    class: the latter's start asks `hasattr(torch, "_inductor")`, and torch's lazy module attribute imports
+    Inductor (and Dynamo) to answer, which would make this spare unusable for every Inductor and Triton case
+    (WATCHED_MODULES)."""
+    import torch
+    from torch.autograd.profiler import profile
+
+    cuda = device.startswith("cuda")
     x = torch.ones(16, device=device)
-    with profile(activities=[ProfilerActivity.CUDA]):
+    with profile(use_device="cuda" if cuda else None):
         x.add_(1)
-        torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize()
 
 
 def serve(ready_file: str) -> int:
