@@ -94,7 +94,7 @@ def print_agreement(rows: list[dict]) -> None:
 
 def reproducibility(dtype: str, repeats: int, workload: str, backend: str) -> dict:
     text = (f"name: repro\ndevice: cuda\npreset: gpu\ndtypes: [{dtype}]\nworkloads: [{workload}]\n"
-            f"backends: {{{backend}: {{}}}}\nseeds: [0]\ncompile: {{warm: false}}\n"
+            f"backends: {{{backend}: {{}}}}\nseeds: [0, 1]\ncompile: {{warm: false}}\n"
             "timing: {warmup_s: 0.1, budget_s: 1.0, min_reps: 20, target_iqr: 0.02}\n")
     cfg, where = parse_config(text, "<repro>")
     (case,) = plan_cases(cfg, resolve_workloads(cfg, where, "gpu"), "cuda")
@@ -123,7 +123,8 @@ def main() -> None:
     ap.add_argument("--no-ceilings", action="store_true", help="skip 3.")
     args = ap.parse_args()
     out = os.environ.get("OUT")
-    rows = agreement(args.dtype, tuple(args.backend or BACKENDS))
+    ap_skip = os.environ.get("SKIP_AGREEMENT") == "1"  # 2. alone (the agreement already ran in this session)
+    rows = [] if ap_skip else agreement(args.dtype, tuple(args.backend or BACKENDS))
     print_agreement(rows)
     if args.agreement_only:
         if out:
