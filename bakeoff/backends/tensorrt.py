@@ -168,7 +168,7 @@ class TrtCompiled(Compiled):
         if missing:
             raise RuntimeError(f"tensorrt: engine lacks outputs {missing}; it has {io}")
         self._bound: Any = None   # the prepared tuple whose addresses the context holds
-        # dynamic: the engine's inputs have -1 axes (one optimization profile); prepare sets each input's shape on
+        # dynamic: the engine's inputs have -1 axes (one optimization profile); prepare sets those inputs' shapes on
         # the context (set_input_shape) and reads the output shapes back from it (context.get_tensor_shape).
         self.dynamic = dynamic
 
@@ -184,14 +184,14 @@ class TrtCompiled(Compiled):
             if x.device.type != "cuda" or x.dtype != TORCH_DTYPES[node.dtype] or (
                     want_index is not None and x.device.index != want_index):
                 raise ValueError(f"input {name!r}: expected {self.device} {node.dtype}, got {x.device} {x.dtype}")
-            if name in self.engine_inputs and self.dynamic:
-                if not self.context.set_input_shape(name, tuple(x.shape)):
-                    raise ValueError(f"input {name!r}: shape {list(x.shape)} is outside the engine's optimization "
-                                     f"profile {self.engine.get_tensor_profile_shape(name, 0)}")
-            elif name in self.engine_inputs:
-                # Static shapes: the engine reads exactly this many elements from the bound address.
+            if name in self.engine_inputs:
                 shape = tuple(self.engine.get_tensor_shape(name))
-                if tuple(x.shape) != shape:
+                if -1 in shape:   # a dynamic axis (an optimization profile's): the context takes this shape
+                    if not self.context.set_input_shape(name, tuple(x.shape)):
+                        raise ValueError(f"input {name!r}: shape {list(x.shape)} is outside the engine's "
+                                         f"optimization profile {self.engine.get_tensor_profile_shape(name, 0)}")
+                elif tuple(x.shape) != shape:
+                    # Static shapes: the engine reads exactly this many elements from the bound address.
                     raise ValueError(f"input {name!r}: engine expects shape {list(shape)}, got {list(x.shape)}")
             ins.append(x.contiguous())
         outs = []
