@@ -130,7 +130,15 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
 
     class Network:
         def __init__(self, flags):
-            self.flags, self.io = flags, []
+            self.flags, self.io, self.model = flags, [], None
+
+        @property
+        def num_inputs(self):
+            return sum(1 for _, mode, *_ in self.io if mode is trt.TensorIOMode.INPUT)
+
+        def get_input(self, i):
+            name, _, _, shape = [t for t in self.io if t[1] is trt.TensorIOMode.INPUT][i]
+            return SimpleNamespace(name=name, shape=shape)
 
     class OnnxParser:
         num_errors = 0
@@ -143,9 +151,12 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
             model = onnx.load_from_string(model_bytes)   # a real ONNX model must arrive
             def io(vi, mode):
                 t = vi.type.tensor_type
-                return (vi.name, mode, elem[t.elem_type], tuple(d.dim_value for d in t.shape.dim))
+                # a dim_param (a dynamic axis) is -1, as TensorRT's parser reports it
+                return (vi.name, mode, elem[t.elem_type],
+                        tuple(-1 if d.dim_param else d.dim_value for d in t.shape.dim))
             self.network.io = ([io(v, trt.TensorIOMode.INPUT) for v in model.graph.input]
                                + [io(v, trt.TensorIOMode.OUTPUT) for v in model.graph.output])
+            self.network.model = model
             calls.append(("parse", len(model_bytes)))
             return True
 
@@ -161,6 +172,7 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
         def __init__(self):
             self.builder_optimization_level = 3
             self.flags = {trt.BuilderFlag.TF32}   # TensorRT enables TF32 by default
+            self.profiles = []
 
         def set_flag(self, f):
             calls.append(("set_flag", f.name))
@@ -179,6 +191,11 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
             if blob and not blob.startswith(b"CACHE:"):
                 raise RuntimeError("Error Code 1: Serialization (corrupt timing cache)")
             return TimingCache(blob)
+
+        def add_optimization_profile(self, profile):
+            calls.append(("add_optimization_profile", dict(profile.shapes)))
+            self.profiles.append(profile)
+            return len(self.profiles) - 1
 
         def set_timing_cache(self, cache, ignore_mismatch):
             calls.append(("set_timing_cache", cache.blob, ignore_mismatch))
@@ -200,14 +217,57 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
         def create_builder_config(self):
             return Config()
 
+        def create_optimization_profile(self):
+            calls.append(("create_optimization_profile",))
+            return Profile()
+
         def build_serialized_network(self, network, config):
             calls.append(("build_serialized_network", config.builder_optimization_level,
                           sorted(f.name for f in config.flags)))
+            dynamic = [n for n, mode, _, shape in network.io if mode is trt.TensorIOMode.INPUT and -1 in shape]
+            covered = {n for p in config.profiles for n in p.shapes}
+            if dynamic and not set(dynamic) <= covered:   # TensorRT refuses a dynamic network without a profile
+                return None
             plan = Plan(b"engine")
-            plan.io = network.io
+            plan.io, plan.profiles, plan.model = network.io, [p.shapes for p in config.profiles], network.model
             return plan
 
+    class Profile:
+        def __init__(self):
+            self.shapes = {}
+
+        def set_shape(self, name, lo, opt, hi):
+            calls.append(("set_shape", name, tuple(lo), tuple(opt), tuple(hi)))
+            assert all(a <= b <= c for a, b, c in zip(lo, opt, hi)), (lo, opt, hi)
+            self.shapes[name] = (tuple(lo), tuple(opt), tuple(hi))
+
     class Context:
+        def __init__(self, engine):
+            self.engine, self.shapes = engine, {}
+
+        def set_input_shape(self, name, shape):
+            calls.append(("set_input_shape", name, tuple(shape)))
+            lo, _, hi = self.engine.get_tensor_profile_shape(name, 0)
+            ok = len(shape) == len(lo) and all(a <= d <= b for a, d, b in zip(lo, shape, hi))
+            if ok:
+                self.shapes[name] = tuple(shape)
+            return ok
+
+        def get_tensor_shape(self, name):
+            """An output's shape at the shapes set, by ONNX shape inference on the parsed model."""
+            model = onnx.ModelProto()
+            model.CopyFrom(self.engine.model)
+            for vi in model.graph.input:
+                for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+                    if d.dim_param:
+                        d.dim_value = self.shapes[vi.name][axis]   # unset input shape: KeyError, as it should
+            del model.graph.value_info[:]
+            for vi in model.graph.output:
+                vi.type.tensor_type.ClearField("shape")
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+            (out,) = [vi for vi in inferred.graph.output if vi.name == name]
+            return tuple(d.dim_value for d in out.type.tensor_type.shape.dim)
+
         def set_tensor_address(self, name, ptr):
             calls.append(("set_tensor_address", name, ptr))
             return True
@@ -219,8 +279,9 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
     class Engine:
         num_layers = 3
 
-        def __init__(self, io):
+        def __init__(self, io, profiles=(), model=None):
             self.io = {n: (m, d, s) for n, m, d, s in io}
+            self.profiles, self.model = list(profiles), model
             self.names = [n for n, *_ in io]
             self.num_io_tensors = len(io)
 
@@ -236,9 +297,12 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
         def get_tensor_shape(self, name):
             return self.io[name][2]
 
+        def get_tensor_profile_shape(self, name, index):
+            return self.profiles[index][name]
+
         def create_execution_context(self):
             calls.append(("create_execution_context",))
-            return Context()
+            return Context(self)
 
     class Runtime:
         def __init__(self, logger):
@@ -246,7 +310,7 @@ def _stub_trt(calls: _Calls, version: str = "10.15.1"):
 
         def deserialize_cuda_engine(self, plan):
             calls.append(("deserialize_cuda_engine", bytes(plan)))
-            return Engine(plan.io)
+            return Engine(plan.io, plan.profiles, plan.model)
 
     trt.Builder, trt.OnnxParser, trt.Runtime = Builder, OnnxParser, Runtime
     return trt
@@ -377,3 +441,61 @@ def test_prepare_checks_input_shapes_against_the_engine(stub_trt):
         compiled.prepare([_FakeCudaTensor(torch.zeros(37, 299), 4096)])
     with pytest.raises(ValueError, match="expected cuda float32"):
         compiled.prepare([torch.zeros(37, 300)])
+
+
+# --- a shape sweep: one engine, one optimization profile (min/opt/max from the sweep's values) ---------------
+
+def _sweep(workload, dim, values, dtype="float16"):
+    from bakeoff.backends.sweep import SweepSpec
+
+    w = builtin_workloads()[workload]
+    return SweepSpec(w.graph, dict(w.presets["smoke"]), dim, tuple(values), dtype)
+
+
+def test_sweep_builds_one_engine_with_one_profile_from_the_sweep_values(stub_trt):
+    calls = stub_trt
+    spec = _sweep("layernorm_gelu", "M", [24, 16, 40, 20, 24])   # served in this order; distinct 16, 20, 24, 40
+    server = TensorRTBackend().serve_sweep(spec, "cuda", {})
+    names = calls.names()
+    # the documented order: profile created, one set_shape per dynamic input, added to the config, then the build
+    assert names.count("build_serialized_network") == 1 and server.compiles() == 1
+    assert (names.index("create_optimization_profile") < names.index("set_shape")
+            < names.index("add_optimization_profile") < names.index("build_serialized_network"))
+    # min = smallest, opt = low median of the distinct values (20), max = largest; N (300) stays static
+    assert [c for c in calls if c[0] == "set_shape"] == [("set_shape", "x", (16, 300), (20, 300), (40, 300))]
+    assert "min 16, opt 20" in server.how and "max 40" in server.how
+    assert "engines" in server.counter
+    for value in spec.values:
+        graph = spec.bound_at(value)
+        del calls[:]
+        compiled = server.at(value, graph, [])
+        prepared = compiled.prepare(_inputs(graph))
+        compiled.run(prepared)
+        names = calls.names()
+        # the input's shape is set on the context first, the outputs are allocated at the shape it gives back
+        assert calls[0] == ("set_input_shape", "x", (value, 300)), calls[:3]
+        assert ("torch.full", (value, 300), True, "cuda") in calls
+        assert names.index("set_input_shape") < names.index("set_tensor_address") < names.index("execute_async_v3")
+        assert "build_serialized_network" not in names
+    assert server.compiles() == 1
+    outside = spec.bound_at(41)   # beyond max: TensorRT refuses the shape, the point fails loudly
+    with pytest.raises(ValueError, match=r"outside the engine's optimization profile"):
+        server.at(41, outside, []).prepare(_inputs(outside))
+
+
+def test_sweep_profile_covers_every_swept_input_and_falls_back_where_the_export_bakes_the_dim(stub_trt):
+    calls = stub_trt
+    server = TensorRTBackend().serve_sweep(_sweep("attention", "S", [16, 64, 32]), "cuda", {})
+    shapes = {c[1]: c[2:] for c in calls if c[0] == "set_shape"}
+    assert shapes == {n: ((1, 2, 16, 16), (1, 2, 32, 16), (1, 2, 64, 16)) for n in "qkv"}
+    assert server.compiles() == 1 and any("optimization profile 0" in n for n in server.notes)
+    # the decomposed export writes S into its causal mask's size: one engine per shape, with that reason
+    del calls[:]
+    per_shape = TensorRTBackend().serve_sweep(_sweep("attention", "S", [16, 32]), "cuda",
+                                              {"attention": "decomposed"})
+    assert "one compile per shape" in per_shape.how and "holds S in a constant" in per_shape.how
+    assert "create_optimization_profile" not in calls.names() and per_shape.compiles() == 0
+    spec = _sweep("attention", "S", [16, 32])
+    for value in (16, 32, 16):
+        per_shape.at(value, spec.bound_at(value), [])
+    assert per_shape.compiles() == 2 and calls.names().count("build_serialized_network") == 2

@@ -18,6 +18,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, clip
+from bakeoff.backends.sweep import SweepServer
 
 
 class IreeOptions(BackendOptions):
@@ -199,8 +201,6 @@ class IreeCompiled(Compiled):
 
 
 class IreeBackend(Backend):
-    sweep_per_shape_reason = ("the adapter compiles the StableHLO that JAX exports at static shapes (no symbolic-"
-                              "shape export is wired to iree-compile)")
     name = "iree"
     Options = IreeOptions
 
@@ -231,6 +231,24 @@ class IreeBackend(Backend):
                 options: Mapping[str, Any]) -> Compiled:
         return self._compile(graph, device, options, grad=False)
 
+    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
+        """One module with the swept dim dynamic (`IreeSweepServer`); where the symbolic export or iree-compile
+        refuses it, one compile per shape with that reason."""
+        from bakeoff.backends.sweep import PerShapeServer
+        from bakeoff.workloads.lower_torch_dynamic import LowerError
+
+        import iree.compiler as ireec
+
+        try:
+            return IreeSweepServer(spec, device, self.parse_options(options))
+        except LowerError as exc:
+            reason = f"no StableHLO with {spec.dim} dynamic: {exc}"
+        except ireec.CompilerToolError as exc:
+            found = re.search(r"error: ([^\n]*)", str(exc))
+            words = (found.group(1) if found else str(exc)).split(" loc(")[0]   # the op, without its source trail
+            reason = f"iree-compile refused the module with {spec.dim} dynamic: {words[:300]}"
+        return PerShapeServer(self, device, options, reason)
+
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                      options: Mapping[str, Any]) -> Compiled:
         """The StableHLO of JAX's jitted jax.vjp step (lower_jax.stablehlo_text(grad=True)), through iree-compile
@@ -239,77 +257,116 @@ class IreeBackend(Backend):
 
     def _compile(self, graph: Graph, device: str, options: Mapping[str, Any], grad: bool) -> Compiled:
         opts = self.parse_options(options)
-        import iree.compiler as ireec
-        import iree.runtime as ireert
+        import iree.compiler  # noqa: F401
+        import iree.runtime  # noqa: F401
         import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
 
         from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
         stages: dict[str, float] = {}
-        notes: list[str] = []
         t0 = time.perf_counter()
         source = stablehlo_text(graph, "cpu" if device == "cpu" else "cuda", grad=grad)
         stages["stablehlo"] = time.perf_counter() - t0
-
-        if device == "cpu":
-            flags, driver_uri, target = list(_CPU_FLAGS), "local-task", "llvm-cpu host"
-        elif device.startswith("cuda"):
-            import torch
-
-            major, minor = torch.cuda.get_device_capability(_cuda_index(device))
-            t0 = time.perf_counter()
-            target, note = cuda_target(f"sm_{major}{minor}")
-            stages["target_probe"] = time.perf_counter() - t0
-            if note:
-                notes.append(note)
-            flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"]
-            driver_uri = f"cuda://{_cuda_index(device)}"  # CUDA ordinal, as torch numbers visible GPUs
-        else:
-            raise ValueError(f"iree: unknown device {device!r}")
-        flags += _COMMON_FLAGS + list(opts.extra_flags)
-
-        with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
-            stats_path = Path(tmp) / "stats.json"
-            # IREE's own scheduling statistics count the dispatches the program launches per call.
-            # The dispatches' sources (one executable each, with locations back into the StableHLO) are written
-            # too, for the report: a few small files, inside the timed compile as the statistics are.
-            stats_flags = ["--iree-scheduling-dump-statistics-format=json",
-                           f"--iree-scheduling-dump-statistics-file={stats_path}",
-                           f"--iree-hal-dump-executable-sources-to={Path(tmp) / 'sources'}"]
-            t0 = time.perf_counter()
-            vmfb = ireec.compile_str(source, input_type="stablehlo", extra_args=flags + stats_flags)
-            stages["compile"] = time.perf_counter() - t0
-            stats = json.loads(stats_path.read_text())
-            dispatches = "".join(f"// ---- {p.name}\n{p.read_text(errors='replace')}\n"
-                                 for p in sorted((Path(tmp) / "sources").glob("*.mlir")))
-
-        t0 = time.perf_counter()
-        hal_device = ireert.get_device(driver_uri)
-        config = ireert.Config(device=hal_device)
-        context = ireert.SystemContext(config=config)
-        module = ireert.VmModule.copy_buffer(config.vm_instance, vmfb)
-        context.add_vm_module(module)
-        fn = context.modules[module.name]["main"]
-        stages["load"] = time.perf_counter() - t0
-
-        aggregate = stats.get("stream-aggregate", {})
-        artifacts = {
-            "vmfb_bytes": len(vmfb),
-            "dispatch_count": aggregate.get("execution", {}).get("dispatch-count"),
-            "executable_count": aggregate.get("executable", {}).get("executable-count"),
-            "flags": flags,
-            "target": target,
-            "stablehlo": source,
-            "dispatches.mlir": dispatches or None,
-        }
-        notes.append(f"target={target}")
-        if grad:
-            notes.append("backward: StableHLO of jax.vjp under jax.jit, compiled by iree-compile")
         paths = lowering_paths(graph, "decomposed", "cpu" if device == "cpu" else "cuda")
-        if "sdpa" in paths:
-            paths["sdpa"] = f"decomposed (matmul, scale, mask, softmax, matmul): {_NO_NATIVE_ATTENTION}"
-        notes += [f"{op}: {words}" for op, words in paths.items()]
-        # The headline compile time is iree-compile's; the StableHLO export, the target probe and the module
-        # load are recorded apart in stages_s.
-        info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("compile",), lowering=paths)
-        return IreeCompiled(fn, hal_device, device, info, artifacts)
+        notes = ["backward: StableHLO of jax.vjp under jax.jit, compiled by iree-compile"] if grad else []
+        return compile_module(source, device, opts, stages, notes, paths)
+
+
+def compile_module(source: str, device: str, opts: IreeOptions, stages: dict[str, float], notes: list[str],
+                   paths: dict[str, str]) -> "IreeCompiled":
+    """StableHLO text `source` through iree-compile for `device`, loaded on its HAL device; `stages`, `notes` and
+    the lowering `paths` so far are the caller's (the export's stage, its notes)."""
+    import iree.compiler as ireec
+    import iree.runtime as ireert
+
+    stages, paths, extra_notes, notes = dict(stages), dict(paths), list(notes), []
+    if device == "cpu":
+        flags, driver_uri, target = list(_CPU_FLAGS), "local-task", "llvm-cpu host"
+    elif device.startswith("cuda"):
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(_cuda_index(device))
+        t0 = time.perf_counter()
+        target, note = cuda_target(f"sm_{major}{minor}")
+        stages["target_probe"] = time.perf_counter() - t0
+        if note:
+            notes.append(note)
+        flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"]
+        driver_uri = f"cuda://{_cuda_index(device)}"  # CUDA ordinal, as torch numbers visible GPUs
+    else:
+        raise ValueError(f"iree: unknown device {device!r}")
+    flags += _COMMON_FLAGS + list(opts.extra_flags)
+
+    with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
+        stats_path = Path(tmp) / "stats.json"
+        # IREE's own scheduling statistics count the dispatches the program launches per call.
+        # The dispatches' sources (one executable each, with locations back into the StableHLO) are written
+        # too, for the report: a few small files, inside the timed compile as the statistics are.
+        stats_flags = ["--iree-scheduling-dump-statistics-format=json",
+                       f"--iree-scheduling-dump-statistics-file={stats_path}",
+                       f"--iree-hal-dump-executable-sources-to={Path(tmp) / 'sources'}"]
+        t0 = time.perf_counter()
+        vmfb = ireec.compile_str(source, input_type="stablehlo", extra_args=flags + stats_flags)
+        stages["compile"] = time.perf_counter() - t0
+        stats = json.loads(stats_path.read_text())
+        dispatches = "".join(f"// ---- {p.name}\n{p.read_text(errors='replace')}\n"
+                             for p in sorted((Path(tmp) / "sources").glob("*.mlir")))
+
+    t0 = time.perf_counter()
+    hal_device = ireert.get_device(driver_uri)
+    config = ireert.Config(device=hal_device)
+    context = ireert.SystemContext(config=config)
+    module = ireert.VmModule.copy_buffer(config.vm_instance, vmfb)
+    context.add_vm_module(module)
+    fn = context.modules[module.name]["main"]
+    stages["load"] = time.perf_counter() - t0
+
+    aggregate = stats.get("stream-aggregate", {})
+    artifacts = {
+        "vmfb_bytes": len(vmfb),
+        "dispatch_count": aggregate.get("execution", {}).get("dispatch-count"),
+        "executable_count": aggregate.get("executable", {}).get("executable-count"),
+        "flags": flags,
+        "target": target,
+        "stablehlo": source,
+        "dispatches.mlir": dispatches or None,
+    }
+    notes.append(f"target={target}")
+    notes += extra_notes
+    if "sdpa" in paths:
+        paths["sdpa"] = f"decomposed (matmul, scale, mask, softmax, matmul): {_NO_NATIVE_ATTENTION}"
+    notes += [f"{op}: {words}" for op, words in paths.items()]
+    # The headline compile time is iree-compile's; the StableHLO export, the target probe and the module
+    # load are recorded apart in stages_s.
+    info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("compile",), lowering=paths)
+    return IreeCompiled(fn, hal_device, device, info, artifacts)
+
+
+class IreeSweepServer(SweepServer):
+    """One vmfb for every value of the swept dim: the StableHLO exported by `jax.export` with the dim symbolic
+    (workloads/lower_jax_dynamic.py: `tensor<?x...>` arguments), compiled once by iree-compile and called at
+    each shape (IREE's runtime reads the shapes from the buffers it is given). Compiled when the server is
+    built, so the compile is in `sweep_setup_s` and every point reuses it. IREE keeps no count of its own:
+    compiles are the vmfbs this server had iree-compile produce (one)."""
+
+    def __init__(self, spec: Any, device: str, opts: IreeOptions) -> None:
+        super().__init__(how=f"one module, {spec.dim} a dynamic (?) dim of the StableHLO (jax.export symbolic "
+                             "shapes), compiled once by iree-compile",
+                         counter="vmfb modules this adapter compiled with iree-compile")
+        from bakeoff.workloads.lower_jax import lowering_paths
+        from bakeoff.workloads.lower_jax_dynamic import symbolic_stablehlo
+
+        platform = "cpu" if device == "cpu" else "cuda"
+        t0 = time.perf_counter()
+        source = symbolic_stablehlo(spec.graph, spec.dim, spec.base, spec.dtype, platform)
+        stages = {"stablehlo": time.perf_counter() - t0}
+        paths = lowering_paths(spec.bound_at(max(spec.values)), "decomposed", platform)
+        self.compiled = compile_module(source, device, opts, stages, [f"{spec.dim} dynamic in one module"], paths)
+        self._vmfbs = 1
+        self.notes = list(self.compiled.info.notes)
+
+    def at(self, value: int, graph: Graph, specs: Sequence[TensorSpec]) -> Compiled:
+        return self.compiled
+
+    def compiles(self) -> int:
+        return self._vmfbs

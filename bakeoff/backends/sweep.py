@@ -67,6 +67,11 @@ class SweepServer(ABC):
     def compiles(self) -> int:
         """Compiles so far in this sweep, from the backend's own counters or caches."""
 
+    def point_facts(self) -> dict[str, Any]:
+        """Backend-specific counts the worker adds to each point after its first result (e.g. tritongen's
+        `kernel_sources_so_far`, `triton_compiles_so_far`); none by default."""
+        return {}
+
 
 class PerShapeServer(SweepServer):
     """One `backend.compile()` per new shape, kept by shape, so a value seen before reuses its executable: a

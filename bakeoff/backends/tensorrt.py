@@ -126,11 +126,35 @@ class _TimingCache:
         return len(blob)
 
 
+def add_profile(trt: Any, builder: Any, network: Any, config: Any,
+                profile: Mapping[str, tuple[tuple[int, ...], ...]]) -> list[str]:
+    """One optimization profile (builder.create_optimization_profile, profile.set_shape(name, min, opt, max) for
+    every network input with a -1 axis, config.add_optimization_profile), following the IOptimizationProfile
+    page. Returns notes; raises where the network's dynamic inputs and `profile` disagree."""
+    opt_profile = builder.create_optimization_profile()
+    dynamic = []
+    for i in range(network.num_inputs):
+        tensor = network.get_input(i)
+        if -1 not in tuple(tensor.shape):
+            continue
+        if tensor.name not in profile:
+            raise RuntimeError(f"tensorrt: input {tensor.name!r} has dynamic axes {tuple(tensor.shape)} but no "
+                               "shapes in the profile")
+        lo, opt, hi = profile[tensor.name]
+        opt_profile.set_shape(tensor.name, lo, opt, hi)
+        dynamic.append(f"{tensor.name}: min {list(lo)} opt {list(opt)} max {list(hi)}")
+    if not dynamic:
+        raise RuntimeError("tensorrt: the parsed network has no dynamic input axes: nothing for a profile to cover")
+    if config.add_optimization_profile(opt_profile) < 0:
+        raise RuntimeError("tensorrt: add_optimization_profile refused the profile (" + "; ".join(dynamic) + ")")
+    return ["optimization profile 0: " + "; ".join(dynamic)]
+
+
 class TrtCompiled(Compiled):
     """A deserialized engine and one execution context; I/O addresses are torch tensors' data_ptr."""
 
     def __init__(self, engine: Any, context: Any, graph: Graph, device: str, info: CompileInfo,
-                 artifacts: dict[str, Any], keep: list[Any]) -> None:
+                 artifacts: dict[str, Any], keep: list[Any], dynamic: bool = False) -> None:
         import tensorrt as trt
 
         from bakeoff.workloads.lower_onnx import input_names, output_names
@@ -144,6 +168,9 @@ class TrtCompiled(Compiled):
         if missing:
             raise RuntimeError(f"tensorrt: engine lacks outputs {missing}; it has {io}")
         self._bound: Any = None   # the prepared tuple whose addresses the context holds
+        # dynamic: the engine's inputs have -1 axes (one optimization profile); prepare sets those inputs' shapes on
+        # the context (set_input_shape) and reads the output shapes back from it (context.get_tensor_shape).
+        self.dynamic = dynamic
 
     def prepare(self, inputs: Sequence[Any]) -> Any:
         """Check inputs, allocate outputs on the device and bind every address to the context. Not timed."""
@@ -158,15 +185,20 @@ class TrtCompiled(Compiled):
                     want_index is not None and x.device.index != want_index):
                 raise ValueError(f"input {name!r}: expected {self.device} {node.dtype}, got {x.device} {x.dtype}")
             if name in self.engine_inputs:
-                # Static shapes: the engine reads exactly this many elements from the bound address.
                 shape = tuple(self.engine.get_tensor_shape(name))
-                if tuple(x.shape) != shape:
+                if -1 in shape:   # a dynamic axis (an optimization profile's): the context takes this shape
+                    if not self.context.set_input_shape(name, tuple(x.shape)):
+                        raise ValueError(f"input {name!r}: shape {list(x.shape)} is outside the engine's "
+                                         f"optimization profile {self.engine.get_tensor_profile_shape(name, 0)}")
+                elif tuple(x.shape) != shape:
+                    # Static shapes: the engine reads exactly this many elements from the bound address.
                     raise ValueError(f"input {name!r}: engine expects shape {list(shape)}, got {list(x.shape)}")
             ins.append(x.contiguous())
         outs = []
         for name, node in zip(self.outputs, self.graph.output_nodes):
             dtype = _torch_dtype(self.engine.get_tensor_dtype(name))
-            shape = tuple(self.engine.get_tensor_shape(name))
+            # A dynamic engine's output shapes follow from the input shapes just set on the context.
+            shape = tuple((self.context if self.dynamic else self.engine).get_tensor_shape(name))
             if shape != tuple(node.shape) or dtype != TORCH_DTYPES[node.dtype]:
                 raise RuntimeError(f"tensorrt: output {name!r} is {dtype}{list(shape)}, "
                                    f"graph says {node.dtype}{list(node.shape)}")
@@ -212,8 +244,6 @@ class TrtCompiled(Compiled):
 
 
 class TensorRTBackend(Backend):
-    sweep_per_shape_reason = ("one engine per shape: this adapter does not build a dynamic-shape engine with an "
-                              "optimization profile yet")
     name = "tensorrt"
 
     @classmethod
@@ -246,10 +276,31 @@ class TensorRTBackend(Backend):
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
         opts = self.parse_options(options)   # before TensorRT is imported
+        from bakeoff.workloads.lower_onnx import lower_onnx
+
+        return self.build(graph, device, opts, lambda attention: lower_onnx(graph, opts.opset, attention))
+
+    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
+        """One engine with one optimization profile over the sweep (`TrtSweepServer`) where the ONNX export
+        keeps the swept dim out of its constants; else one engine per shape, with the export's reason."""
+        from bakeoff.backends.sweep import PerShapeServer
+        from bakeoff.backends.tensorrt_profile import ExportBakesDim, TrtSweepServer
+
+        try:
+            return TrtSweepServer(self, spec, device, self.parse_options(options))
+        except ExportBakesDim as exc:
+            return PerShapeServer(self, device, options, str(exc))
+
+    def build(self, graph: Graph, device: str, opts: TrtOptions, make_model: Any,
+              profile: Mapping[str, tuple[tuple[int, ...], ...]] | None = None) -> "TrtCompiled":
+        """Parse `make_model(attention)` (the ONNX export with that attention route; "decomposed" where the parser
+        rejects native Attention) and build one engine for `graph`'s dtypes and device. `profile`: input name ->
+        (min, opt, max) shapes of the one optimization profile of a dynamic-shape engine (the model's swept axes
+        are `dim_param`s); None for a static engine."""
         import tensorrt as trt
         import torch
 
-        from bakeoff.workloads.lower_onnx import lower_onnx, lowering_paths, model_summary
+        from bakeoff.workloads.lower_onnx import lowering_paths, model_summary
 
         major = int(trt.__version__.split(".")[0])
         typing = opts.typing
@@ -262,7 +313,7 @@ class TensorRTBackend(Backend):
         opset, attention = opts.opset, opts.attention
         paths = lowering_paths(graph, opset, attention)
         t0 = time.perf_counter()
-        model = lower_onnx(graph, opset, attention)
+        model = make_model(attention)
         model_bytes = model.SerializeToString()
         t1 = time.perf_counter()
 
@@ -281,7 +332,7 @@ class TensorRTBackend(Backend):
                 errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
                 paths["sdpa"] = (f"decomposed (MatMul, Mul, Where, Softmax, MatMul): TensorRT {trt.__version__}'s "
                                  f"ONNX parser rejected the Attention export: {'; '.join(errors)[:300]}")
-                model = lower_onnx(graph, opset, "decomposed")
+                model = make_model("decomposed")
                 model_bytes = model.SerializeToString()
                 network = builder.create_network(flags)
                 parser = trt.OnnxParser(network, logger)
@@ -302,6 +353,8 @@ class TensorRTBackend(Backend):
                     config.set_flag(trt.BuilderFlag.FP16)
                 if "bfloat16" in dtypes:
                     config.set_flag(trt.BuilderFlag.BF16)
+            if profile is not None:
+                profile_notes = add_profile(trt, builder, network, config, profile)
             timing = _TimingCache(trt.__version__, index)
             cache, accepted = timing.attach(config)
 
@@ -351,4 +404,8 @@ class TensorRTBackend(Backend):
             with open(stem + ".engine", "wb") as f:
                 f.write(memoryview(plan))
             artifacts.update({"model_path": stem + ".onnx", "engine_path": stem + ".engine"})
-        return TrtCompiled(engine, context, graph, device, info, artifacts, [runtime, logger, builder])
+        if profile is not None:
+            notes += profile_notes
+            artifacts["profile"] = {name: [list(s) for s in shapes] for name, shapes in profile.items()}
+        return TrtCompiled(engine, context, graph, device, info, artifacts, [runtime, logger, builder],
+                           dynamic=profile is not None)

@@ -389,7 +389,8 @@ class SweepFields(_Group):
     sweep: list[dict[str, JsonValue]] | None = doc(
         "one point per value in serving order: value, dims, new_shape, first_result_s (s), recompiled, "
         "compiles_so_far, status, reason, checked_seeds, err_* figures, headline_ms (+ p20/p80, iqr, n, method, "
-        "fallback), host_latency_ms, achieved_gbps/tflops")
+        "fallback), host_latency_ms, achieved_gbps/tflops; tritongen adds kernel_sources_so_far (int: generated "
+        "source sets) and triton_compiles_so_far (int, None under the interpreter: Triton's compiled kernels)")
     sweep_point_budget_s: float | None = doc("timing budget of each point, seconds")
     sweep_serving: str | None = doc("how the backend served the sweep, in words")
     sweep_compile_counter: str | None = doc("where the compile count comes from (the backend's own counter)")

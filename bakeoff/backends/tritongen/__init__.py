@@ -45,8 +45,6 @@ def _interpreting() -> bool:
 
 
 class TritonGenBackend(Backend):
-    sweep_per_shape_reason = ("its generated kernels write every size into the source as a constant (masks, "
-                              "strides, grids), so each shape is a new kernel set")
     name = "tritongen"
     grad_reason = ("has no backward: its kernels (fusion.py -> codegen_*.py) are forward-only, and it generates no "
                    "reverse-mode kernels")
@@ -117,6 +115,24 @@ class TritonGenBackend(Backend):
             device_name = torch.cuda.get_device_name(torch.device(device))
         search = opts.autotune and not interpret
         return compile_graph(graph, device, target, search, device_name)
+
+
+    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
+        """Kernels that take the swept dim as a runtime argument (tritongen/sweep.py)."""
+        opts = self.parse_options(options)
+        interpret = _interpreting()
+        if device == "cpu" and not interpret:
+            raise RuntimeError(_NO_INTERP)
+        from bakeoff.backends.tritongen.sweep import TritonGenSweepServer
+
+        target = target_from_options(opts, interpret, spec.dtype)
+        if interpret:
+            device_name = "triton-interpreter"
+        else:
+            import torch
+
+            device_name = torch.cuda.get_device_name(torch.device(device))
+        return TritonGenSweepServer(spec, device, target, opts.autotune and not interpret, device_name)
 
 
 def target_from_options(options: Mapping[str, Any] | TritonGenOptions, interpret: bool, dtype: str):

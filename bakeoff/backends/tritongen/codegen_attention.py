@@ -17,6 +17,7 @@ from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarge
 from bakeoff.backends.tritongen.indexing import linear_offset
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
 from bakeoff.backends.tritongen.views import broadcast_view
+from bakeoff.backends.tritongen.symdim import dims
 
 _LOG2E = 1.4426950408889634
 
@@ -44,12 +45,12 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     g = plan.graph
     node = g.node(kernel.anchor)
     loads = dict(kernel.loads)
-    out_shape = tuple(int(d) for d in node.shape)
+    out_shape = dims(node.shape)
     batch = out_shape[:-2]
     sq, dv = out_shape[-2:]
     qn, kn, vn = (g.node(i) for i in node.inputs)
-    d = int(qn.shape[-1])
-    sk = int(kn.shape[-2])
+    d = dims(qn.shape)[-1]
+    sk = dims(kn.shape)[-2]
     q = broadcast_view(loads[qn.id], batch + (sq, d))
     k = broadcast_view(loads[kn.id], batch + (sk, d))
     v = broadcast_view(loads[vn.id], batch + (sk, dv))

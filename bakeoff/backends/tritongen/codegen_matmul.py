@@ -15,15 +15,16 @@ from bakeoff.backends.tritongen.exprs import pointwise_expr
 from bakeoff.backends.tritongen.indexing import linear_offset, merge_dims, row_col_offset
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
 from bakeoff.backends.tritongen.views import broadcast_view
+from bakeoff.backends.tritongen.symdim import dims
 
 
 def _operands(plan: Plan, kernel: Kernel) -> dict:
     g = plan.graph
     mm = g.node(kernel.anchor)
     loads = dict(kernel.loads)
-    out = tuple(int(d) for d in mm.shape)
+    out = dims(mm.shape)
     batch, (m, n) = out[:-2], out[-2:]
-    k = int(g.node(mm.inputs[0]).shape[-1])
+    k = dims(g.node(mm.inputs[0]).shape)[-1]
     a = broadcast_view(loads[mm.inputs[0]], batch + (m, k))
     b = broadcast_view(loads[mm.inputs[1]], batch + (k, n))
     a_rows = merge_dims(a.shape[:-1], a.strides[:-1])
@@ -102,7 +103,7 @@ def _epilogue_descs(plan: Plan, kernel: Kernel, o: dict) -> dict[tuple[str, int]
     """('load'|'store', node id) -> the descriptor line, for the epilogue tiles TMA can move."""
     g = plan.graph
     mm = g.node(kernel.anchor)
-    rows_shape = tuple(int(d) for d in mm.shape)
+    rows_shape = dims(mm.shape)
     out = {}
     for what, items in (("load", kernel.loads), ("store", kernel.stores)):
         for nid, view in items:
@@ -130,7 +131,7 @@ def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str, descs: dict | None 
         "    mask = mmask & nmask",
         f"    v{mm.id} = acc",
     ]
-    rows_shape = tuple(int(d) for d in mm.shape)
+    rows_shape = dims(mm.shape)
     for nid, view in kernel.loads:
         if nid in mm.inputs and not any(nid in g.node(e).inputs for e in kernel.nodes if e != mm.id):
             continue

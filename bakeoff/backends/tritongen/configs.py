@@ -103,7 +103,11 @@ def _attention(src: KernelSource, dtype: str) -> list[Config]:
 
 
 def grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
-    """The launch grid of `src` under `cfg`."""
+    """The launch grid of `src` under `cfg` (plain ints, also where the sizes are a sweep's SymDims)."""
+    return tuple(int(x) for x in _grid(src, cfg))
+
+
+def _grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
     kind, s = src.kernel.kind, src.sizes
     if kind in ("pointwise", "copy"):
         return (_cdiv(s["numel"], cfg["BLOCK"]),)
@@ -119,11 +123,12 @@ def grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
 
 
 def constexprs(src: KernelSource, cfg: Config) -> dict[str, int]:
-    """The constexpr keyword arguments of a launch (block sizes, derived flags); no num_warps/num_stages."""
+    """The keyword arguments of a launch: constexprs (block sizes, derived flags; no num_warps/num_stages) and
+    the source's runtime integer arguments (`src.runtime`: a sweep's swept dim)."""
     out = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages", "TMA", "ROWS")}
     if src.kernel.kind == "matmul":
-        out["EVEN_K"] = src.sizes["k"] % cfg["BLOCK_K"] == 0
-    return out
+        out["EVEN_K"] = bool(src.sizes["k"] % cfg["BLOCK_K"] == 0)
+    return {**out, **{name: int(value) for name, value in src.runtime.items()}}
 
 
 def kernel_fn(module: object, src: KernelSource, cfg: Config):

@@ -21,6 +21,7 @@ from bakeoff.workloads.ops import BINARY, LAYOUT, REDUCE, UNARY
 from bakeoff.backends.tritongen.expand import expand
 from bakeoff.backends.tritongen.kernel_plan import Buffer, Kernel, Plan
 from bakeoff.backends.tritongen.views import View, broadcast_view, contiguous, contiguous_strides, permute_view, reshape_view
+from bakeoff.backends.tritongen.symdim import dims
 
 
 @dataclass
@@ -104,7 +105,7 @@ class _Partitioner:
 
     def place(self, nid: int) -> None:
         n = self.g.node(nid)
-        shape = tuple(int(d) for d in n.shape)
+        shape = dims(n.shape)
         if n.op in ("input", "const") or n.op in LAYOUT:
             return
         if n.op == "matmul":
@@ -114,7 +115,7 @@ class _Partitioner:
         if n.op in REDUCE:
             x = n.inputs[0]
             gi = self.group_of.get(x)
-            xshape = tuple(int(d) for d in self.g.node(x).shape)
+            xshape = dims(self.g.node(x).shape)
             if gi is not None and self.groups[gi].kind in ("pointwise", "rowreduce") \
                     and self.groups[gi].domain == xshape:
                 self.groups[gi].kind = "rowreduce"
@@ -151,7 +152,7 @@ class _Partitioner:
                 if nid not in outputs and not outside:
                     continue
                 n = g.node(nid)
-                shape = tuple(int(d) for d in n.shape)
+                shape = dims(n.shape)
                 perms = {g.node(u).attr("perm") for u in outside if g.node(u).op == "transpose"}
                 only_t = outside and all(g.node(u).op == "transpose" for u in outside) and len(perms) == 1
                 if only_t and nid not in outputs:
@@ -178,7 +179,7 @@ class _Partitioner:
             if n.op not in LAYOUT:
                 raise NotImplementedError(f"tritongen: value %{nid} ({n.op}) has no memory view")
             src = view_of(n.inputs[0])
-            shape = tuple(int(d) for d in n.shape)
+            shape = dims(n.shape)
             if n.op == "transpose":
                 v = permute_view(src, tuple(n.attr("perm")))
             elif n.op == "broadcast":

@@ -44,8 +44,9 @@ class TritonGenCompiled(Compiled):
         self.plan, self.steps, self.device, self.info = plan, steps, device, info
         self._artifacts = artifacts
         self._inputs = [(b.name, b.index) for b in plan.buffers if b.role == "input"]
-        self._allocs = [(b.name, b.shape, TORCH_DTYPES[b.dtype]) for b in plan.buffers if b.role != "input"]
-        self._outs = [(v.buffer, v.shape, v.strides, v.offset) for v in plan.outputs]
+        ints = lambda xs: tuple(int(x) for x in xs)  # noqa: E731 (a sweep's SymDims as plain ints)
+        self._allocs = [(b.name, ints(b.shape), TORCH_DTYPES[b.dtype]) for b in plan.buffers if b.role != "input"]
+        self._outs = [(v.buffer, ints(v.shape), ints(v.strides), int(v.offset)) for v in plan.outputs]
         self._torch = torch
 
     def prepare(self, inputs: Sequence[Any]) -> Any:

@@ -120,6 +120,8 @@ class KernelSource:
     params: tuple[str, ...]
     sizes: dict[str, int] = field(default_factory=dict)
     variant: str = ""
+    # runtime integer arguments the jit functions take by keyword (a shape sweep's swept dim: symdim.py)
+    runtime: dict[str, int] = field(default_factory=dict)
 
 
 def wide(plan: Plan, kernel: Kernel) -> bool:

@@ -105,6 +105,7 @@ def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _
         return {**point, **_error(("compile_error" if lazy else stage), exc)}
     point["compiles_so_far"] = after = server.compiles()
     point["recompiled"] = after > before
+    point.update(server.point_facts())
     point["_compiled"] = compiled
     try:
         with phases.phase("checks"):
