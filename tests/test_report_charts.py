@@ -100,3 +100,27 @@ def test_a_single_run_time_axis_spans_hours_not_microseconds(tmp_path):
     fig = trend_figure(single, "headline_ms")  # the first run alone
     lo, hi = (dt.datetime.fromisoformat(x) for x in fig.layout.xaxis.range)
     assert hi - lo == dt.timedelta(hours=2) and fig.layout.xaxis.tickformat == "%Y-%m-%d %H:%M"
+
+
+@pytest.mark.parametrize("values", [[1.1469e-07, 1.1833e-07, 1.1499e-07], [2e-3, 2e-3], [5.0, 5.2], [0.3, 0.31]])
+def test_log_ticks_of_values_a_few_percent_apart_still_show_two_ticks(values):
+    """Errors of three backends within 3% of each other: plotly's own range would hold no tick at all."""
+    axis = log_ticks(values)
+    lo, hi = (10 ** x for x in axis["range"])
+    shown = [t for t in axis["tickvals"] if lo <= t <= hi]
+    assert len(shown) >= 2 and lo < min(values) and max(values) < hi, (axis, values)
+    assert "range" not in log_ticks([0.18, 220.0])  # a wide range keeps plotly's own
+
+
+def test_each_pareto_panel_has_ticks_inside_its_own_range_and_readable_break_even_labels(history):
+    from bakeoff.results.report.figures_perf import _calls
+
+    store, h = history
+    fig = compile_vs_latency([load_run(store, h.run_ids[-1])])
+    axes = [fig.layout[k] for k in fig.layout if k.startswith(("xaxis", "yaxis")) and fig.layout[k].range]
+    assert axes
+    for axis in axes:
+        lo, hi = axis.range
+        assert sum(lo <= math.log10(t) <= hi for t in axis.tickvals) >= 2, (axis.range, axis.tickvals)
+    assert [_calls(x) for x in (1.52, 6130.4, 2.4e7)] == ["1.5 calls", "6,130 calls", "2.4e7 calls"]
+    assert not any("e+" in s for t in fig.data if t.mode == "markers+text" for s in t.text)
