@@ -171,3 +171,18 @@ def test_error_messages_print_brackets_as_they_are(monkeypatch):
         common.fail("c.yaml:3: timing.budget_s [p20–p80] must be > 0, not [bold]-1[/]")
     assert exit_info.value.exit_code == 2
     assert out.getvalue() == "error: c.yaml:3: timing.budget_s [p20–p80] must be > 0, not [bold]-1[/]\n"
+
+
+def test_compare_says_noise_reasons_once_when_both_sides_share_them_and_cuts_between_words():
+    from types import SimpleNamespace
+
+    from bakeoff.results.report.compare_format import NOISE_CHARS, _noise_text
+
+    reasons = "; ".join(f"host load: the timing thread waited for a CPU {k}% of the timing window" for k in range(9))
+    same = _noise_text(SimpleNamespace(noisy=[f"base: {reasons}", f"candidate: {reasons}"], regressed=False))
+    assert same.startswith(" (noisy: base and candidate: host load: the timing thread waited") and "; candidate:" not in same
+    assert same.endswith(" …)") and len(same) <= NOISE_CHARS + len(" (noisy: )")
+    words = set(reasons.replace(";", " ").split()) | {"base", "and", "candidate:", "…", "(noisy:"}
+    assert all(w in words for w in same.strip(" ()").replace(";", " ").split()), same  # no word cut in half
+    one = _noise_text(SimpleNamespace(noisy=["candidate: backend IQR/median 0.2"], regressed=True))
+    assert one == " (rests on a noisy measurement: candidate: backend IQR/median 0.2)"
