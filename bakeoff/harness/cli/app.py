@@ -110,8 +110,8 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     _print_totals(store.run(run_id), records)
     bad = [r for r in records if r["status"] not in ("ok", "skipped")]
     print_fields([f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok",
-                  f"{sum(r['status'] == 'skipped' for r in records)} skipped", f"{len(bad)} failed.",
-                  f"Store: {store.url}", f"run {run_id}"])
+                  f"{sum(r['status'] == 'skipped' for r in records)} skipped", f"{len(bad)} failed",
+                  f"store {store.url}", f"run {run_id}"])
 
 
 @list_app.command("workloads")
