@@ -124,3 +124,18 @@ def test_each_pareto_panel_has_ticks_inside_its_own_range_and_readable_break_eve
         assert sum(lo <= math.log10(t) <= hi for t in axis.tickvals) >= 2, (axis.range, axis.tickvals)
     assert [_calls(x) for x in (1.52, 6130.4, 2.4e7)] == ["1.5 calls", "6,130 calls", "2.4e7 calls"]
     assert not any("e+" in s for t in fig.data if t.mode == "markers+text" for s in t.text)
+
+
+def test_the_case_table_folds_noise_reasons_under_a_details_element():
+    """A loaded machine's reasons run to hundreds of characters: shown in the noise column they made every row
+    tall; folded, the row stays one line and a click shows each reason whole."""
+    from bakeoff.results.report.data import RunData
+    from bakeoff.results.report.report_tables import runs_table_html
+
+    reasons = ["host load: the timing thread waited for a CPU 41% of the timing window (limit 5%)",
+               "backend IQR/median 0.288 missed the target 0.05 (5.76x)"]
+    case = {"workload": "softmax", "shape": "M=37,N=300", "dtype": "float32", "backend": "xla", "status": "ok",
+            "measurement_quality": "noisy", "noise_reasons": reasons}
+    html = runs_table_html([RunData({"run_id": "r1"}, [case])])
+    cell = html[html.index('<details class="noise">'):html.index("</details>")]
+    assert "<summary>noisy (2)</summary>" in cell and all(f"<li>{r}</li>" in cell for r in reasons)
