@@ -139,3 +139,19 @@ def test_the_case_table_folds_noise_reasons_under_a_details_element():
     html = runs_table_html([RunData({"run_id": "r1"}, [case])])
     cell = html[html.index('<details class="noise">'):html.index("</details>")]
     assert "<summary>noisy (2)</summary>" in cell and all(f"<li>{r}</li>" in cell for r in reasons)
+
+
+def test_a_trend_chart_of_values_orders_of_magnitude_apart_gets_a_log_axis(history):
+    store, h = history
+    hist = load_history(store)
+    values = {m: [p.value for s in hist.series if s.metric == m for p in s.points] for m in METRICS}
+    for metric in METRICS:
+        fig = trend_figure(hist.series, metric)
+        wide = min(values[metric]) > 0 and max(values[metric]) > 20 * min(values[metric])
+        assert fig.layout.yaxis.type == ("log" if wide or metric == "err_rel_l2_vs_fp64" else "linear"), metric
+    # One backend 1000x slower than another (tritongen under the interpreter beside ONNX Runtime, on a CPU).
+    latency = [s for s in hist.series if s.metric == "headline_ms"][:2]
+    slow = replace(latency[1], points=[replace(pt, value=pt.value * 1000) for pt in latency[1].points])
+    fig = trend_figure([latency[0], slow], "headline_ms")
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.title.text.endswith("(log)")
+    assert len(fig.layout.yaxis.tickvals) >= 2
