@@ -100,3 +100,58 @@ def test_a_single_run_time_axis_spans_hours_not_microseconds(tmp_path):
     fig = trend_figure(single, "headline_ms")  # the first run alone
     lo, hi = (dt.datetime.fromisoformat(x) for x in fig.layout.xaxis.range)
     assert hi - lo == dt.timedelta(hours=2) and fig.layout.xaxis.tickformat == "%Y-%m-%d %H:%M"
+
+
+@pytest.mark.parametrize("values", [[1.1469e-07, 1.1833e-07, 1.1499e-07], [2e-3, 2e-3], [5.0, 5.2], [0.3, 0.31]])
+def test_log_ticks_of_values_a_few_percent_apart_still_show_two_ticks(values):
+    """Errors of three backends within 3% of each other: plotly's own range would hold no tick at all."""
+    axis = log_ticks(values)
+    lo, hi = (10 ** x for x in axis["range"])
+    shown = [t for t in axis["tickvals"] if lo <= t <= hi]
+    assert len(shown) >= 2 and lo < min(values) and max(values) < hi, (axis, values)
+    assert "range" not in log_ticks([0.18, 220.0])  # a wide range keeps plotly's own
+
+
+def test_each_pareto_panel_has_ticks_inside_its_own_range_and_readable_break_even_labels(history):
+    from bakeoff.results.report.figures_perf import _calls
+
+    store, h = history
+    fig = compile_vs_latency([load_run(store, h.run_ids[-1])])
+    axes = [fig.layout[k] for k in fig.layout if k.startswith(("xaxis", "yaxis")) and fig.layout[k].range]
+    assert axes
+    for axis in axes:
+        lo, hi = axis.range
+        assert sum(lo <= math.log10(t) <= hi for t in axis.tickvals) >= 2, (axis.range, axis.tickvals)
+    assert [_calls(x) for x in (1.52, 6130.4, 2.4e7)] == ["1.5 calls", "6,130 calls", "2.4e7 calls"]
+    assert not any("e+" in s for t in fig.data if t.mode == "markers+text" for s in t.text)
+
+
+def test_the_case_table_folds_noise_reasons_under_a_details_element():
+    """A loaded machine's reasons run to hundreds of characters: shown in the noise column they made every row
+    tall; folded, the row stays one line and a click shows each reason whole."""
+    from bakeoff.results.report.data import RunData
+    from bakeoff.results.report.report_tables import runs_table_html
+
+    reasons = ["host load: the timing thread waited for a CPU 41% of the timing window (limit 5%)",
+               "backend IQR/median 0.288 missed the target 0.05 (5.76x)"]
+    case = {"workload": "softmax", "shape": "M=37,N=300", "dtype": "float32", "backend": "xla", "status": "ok",
+            "measurement_quality": "noisy", "noise_reasons": reasons}
+    html = runs_table_html([RunData({"run_id": "r1"}, [case])])
+    cell = html[html.index('<details class="noise">'):html.index("</details>")]
+    assert "<summary>noisy (2)</summary>" in cell and all(f"<li>{r}</li>" in cell for r in reasons)
+
+
+def test_a_trend_chart_of_values_orders_of_magnitude_apart_gets_a_log_axis(history):
+    store, h = history
+    hist = load_history(store)
+    values = {m: [p.value for s in hist.series if s.metric == m for p in s.points] for m in METRICS}
+    for metric in METRICS:
+        fig = trend_figure(hist.series, metric)
+        wide = min(values[metric]) > 0 and max(values[metric]) > 20 * min(values[metric])
+        assert fig.layout.yaxis.type == ("log" if wide or metric == "err_rel_l2_vs_fp64" else "linear"), metric
+    # One backend 1000x slower than another (tritongen under the interpreter beside ONNX Runtime, on a CPU).
+    latency = [s for s in hist.series if s.metric == "headline_ms"][:2]
+    slow = replace(latency[1], points=[replace(pt, value=pt.value * 1000) for pt in latency[1].points])
+    fig = trend_figure([latency[0], slow], "headline_ms")
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.title.text.endswith("(log)")
+    assert len(fig.layout.yaxis.tickvals) >= 2

@@ -206,6 +206,7 @@ def test_code_view_in_chromium_opens_a_case_and_two_backends_side_by_side(coded)
         p.wait_for_selector('#code-left .code-text[data-artifact="k0_rowreduce.py"][data-state=ready]')
         source = p.inner_text("#code-left .code-text")
         table = p.inner_text("#code-left .kernel-table")
+        head = p.inner_text("#code-left .kernel-head")
         p.click("#code-left .kernel-table button.open-source")  # the kernel's source line, highlighted
         p.wait_for_selector("#code-left .code-text mark")
         marked = p.inner_text("#code-left .code-text mark")
@@ -222,7 +223,12 @@ def test_code_view_in_chromium_opens_a_case_and_two_backends_side_by_side(coded)
     assert page.errors == [], page.errors
     assert "@triton.jit" in source and "def k0_rowreduce(" in source
     assert "k0_rowreduce" in table and "tritongen → Triton (rowreduce)" in table
+    # On a CPU: no kernel times, said so; no registers or IR under the interpreter, said so.
+    assert head.startswith("kernel times not measured: no CUPTI on a CPU") and "launches" not in table
+    assert "Triton interpreter: no TTIR/TTGIR/LLVM IR/PTX, registers or shared memory" in table
     assert marked.startswith("def k0_rowreduce(")
     assert "cpp_fused" in right and "cpp_fused" in right_table and "Inductor → C++" in right_table
+    # The case's own kernels: not those of the worker's warm-up graph, tanh(x) * 0.8125 - x.
+    assert "tanh" not in right_table and "# ---- output code" not in right
     assert hlo.startswith("HloModule")
     assert shot.stat().st_size > 50_000

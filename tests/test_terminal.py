@@ -25,12 +25,16 @@ FAILURES = {("attention", "iree"): ("compile_error", "iree-compile: error: 'lina
             ("rmsnorm", "xla"): ("runtime_error", "RESOURCE_EXHAUSTED: out of memory while allocating 17179869184 B")}
 
 
-def gpu_like_records() -> list[dict]:
+# More labels, with long names, than 100 columns hold side by side: the compact view must continue them.
+MANY = BACKENDS + ("inductor-max-autotune", "xla-decomposed", "onnxruntime-cuda", "tritongen-wide-search")
+
+
+def gpu_like_records(backends: tuple[str, ...] = BACKENDS) -> list[dict]:
     out = []
     for k, w in enumerate(builtin_workloads().values()):
         shape = ",".join(f"{d}={v}" for d, v in w.presets["gpu"].items())
         for dtype in ("bfloat16", "float16"):
-            for j, label in enumerate(BACKENDS):
+            for j, label in enumerate(backends):
                 status, reason = FAILURES.get((w.name, label), ("ok", None))
                 if label == "tensorrt":
                     status, reason = "skipped", "tensorrt not installed (pip install tensorrt-cu13)"
@@ -65,8 +69,9 @@ def values_of(record: dict) -> list[str]:
     return out
 
 
-def test_compact_summary_fits_100_columns_and_splits_no_value():
-    records = gpu_like_records()
+@pytest.mark.parametrize("backends", [BACKENDS, MANY], ids=["8 labels", "12 labels"])
+def test_compact_summary_fits_100_columns_and_splits_no_value(backends):
+    records = gpu_like_records(backends)
     text = render(terminal_summary(records, title="run r1"))
     lines = text.splitlines()
     assert max(len(x) for x in lines) <= 100, max(lines, key=len)
@@ -125,13 +130,16 @@ def store_with_run(tmp_path_factory):
     return work, db, run_id
 
 
-def test_show_fits_100_columns_through_the_cli(store_with_run):
+@pytest.mark.parametrize("columns", [100, 80])
+def test_show_fits_the_terminal_through_the_cli(store_with_run, columns):
     work, db, run_id = store_with_run
-    proc = bakeoff("show", run_id, "--db", db, cwd=work, check=True, columns=100)
+    proc = bakeoff("show", run_id, "--db", db, cwd=work, check=True, columns=columns)
     lines = proc.stdout.splitlines()
-    assert max(len(x) for x in lines) <= 100 and "…" not in proc.stdout
-    assert "(NVIDIA H200 [SXM])" in lines[0]  # data with brackets shown as it is
-    wide = bakeoff("show", run_id, "--wide", "--db", db, cwd=work, check=True, columns=100)
+    assert max(len(x) for x in lines) <= columns and "…" not in proc.stdout
+    # The header breaks between its fields only: the GPU's name (with brackets, shown as they are) stays whole.
+    assert any("device cuda:0 (NVIDIA H200 [SXM])" in x for x in lines[:3]), lines[:3]
+    assert lines[0].startswith(f"run {run_id} (complete)")
+    wide = bakeoff("show", run_id, "--wide", "--db", db, cwd=work, check=True, columns=columns)
     assert "latency ms [p20–p80]" in wide.stdout
 
 
@@ -168,3 +176,18 @@ def test_error_messages_print_brackets_as_they_are(monkeypatch):
         common.fail("c.yaml:3: timing.budget_s [p20–p80] must be > 0, not [bold]-1[/]")
     assert exit_info.value.exit_code == 2
     assert out.getvalue() == "error: c.yaml:3: timing.budget_s [p20–p80] must be > 0, not [bold]-1[/]\n"
+
+
+def test_compare_says_noise_reasons_once_when_both_sides_share_them_and_cuts_between_words():
+    from types import SimpleNamespace
+
+    from bakeoff.results.report.compare_format import NOISE_CHARS, _noise_text
+
+    reasons = "; ".join(f"host load: the timing thread waited for a CPU {k}% of the timing window" for k in range(9))
+    same = _noise_text(SimpleNamespace(noisy=[f"base: {reasons}", f"candidate: {reasons}"], regressed=False))
+    assert same.startswith(" (noisy: base and candidate: host load: the timing thread waited") and "; candidate:" not in same
+    assert same.endswith(" …)") and len(same) <= NOISE_CHARS + len(" (noisy: )")
+    words = set(reasons.replace(";", " ").split()) | {"base", "and", "candidate:", "…", "noisy:"}
+    assert all(w in words for w in same.strip(" ()").replace(";", " ").split()), same  # no word cut in half
+    one = _noise_text(SimpleNamespace(noisy=["candidate: backend IQR/median 0.2"], regressed=True))
+    assert one == " (rests on a noisy measurement: candidate: backend IQR/median 0.2)"

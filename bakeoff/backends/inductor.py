@@ -141,6 +141,10 @@ class InductorBackend(Backend):
         notes = [f"mode={opts.mode}", f"dynamic={opts.dynamic}"]
         compiled = InductorCompiled(fn, device, CompileInfo(notes=notes), {"graph": graph.pretty()})
         compiled.baseline = _process_totals()
+        try:
+            compiled.code_before = frozenset(_loaded_output_code())
+        except Exception:  # noqa: BLE001  (private API changed: artifacts() says so)
+            pass
         return compiled
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
@@ -181,11 +185,21 @@ def _process_totals() -> tuple[dict[str, float], dict[str, int]]:
     return spent, dict(counters["inductor"])
 
 
+def _loaded_output_code() -> list[str]:
+    """The files of the output-code modules Inductor has loaded in this process (PyCodeCache, a private API:
+    `modules` on torch >= 2.6, else the older `cache` dict of key -> module)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    loaded = getattr(PyCodeCache, "modules", None) or list(getattr(PyCodeCache, "cache", {}).values())
+    return list(dict.fromkeys(m.__file__ for m in loaded if getattr(m, "__file__", None)))
+
+
 class InductorCompiled(TorchCompiled):
     """torch.compile compiles lazily, in the first call: its stages and cache verdict are read afterwards, as
     differences from the process's totals when compile() returned (`baseline`)."""
 
     baseline: tuple[dict[str, float], dict[str, int]] = ({}, {})
+    code_before: frozenset[str] = frozenset()  # output code loaded before compile(): the worker's warm-up graph's
     grad_fn_seen: dict[str, str] | None = None  # a training step's: what its first step's outputs came from
 
     @property
@@ -216,7 +230,7 @@ class InductorCompiled(TorchCompiled):
         self._info = value
 
     def artifacts(self) -> dict[str, Any] | None:
-        """The graph, and `output_code.py`: the module(s) Inductor generated and loaded in this process (the
+        """The graph, and `output_code.py`: the module(s) Inductor generated and loaded for this graph (the
         wrapper that calls the kernels, with each Triton or C++ kernel's source inline), as TORCH_LOGS=
         output_code prints them. Read through PyCodeCache, a private API: when it is missing or changed,
         `output_code_error` says so instead."""
@@ -227,11 +241,7 @@ class InductorCompiled(TorchCompiled):
                                          for k in ("fxgraph_cache_hit", "fxgraph_cache_miss"))
             out["backward_grad_fn"] = self.grad_fn_seen.get("grad_fn")
         try:
-            from torch._inductor.codecache import PyCodeCache
-
-            # `modules` (torch >= 2.6), else the older `cache` dict of key -> module
-            loaded = getattr(PyCodeCache, "modules", None) or list(getattr(PyCodeCache, "cache", {}).values())
-            paths = list(dict.fromkeys(m.__file__ for m in loaded if getattr(m, "__file__", None)))
+            paths = [p for p in _loaded_output_code() if p not in self.code_before]  # this graph's, not the warm-up's
             texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
         except Exception as exc:  # noqa: BLE001  (private API: a missing artifact, not a failed case)
             out["output_code_error"] = f"{type(exc).__name__}: {exc}"[:500]

@@ -16,7 +16,7 @@ from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVI
 from bakeoff.harness.config.yaml_lines import ConfigError
 from rich.text import Text
 
-from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store
+from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store, print_fields
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 WIDE_HELP = "One row per case with every column (spread, compile times, errors), at its natural width"
@@ -110,9 +110,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     print_summary(console, records, title=f"run {run_id}", wide=wide)
     _print_totals(store.run(run_id), records)
     bad = [r for r in records if r["status"] not in ("ok", "skipped")]
-    console.print(f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok, "
-                  f"{sum(r['status'] == 'skipped' for r in records)} skipped, {len(bad)} failed. "
-                  f"Store: {store.url}, run {run_id}", markup=False, highlight=False)
+    print_fields([f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok",
+                  f"{sum(r['status'] == 'skipped' for r in records)} skipped", f"{len(bad)} failed",
+                  f"store {store.url}", f"run {run_id}"])
 
 
 @list_app.command("workloads")
@@ -157,9 +157,9 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when 
     except StoreError as exc:
         fail(str(exc))
     env = run.get("environment") or {}
-    console.print(f"run {run_id} ({run['status']}), config {run['config_name']}, device {run['device']} "
-                  f"({env.get('gpu_name') or env.get('cpu_model')}), fingerprint {run['fingerprint']}, "
-                  f"harness {run['harness_rev']}", markup=False, highlight=False)
+    print_fields([f"run {run_id} ({run['status']})", f"config {run['config_name']}",
+                  f"device {run['device']} ({env.get('gpu_name') or env.get('cpu_model')})",
+                  f"fingerprint {run['fingerprint']}", f"harness {run['harness_rev']}"])
     records = store.records(run_id)
     print_summary(console, records, title=f"run {run_id}", wide=wide)
     _print_totals(run, records)

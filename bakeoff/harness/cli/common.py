@@ -5,6 +5,7 @@ import os
 import sys
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
@@ -13,6 +14,22 @@ console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ e
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() or "COLUMNS" in os.environ else 200)
 
 DB_OPTION = typer.Option(None, "--db", help="SQLAlchemy URL of the results store (default sqlite:///results/bakeoff.db)")
+
+
+def print_fields(fields: list[str], sep: str = ", ", target: Console | None = None) -> None:
+    """Print `fields` (plain text) joined by `sep` on as few lines as the console's width allows, breaking only
+    between fields: a name with spaces in it ('Intel(R) Xeon(R) Processor', 'NVIDIA H200') stays on one line."""
+    target = target or console
+    lines: list[str] = []
+    for field in fields:
+        if lines and cell_len(lines[-1] + sep + field) <= target.width:
+            lines[-1] += sep + field
+        else:
+            if lines:
+                lines[-1] += sep.rstrip()
+            lines.append(field)
+    for line in lines:
+        target.print(line, markup=False, highlight=False)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -27,7 +27,7 @@ def case_line(record: dict[str, Any]) -> str:
     speedup = record.get("speedup_vs_eager")
     if ms is not None:
         text += f"  {ms:.4g} ms"
-    if speedup is not None and record.get("status") == "ok":
+    if speedup is not None and record.get("status") == "ok" and record.get("adapter") != "eager":  # eager: 1×
         text += f"  {speedup:.3g}×"
     return text
 

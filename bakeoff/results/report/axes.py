@@ -21,9 +21,14 @@ def tick_text(value: float) -> str:
     return f"{mantissa:g}e{exponent}"
 
 
+FINE = (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)  # the mantissas of a narrow range's ticks
+
+
 def log_ticks(values: Iterable[Any]) -> dict[str, Any]:
     """Plotly axis settings for a log axis over `values`: ticks at 1-2-5 per decade, or at decades, or every
-    few decades, whichever gives at most MAX_TICKS; 1-9 per decade for a range narrower than that."""
+    few decades, whichever gives at most MAX_TICKS; 1-9 per decade for a range narrower than that. When fewer
+    than two ticks fall between the smallest and the largest value (values within a few percent of each other,
+    where plotly's own range would show no tick at all), the range is set to reach the ticks around them."""
     vals = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v) and v > 0]
     if not vals:
         return {"type": "log"}
@@ -35,14 +40,24 @@ def log_ticks(values: Iterable[Any]) -> dict[str, Any]:
 
     ticks = at((1, 2, 5))
     if len(ticks) < 3:
-        ticks = at((1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9))
+        ticks = at(FINE)
     elif len(ticks) > MAX_TICKS:
         ticks = at((1,))
         step = 1
         while len(ticks) > MAX_TICKS:
             step += 1
             ticks = at((1,), step)
-    return {"type": "log", "tickvals": ticks, "ticktext": [tick_text(t) for t in ticks], "minor": {"showgrid": False}}
+    out: dict[str, Any] = {"type": "log", "minor": {"showgrid": False}}
+    if sum(lo <= t <= hi for t in ticks) < 2:
+        fine = [m * 10.0**e for e in range(e0 - 1, e1 + 2) for m in FINE]
+        below = max(t for t in fine if t < lo * (1 - 1e-9))  # strictly around: no point on the axis' edge
+        above = min(t for t in fine if t > hi * (1 + 1e-9))
+        ticks = [t for t in fine if below <= t <= above]
+        pad = 0.05 * math.log10(above / below)
+        out["range"] = [math.log10(below) - pad, math.log10(above) + pad]
+    out["tickvals"] = ticks
+    out["ticktext"] = [tick_text(t) for t in ticks]
+    return out
 
 
 def _as_time(value: Any) -> dt.datetime | None:

@@ -58,6 +58,7 @@ def _backend_entry(case: dict[str, Any], artifacts: list[Artifact], note: str, g
             "status": str(case.get("status")), "note": note,
             "profiled": profiled, "device_ms": case.get("device_ms"), "kernel_count": case.get("kernel_count"),
             "profile_error": case.get("profile_error"), "device": case.get("device"),
+            "profile_off": (case.get("timing_settings") or {}).get("profile") is False,
             "artifacts": [{"name": a.name, "bytes": a.size_bytes, "note": a.note,
                            "blob": None if a.text is None else blobs.add(a.text)} for a in artifacts],
             "kernels": [r.to_json() for r in rows]}
@@ -179,11 +180,16 @@ CODE_JS = r"""
   }
   function kernelTable(p, b) {
     p.kernels.textContent = '';
+    var why = b.profile_error ? 'the profiler gave none (' + b.profile_error + ')'
+            : b.device === 'cpu' ? 'no CUPTI on a CPU (kernel times and shares of a call are measured on a GPU only)'
+            : b.profile_off ? 'the config turned the profiler off (timing.profile: false)'
+            : b.status === 'ok' ? 'the record holds no kernel list' : 'the case ended ' + b.status + ' before it';
     var head = b.profiled ? 'CUPTI saw ' + b.kernels.filter(function (k) { return k.launches !== null; }).length
                             + ' kernel name(s), ' + fixed(b.device_ms, 4) + ' ms device time per call'
-             : 'no CUPTI profile' + (b.profile_error ? ' (' + b.profile_error + ')' : b.device === 'cpu'
-                                     ? ' on a CPU' : '') + ': the kernels as generated';
-    p.kernels.appendChild(el('p', head, 'note'));
+             : 'kernel times not measured: ' + why + (b.kernels.length ? '. The kernels as generated:'
+               : b.adapter === 'eager' ? '. Eager runs ATen\'s own kernels: none generated.'
+               : '. No kernel found in the artifacts.');
+    p.kernels.appendChild(el('p', head, 'note kernel-head'));
     if (!b.kernels.length) { return; }
     // Columns with nothing to show are left out: the profile's without a profile, facts where none is known.
     var facts = b.kernels.some(function (k) { return k.facts; });

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict
 from typing import Any
 
@@ -11,6 +12,7 @@ from bakeoff.results.report.envdiff import describe
 METRIC_TITLES = {"headline_ms": "latency ms", "compile_s": "compile s cold", "compile_warm_s": "compile s warm",
                  "err_rel_l2_vs_fp64": "err vs fp64", "cache_hit_warm": "warm cache hit"}
 COLUMNS = ("headline_ms", "compile_s", "compile_warm_s", "err_rel_l2_vs_fp64")
+NOISE_CHARS = 300  # of a case's noise reasons in a line; the record holds them all (noise_reasons)
 MARK = {"regressed": "REGRESSED", "improved": "improved", "unchanged": "", "not significant": "n.s.",
         "not comparable": "not comparable"}
 
@@ -75,7 +77,11 @@ def _noise_text(c: CaseComparison) -> str:
     if not c.noisy:
         return ""
     lead = "rests on a noisy measurement" if c.regressed else "noisy"
-    return f" ({lead}: {'; '.join(c.noisy)[:300]})"
+    notes = c.noisy
+    sides = [n.split(": ", 1) for n in notes]
+    if len(sides) == 2 and sides[0][1:] == sides[1][1:]:  # the same reasons on both sides (a run with itself)
+        notes = [f"base and candidate: {sides[0][1] if len(sides[0]) > 1 else ''}"]
+    return f" ({lead}: {textwrap.shorten('; '.join(notes), NOISE_CHARS, placeholder=' …')})"  # cut between words
 
 
 def _notes(cmp: Comparison) -> list[str]:

@@ -21,6 +21,7 @@ from bakeoff.results.report.trend import MIN_RISE, WINDOW
 TITLES = {"headline_ms": "Latency, headline median (ms)", "compile_s": "Compile, cold (s)",
           "compile_warm_s": "Compile, warm (s)", "err_rel_l2_vs_fp64": "Error vs fp64 (relative L2)"}
 SEVERITY = {"regression": 0, "accuracy": 0, "status": 0, "suspicious": 1}
+WIDE_SPAN = 20  # a trend chart whose values span more than this factor gets a log axis
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
@@ -61,8 +62,11 @@ def trend_figure(series: list[Series], metric: str) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=bx, y=by, mode="markers", name="breach", hovertext=bh, hoverinfo="text",
                                  marker=dict(symbol="x", size=13, color=FAILURE_RED, line=dict(width=1))))
     values = [p.value for s in mine for p in s.points]
-    fig.update_yaxes(title_text=TITLES[metric],
-                     **(log_ticks(values) if metric == "err_rel_l2_vs_fp64" else {"type": "linear"}))
+    positive = [v for v in values if v > 0]
+    # Log where the series span more than WIDE_SPAN (backends 1000x apart: a linear axis flattens all but one).
+    log = metric == "err_rel_l2_vs_fp64" or (len(positive) == len(values) and max(values) > WIDE_SPAN * min(values))
+    fig.update_yaxes(title_text=TITLES[metric] + (" (log)" if log and metric != "err_rel_l2_vs_fp64" else ""),
+                     **(log_ticks(values) if log else {"type": "linear"}))
     fig.update_xaxes(title_text="run start (UTC)", **time_range(p.started_at for s in mine for p in s.points))
     fig = styled(fig, f"{TITLES[metric]} — threshold T = {MIN_RISE[metric]:.0%}", height=460 + 22 * len(mine))
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))  # long series names: below

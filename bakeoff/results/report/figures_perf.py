@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from bakeoff.results.report.data import (RunData, case_label, first_result_s, fnum, headline_method, headline_ms,
                                          headline_spread, series_name)
-from bakeoff.results.report.axes import log_ticks
+from bakeoff.results.report.axes import log_ticks, tick_text
 from bakeoff.results.report.colors import FAILURE_RED
 from bakeoff.results.report.figures_common import case_order, rows, series_colors, series_marks, styled
 
@@ -109,6 +109,19 @@ def latency_bars(runs: list[RunData]) -> go.Figure | None:
                        "whiskers p20–p80)")
 
 
+def _calls(n: float) -> str:
+    """A break-even label: '1.5 calls', '6,130 calls', '2.4e7 calls' (never '6.13e+03')."""
+    return f"{n:.2g} calls" if n < 10 else f"{n:,.0f} calls" if n < 1e5 else f"{tick_text(n)} calls"
+
+
+def _panel_ticks(log_range: list[float]) -> dict[str, Any]:
+    """log_ticks over a panel's own range (log10 units), which the panel keeps: a panel whose points span a
+    fraction of a decade still gets ticks when the others span many."""
+    ticks = log_ticks([10 ** log_range[0], 10 ** log_range[1]])
+    ticks.pop("range", None)
+    return ticks
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of points not dominated in (compile s, latency ms), both lower-is-better, by compile time."""
     order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
@@ -135,15 +148,14 @@ def compile_vs_latency(runs: list[RunData], columns: int = 3) -> go.Figure | Non
     fig = make_subplots(rows=n_rows, cols=columns, subplot_titles=list(panels), horizontal_spacing=0.08,
                         vertical_spacing=min(0.12, 0.5 / max(n_rows, 1)))
     shown: set[str] = set()
-    all_pts: list[tuple[float, float]] = []
     for k, cases in enumerate(panels.values()):
         r, col = k // columns + 1, k % columns + 1
         pts = [(first_result_s(c) or 0.0, headline_ms(c) or 0.0) for c in cases]
-        all_pts += pts
         # Room above the highest point for its break-even label, and beside the outermost ones (log units).
         ys, xs = [math.log10(p[1]) for p in pts], [math.log10(p[0]) for p in pts]
-        fig.update_yaxes(range=[min(ys) - 0.25, max(ys) + 0.45], row=r, col=col)
-        fig.update_xaxes(range=[min(xs) - 0.35, max(xs) + 0.35], row=r, col=col)
+        y_range, x_range = [min(ys) - 0.25, max(ys) + 0.45], [min(xs) - 0.35, max(xs) + 0.35]
+        fig.update_yaxes(range=y_range, **_panel_ticks(y_range), row=r, col=col)  # each panel its own ticks
+        fig.update_xaxes(range=x_range, **_panel_ticks(x_range), row=r, col=col)
         front = pareto_front(pts)
         fx, fy = [pts[i][0] for i in front], [pts[i][1] for i in front]
         fig.add_trace(go.Scatter(x=fx, y=fy, mode="lines+markers", line=dict(color="#444", dash="dot"),
@@ -158,15 +170,14 @@ def compile_vs_latency(runs: list[RunData], columns: int = 3) -> go.Figure | Non
                                                                   else "never (not faster than eager)")
             fig.add_trace(go.Scatter(
                 x=[pts[i][0]], y=[pts[i][1]], mode="markers+text", name=name, legendgroup=name,
-                text=[f"{be:.3g} calls" if be is not None else ""], textposition="top center",
+                text=[_calls(be) if be is not None else ""], textposition="top center",
                 textfont=dict(size=9), cliponaxis=False,
                 showlegend=name not in shown, marker=dict(size=10, color=colors.get(name), symbol=marks[name][1]),
                 hovertext=f"{name}<br>first result after {pts[i][0]:.3g} s cold<br>latency {pts[i][1]:.4g} ms<br>"
                           f"break-even {be_text}" + ("<br><b>on the Pareto front</b>" if i in front else ""),
                 hoverinfo="text"), row=r, col=col)
             shown.add(name)
-    fig.update_xaxes(title_text="cold s to first result, the graph's own (compile_total_s)",
-                     **log_ticks(p[0] for p in all_pts))
-    fig.update_yaxes(title_text="headline latency ms", **log_ticks(p[1] for p in all_pts))
+    fig.update_xaxes(title_text="cold s to first result, the graph's own (compile_total_s)")
+    fig.update_yaxes(title_text="headline latency ms")
     return styled(fig, "Compile time vs latency (Pareto front ringed; break-even calls on hover)",
                   height=140 + 300 * n_rows)

@@ -23,6 +23,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ok{color:#080}.bad{color:#c00;font-weight:600}.warn{color:#b60;font-weight:600}.dim{color:#888}
 .banner{background:#fff4e0;border:1px solid #e0a040;padding:8px 12px;margin:10px 0}
 .note{color:#555;font-size:13px}
+details.noise summary{cursor:pointer} details.noise ul{margin:2px 0 0 14px;padding:0;min-width:22em}
 """
 
 # Click a header to sort by it; numbers sort by the cell's data-v, missing values last.

@@ -42,6 +42,8 @@ _INDUCTOR_FUSED = re.compile(r"^(?:triton_(?:poi|red|per|tem|for|spl|mm)|cpp)_fu
 _SOURCE_NODES = re.compile(r"#\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]"
                            r"(?:, Original ATen: \[(?P<aten>[^\]]*)\])?")
 _EXTERN = re.compile(r"extern_kernels\.(?P<fn>\w+)\(")
+# An ATen op Inductor did not lower and calls as it is (a fallback: attention, a custom op), in call().
+_FALLBACK = re.compile(r"(?<![\w.])(?:torch\.ops\.)?aten\.(?P<op>\w+)\.(?P<overload>\w+)\(")
 
 
 def _origin_comment(code: str, start: int, end: int) -> str:
@@ -74,6 +76,12 @@ def inductor_kernels(code: str, artifact: str = "output_code.py") -> list[Genera
             continue
         out.append(Generated(f"extern_kernels.{m.group('fn')}", "Inductor → ATen extern (cuBLAS for mm)",
                              m.group("fn"), artifact, line_of(code, m.start()), calls_library=True))
+    call = re.search(r"^def call\(", code, re.M)
+    for m in _FALLBACK.finditer(code, call.start() if call else len(code)):
+        name = f"aten.{m.group('op')}"
+        if not any(g.name == name for g in out):
+            out.append(Generated(name, "Inductor → ATen fallback", f"{name}.{m.group('overload')}", artifact,
+                                 line_of(code, m.start()), calls_library=True))
     return out
 
 
@@ -103,6 +111,8 @@ def tritongen_kernels(summary: dict[str, Any], texts: dict[str, str]) -> list[Ge
             facts.append(f"smem {_kb(k['shared_bytes'])}")
         facts += [f"{ir.upper()} {_kb(k[f'{ir}_bytes'])}" for ir in ("ttir", "ttgir", "llir", "ptx")
                   if k.get(f"{ir}_bytes")]
+        if not facts:  # no compiled kernel (the interpreter): say so rather than show nothing
+            facts.append(texts.get("ir_note.txt", "").strip() or "no registers, shared memory or IR recorded")
         if k.get("config"):
             facts.append(" ".join(f"{a}={b}" for a, b in k["config"].items()))
         if k.get("variant"):
@@ -121,6 +131,7 @@ _HLO_INSTR = re.compile(r"^\s*(?:ROOT )?%?(?P<name>[\w.\-]+) = \S+(?: \S+)*? (?P
 _HLO_CALLS = re.compile(r"calls=%?(?P<callee>[\w.\-]+)")
 _HLO_KIND = re.compile(r"kind=(?P<kind>k\w+)")
 _HLO_TARGET = re.compile(r'custom_call_target="(?P<target>[^"]+)"')
+_HLO_BACKEND_KIND = re.compile(r'"kind":\s*"(?P<kind>__[\w$]+)"')  # a kCustom fusion's emitter: __triton_gemm, __cudnn$fusion
 _HLO_OPNAME = re.compile(r'op_name="(?P<op>[^"]+)"')
 _HLO_SKIP = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy"}
 
@@ -160,8 +171,12 @@ def xla_kernels(hlo: str, artifact: str = "hlo_optimized") -> list[Generated]:
             kind = _HLO_KIND.search(line)
             inner = [o for o in dict.fromkeys(bodies.get(callee.group("callee"), []) if callee else [])
                      if o not in _HLO_SKIP]
-            out.append(Generated(name, f"XLA fusion ({kind.group('kind') if kind else '?'})",
-                                 ", ".join(inner) + where, artifact, i, aliases=(sanitized(name),)))
+            emitter = _HLO_BACKEND_KIND.search(line)
+            how = ", ".join(x for x in (kind.group("kind") if kind else "?", emitter.group("kind") if emitter else "") if x)
+            library_call = bool(emitter) and "cudnn" in emitter.group("kind")  # cuDNN's kernels, not XLA's
+            out.append(Generated(name, f"XLA fusion ({how})",
+                                 ", ".join(inner) + where + (f" [{emitter.group('kind')}]" if library_call else ""),
+                                 artifact, i, aliases=(sanitized(name),), calls_library=library_call))
         elif op == "custom-call":
             target = _HLO_TARGET.search(line)
             out.append(Generated(name, f"XLA custom call {target.group('target') if target else ''}".strip(),

@@ -10,14 +10,20 @@ from typing import Any
 from bakeoff.results.report.kernel_sources import (Generated, inductor_kernels, iree_kernels, onnx_nodes,
                                                    tritongen_kernels, xla_kernels)
 
-# Who made a kernel, from its name alone (first match wins).
+# Who made a kernel, from its name alone (first match wins). XLA's fusion kernels come before the GEMM words:
+# XLA names its Triton GEMM fusions `gemm_fusion_dot_N`; cuBLAS on Hopper names its GEMMs `nvjet_sm90_...`.
 LIBRARIES = ((r"^triton_", "Triton"), (r"^cpp_fused", "C++ (Inductor)"),
              (r"cudnn", "cuDNN"), (r"flash|fmha", "fused attention"),
-             (r"gemm|xmma|cutlass|cublas|gemv|wgmma|^sm\d+_", "cuBLAS / CUTLASS"),
              (r"onnxruntime", "ONNX Runtime"), (r"__myl|myelin|tensorrt|^trt_", "TensorRT"),
-             (r"at::native|at::", "ATen"), (r"_dispatch_\d+", "IREE dispatch"), (r"fusion", "XLA fusion"))
-_GEMM_NAME = re.compile(r"gemm|xmma|cutlass|cublas|gemv|wgmma|^sm\d+_", re.I)
-_GEMM_SOURCE = re.compile(r"\bmm\b|addmm|bmm|matmul|gemm|dot|cublas", re.I)
+             (r"_dispatch_\d+", "IREE dispatch"), (r"(^|_)fusion(_|$)|^wrapped_", "XLA fusion"),
+             (r"gemm|xmma|cutlass|cublas|gemv|wgmma|nvjet|^sm\d+_", "cuBLAS / CUTLASS"),
+             (r"at::native|at::", "ATen"))
+# The calls into a library that can launch a kernel of that library (a generated entry with calls_library):
+# a cuBLAS kernel comes from a matmul call that is not an attention's, a cuDNN or fused-attention kernel from an
+# attention or convolution call. (wanted, unwanted), searched in a call's name and origin before what it computes.
+_ATTENTION = re.compile(r"cudnn|conv|attention|sdpa|fmha|flash", re.I)
+LIBRARY_CALLS = {"cuBLAS / CUTLASS": (re.compile(r"\bmm\b|addmm|bmm|matmul|gemm|dot|cublas", re.I), _ATTENTION),
+                 "cuDNN": (_ATTENTION, None), "fused attention": (_ATTENTION, None)}
 _DISPATCH = re.compile(r"_dispatch_(\d+)")
 
 
@@ -109,10 +115,14 @@ def _match(name: str, generated: list[Generated]) -> tuple[Generated | None, str
             gd = _DISPATCH.search(g.name)
             if gd and gd.group(1) == d.group(1):
                 return g, "dispatch"
-    if _GEMM_NAME.search(name):  # a cuBLAS/CUTLASS kernel: the backend's call into the library
-        for g in generated:
-            if g.calls_library and (_GEMM_SOURCE.search(g.name) or _GEMM_SOURCE.search(g.fused)):
-                return g, "library"
+    rule = LIBRARY_CALLS.get(library(name))
+    if rule is not None:  # a library's kernel: the backend's call into that library
+        wanted, unwanted = rule
+        for where in (lambda g: f"{g.name} {g.origin}", lambda g: g.fused):
+            for g in generated:
+                text = where(g)
+                if g.calls_library and wanted.search(text) and not (unwanted and unwanted.search(text)):
+                    return g, "library"
     low = name.lower()
     for g in generated:
         if g.calls_library and any(len(_op_stem(a)) >= 3 and _op_stem(a) in low for a in g.aliases):

@@ -32,8 +32,11 @@ def _noise(c: dict[str, Any]) -> Cell:
         return Cell("-", "")
     if quality != "noisy":
         return Cell(esc(quality), quality)
-    reasons = "; ".join(c.get("noise_reasons") or [])
-    return Cell(f'noisy<br><span class="note">{esc(reasons[:240])}</span>', quality, "warn", raw=True)
+    reasons = c.get("noise_reasons") or []
+    # Folded: the reasons run to hundreds of characters and made every row of a loaded machine's run tall.
+    items = "".join(f"<li>{esc(r)}</li>" for r in reasons)
+    return Cell(f'<details class="noise"><summary>noisy ({len(reasons)})</summary><ul class="note">{items}</ul>'
+                "</details>" if reasons else "noisy", quality, "warn", raw=True)
 
 
 def _latency(c: dict[str, Any]) -> Cell:
