@@ -11,6 +11,10 @@ Steps: a spare's get_ready (imports, context, the profiler started once); an eag
 passes of that case's eager call; then importing torch._dynamo and torch._inductor; then one tiny
 torch.compile; passes after each. Each pass is timed as a whole, and its parts: entering the profiler, the
 body (the calls), leaving it (CUPTI flush, kineto's processing) and reading the events.
+
+Found with it (H200, 2026-12-01): the spare's profiler start took 5.07 s and importing Inductor afterwards
+0.00 s: torch.profiler.profile's start asks `hasattr(torch, "_inductor")`, which imports Inductor. That import,
+not CUPTI, was the 4-6 s `profiling` phase of non-Inductor cases; measure.device_time.cuda_profiler avoids it.
 """
 from __future__ import annotations
 

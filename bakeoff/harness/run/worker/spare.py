@@ -69,22 +69,24 @@ def get_ready(device: str, profiler: bool,
 
 
 def start_profiler_once(device: str) -> None:
-    """One short profiler session on a trivial kernel, so the first profiled pass of the case does not pay
-    CUPTI's start-up (library load, activity buffers: about 5 s on the H200, benchmarks/profiler_cost.py).
-
-    Through torch.autograd.profiler.profile, which starts the same Kineto/CUPTI session as torch.profiler's
-    class: the latter's start asks `hasattr(torch, "_inductor")`, and torch's lazy module attribute imports
-    Inductor (and Dynamo) to answer, which would make this spare unusable for every Inductor and Triton case
-    (WATCHED_MODULES)."""
+    """One short Kineto session on a trivial kernel (measure.device_time.cuda_profiler, as the case's CUPTI pass
+    uses), so the case's pass does not pay CUPTI's start-up (library load, activity buffers). It imports no
+    compiler: torch.profiler.profile would import Inductor (and Dynamo) on start, which would make this
+    spare unusable for every Inductor and Triton case (WATCHED_MODULES)."""
     import torch
-    from torch.autograd.profiler import profile
 
-    cuda = device.startswith("cuda")
+    if not device.startswith("cuda"):
+        from torch.autograd.profiler import profile
+
+        with profile():  # the same class on the host: what a test on a CPU machine can check
+            torch.ones(16).add_(1)
+        return
+    from bakeoff.harness.measure.device_time import cuda_profiler
+
     x = torch.ones(16, device=device)
-    with profile(use_device="cuda" if cuda else None):
+    with cuda_profiler():
         x.add_(1)
-        if cuda:
-            torch.cuda.synchronize()
+        torch.cuda.synchronize()
 
 
 def serve(ready_file: str) -> int:
