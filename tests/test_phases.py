@@ -11,9 +11,13 @@ import pytest
 from conftest import bakeoff
 
 
+OTHER_FLOOR_S = 0.05  # seconds of a case's wall time its phases may leave unnamed, however short the case
+
+
 @pytest.fixture(scope="module")
 def phases_run(smoke_run):
-    """The suite's smoke run (configs/smoke.yaml on eager and Inductor, warm compile on): 22 cases."""
+    """The suite's smoke run (configs/smoke.yaml on eager and Inductor, warm compile on, two slots under
+    `--gate timers_only`): 22 cases."""
     return smoke_run
 
 
@@ -21,15 +25,16 @@ def test_phases_cover_the_wall_time_of_every_case(phases_run):
     for r in phases_run["records"]:
         phases, wall = r["phases_s"], r["wall_s"]
         assert abs(sum(phases.values()) - wall) <= 0.05 * wall, (r["case_id"], phases, wall)
-        assert phases["other"] <= 0.05 * wall, (r["case_id"], phases, wall)  # named phases explain >= 95%
+        # Named phases explain >= 95%; a prestarted eager case lasts half a second, and handing it over leaves
+        # some 10-30 ms unnamed, so "other" may also be up to OTHER_FLOOR_S.
+        assert phases["other"] <= max(0.05 * wall, OTHER_FLOOR_S), (r["case_id"], phases, wall)
         assert all(v >= 0 for v in phases.values())
         if r["status"] == "ok":
             for name in ("process_start", "imports", "inputs", "eager_baseline", "reference", "compile",
                          "checks", "timing", "exit"):
                 assert name in phases, (r["case_id"], name)
             assert phases["timing"] > 0 and phases["compile"] > 0
-        assert r["gate_policy"] == "exclusive"  # auto, on the CPU: every figure is host-timed
-        assert r["gate_policy_reason"].startswith("auto: on the CPU"), r["gate_policy_reason"]
+        assert r["gate_policy"] == phases_run["gate"], r["case_id"]  # auto's choice: test_the_gate_policy_...
 
 
 def test_the_warm_process_has_its_own_phases(phases_run):
@@ -42,14 +47,21 @@ def test_the_warm_process_has_its_own_phases(phases_run):
 
 def test_pre_started_workers_keep_cold_compiles_cold(phases_run):
     records = phases_run["records"]
-    assert records[0]["worker_start"] == "fresh"  # the first worker of the slot has no spare yet
-    assert all(r["worker_start"] == "prestarted" for r in records[1:]), [r.get("worker_start_reason")
-                                                                         for r in records]
-    for r in records:
-        if r["backend"] != "inductor":
-            continue
+    by_slot: dict[str, list[dict]] = {}
+    for r in records:  # in the order they were written: each slot's cases in the order it ran them
+        by_slot.setdefault(r["worker"], []).append(r)
+    assert len(by_slot) == phases_run["jobs"], sorted(by_slot)
+    for slot, rs in by_slot.items():
+        assert rs[0]["worker_start"] == "fresh", slot  # the first worker of a slot has no spare yet
+        assert all(r["worker_start"] == "prestarted" for r in rs[1:]), (slot, [r.get("worker_start_reason")
+                                                                                for r in rs])
+    inductor = [r for r in records if r["backend"] == "inductor"]
+    # At most one fresh worker per slot: the others' imports were done before their case arrived.
+    assert sum(r["worker_start"] == "prestarted" for r in inductor) >= len(inductor) - phases_run["jobs"]
+    for r in inductor:
         assert r["worker_start_warm"] == "prestarted"
-        assert r["phases_s"]["imports"] < 0.5 * r["phases_s"]["compile"]  # torch was imported beforehand
+        if r["worker_start"] == "prestarted":
+            assert r["phases_s"]["imports"] < 0.5 * r["phases_s"]["compile"]  # torch was imported beforehand
         assert r["cache_files_before_cold"] == 0 and r["cache_files_cold"] > 0  # its own, empty cache
         assert r["cache_hit_cold"] is False  # Inductor's own counter: a miss
         # The process warm-up compile stays in the case's process, and the record says why.
@@ -71,10 +83,12 @@ def test_the_reference_is_computed_once_per_group(phases_run):
             groups.setdefault(r["workload"], []).append(r)
     assert len(groups) == 11
     for workload, rs in groups.items():
-        # The first case computes it; at smoke sizes reading it back beats computing it, so the others read it.
-        assert rs[0]["reference_source"] == {"0": "computed", "1": "computed"}, workload
-        for r in rs[1:]:
-            assert r["reference_source"] == {"0": "shared", "1": "shared"}, (r["case_id"], r["reference_source"])
+        # The case that takes the group's lock first computes it (with two slots, not always the first written);
+        # at smoke sizes reading it back beats computing it, so the others read it.
+        sources = [r["reference_source"] for r in rs]
+        assert all(set(s) == {"0", "1"} for s in sources), (workload, sources)
+        for seed in ("0", "1"):
+            assert sorted(s[seed] for s in sources) == ["computed"] + ["shared"] * (len(rs) - 1), (workload, sources)
 
 
 def test_show_ends_with_the_run_totals(phases_run):
@@ -111,6 +125,9 @@ def test_the_gate_policy_comes_from_the_config_or_the_command_line(tmp_path):
 
     assert policies() == {"timers_only"}  # the config's
     assert policies("--gate", "exclusive") == {"exclusive"}  # the command line's
+    assert policies("--gate", "auto") == {"exclusive"}  # auto, on the CPU: every figure is host-timed
+    records = json.loads(bakeoff("export", "latest", "--db", db, cwd=tmp_path, check=True).stdout)
+    assert all(r["gate_policy_reason"].startswith("auto: on the CPU") for r in records), records
     (tmp_path / "g.yaml").write_text(GATE_CONFIG.replace("gate: timers_only", "gate: always"))
     refused = bakeoff("run", "g.yaml", "--db", db, cwd=tmp_path)
     assert refused.returncode == 2 and "gate" in refused.stderr
