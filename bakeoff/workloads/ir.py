@@ -14,7 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 Dim = int | str
 Shape = tuple[Dim, ...]
@@ -201,15 +201,18 @@ class Graph:
         return "\n".join(lines)
 
 
-def bind(graph: Graph, dims: Mapping[str, int], dtype: str) -> Graph:
-    """Replace symbolic dims with integers and the compute dtype 'T' with `dtype`."""
+def bind(graph: Graph, dims: Mapping[str, Any], dtype: str,
+         bind_one: Callable[[Any, Mapping[str, Any]], Any] | None = None) -> Graph:
+    """Replace symbolic dims with integers and the compute dtype 'T' with `dtype`. `bind_one(dim, dims)` binds
+    one dim of a shape (default `bind_dim`; tritongen's symbolic binding passes its own)."""
     if dtype not in DTYPES:
         raise IRError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    one = bind_one or bind_dim
     nodes = []
     for n in graph.nodes:
-        shape = tuple(bind_dim(d, dims) for d in n.shape)
+        shape = tuple(one(d, dims) for d in n.shape)
         attrs = n.attrs
         if n.op in ("reshape", "broadcast"):
-            attrs = tuple((k, tuple(bind_dim(d, dims) for d in v) if k == "shape" else v) for k, v in attrs)
+            attrs = tuple((k, tuple(one(d, dims) for d in v) if k == "shape" else v) for k, v in attrs)
         nodes.append(Node(n.id, n.op, n.inputs, attrs, shape, dtype if n.dtype == COMPUTE_DTYPE else n.dtype))
     return Graph(tuple(nodes), graph.outputs, graph.name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from bakeoff.workloads.ir import COMPUTE_DTYPE, DTYPES, Graph, IRError, Node, norm_dim
+from bakeoff.workloads.ir import Graph, IRError, bind, norm_dim
 
 
 class SymDim(int):
@@ -106,14 +106,4 @@ def _bind_dim(d: Any, values: Mapping[str, int]) -> int:
 def bind_symbolic(graph: Graph, values: Mapping[str, int], dtype: str, dim: str) -> Graph:
     """`ir.bind(graph, values, dtype)` with `dim` bound to a SymDim at its value (products holding it are
     SymDims too), so the generated kernels read it from their runtime argument `arg_name(dim)`."""
-    if dtype not in DTYPES:
-        raise IRError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-    bound = {**values, dim: SymDim(values[dim], arg_name(dim))}
-    nodes = []
-    for n in graph.nodes:
-        shape = tuple(_bind_dim(d, bound) for d in n.shape)
-        attrs = n.attrs
-        if n.op in ("reshape", "broadcast"):
-            attrs = tuple((k, tuple(_bind_dim(d, bound) for d in v) if k == "shape" else v) for k, v in attrs)
-        nodes.append(Node(n.id, n.op, n.inputs, attrs, shape, dtype if n.dtype == COMPUTE_DTYPE else n.dtype))
-    return Graph(tuple(nodes), graph.outputs, graph.name)
+    return bind(graph, {**values, dim: SymDim(values[dim], arg_name(dim))}, dtype, _bind_dim)
