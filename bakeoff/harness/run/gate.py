@@ -12,8 +12,8 @@ children never inherit them.
 A worker never holds one lock while waiting for another except the turnstile, which is always taken
 first; a timers_only timer's shared hold while it waits for `PREFIX.timing`, whose holders are timing
 and wait for nothing; and an exclusive timer's gate while it waits for `PREFIX.compiling`, whose holders
-wait for nothing before they drop it: so there is no deadlock. The time a worker spends waiting is written to `wait_file`,
-so the orchestrator can leave it out of the worker's timeout.
+wait for nothing before they drop it: so there is no deadlock. The time a worker spends waiting is written
+to `wait_file`, so the orchestrator can leave it out of the worker's timeout.
 
 The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix),
 BAKEOFF_GATE_WAIT (the wait file) and BAKEOFF_GATE_POLICY. Without a prefix the gate is a no-op.
@@ -73,7 +73,6 @@ class Gate:
         self._turnstile = _open_shared(self.prefix + ".turnstile")
         self._timing = _open_shared(self.prefix + ".timing")
         self._compiling = _open_shared(self.prefix + ".compiling")
-        self.host_work_s = 0.0  # seconds spent in host_work() outside the gate (beside others' timing)
 
     def _lock(self, fd: int, mode: int) -> None:
         """Take `mode` on `fd`, counting the time it takes as waiting."""
@@ -132,11 +131,9 @@ class Gate:
             self._lock(self._compiling, fcntl.LOCK_SH)
         finally:
             fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
-        t0 = time.time()
         try:
             yield True
         finally:
-            self.host_work_s += time.time() - t0
             fcntl.lockf(self._compiling, fcntl.LOCK_UN)
             self.enter_shared()
 

@@ -42,7 +42,8 @@ def resolve_gate_policy(requested: str | None, device: str, timing: dict[str, An
             raise ValueError(f"gate policy must be one of {', '.join(REQUESTABLE)}, not {requested!r}")
         return requested, f"timing.gate is {requested}"
     if not device.startswith("cuda"):
-        return "exclusive", "auto: on the CPU every figure is read from the host clock, which a compile on another core moves"
+        return "exclusive", ("auto: on the CPU every figure is read from the host clock, which a compile on another "
+                             "core moves")
     if not timing.get("profile", True):
         return "exclusive", "auto: timing.profile is off, so the headline is the pipelined host figure"
     why = ("auto: the headline (CUPTI span) reads the device's clock; other cases' device work waits while this "

@@ -20,7 +20,8 @@ from bakeoff.results.record import ColdOutput, WarmOutput, invalid_fields
 
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.steps import compile_and_first_run, compiling, count_cache_files, error_record, limit_host_memory
+from bakeoff.harness.run.worker.steps import (compile_and_first_run, compiling, count_cache_files, error_record,
+                                              limit_host_memory)
 
 
 def init_device(device: str) -> None:
