@@ -38,9 +38,9 @@ WATCHED_MODULES = ("torch._inductor", "torch._dynamo", "triton", "jax", "jaxlib"
 
 def get_ready(device: str, profiler: bool,
               host_work: Callable[[], ContextManager[Any]] = nullcontext) -> dict[str, float]:
-    """Import what every case needs and make the device's context. Returns seconds per step. The imports
-    run inside `host_work()` (the gate's Gate.host_work: beside other cases' timing under `beside_compiles`);
-    the context and the profiler's start are device work, inside the gate."""
+    """Import what every case needs and make the device's context. Returns seconds per step. The imports and
+    the profiler's start run inside `host_work()` (the gate's Gate.host_work: beside other cases' timing under
+    `beside_compiles`); making the context is device work, inside the gate."""
     t0 = time.perf_counter()
     with host_work():
         import torch
@@ -95,7 +95,7 @@ def serve(ready_file: str) -> int:
 
     gate = current_gate()
     if gate is not None:
-        gate.enter_shared()  # importing is a load on the CPU: never while someone on this device times
+        gate.enter_shared()  # busy from here; host work inside get_ready may leave the hold (beside_compiles)
     steps = get_ready(os.environ.get(ENV_SPARE_DEVICE, "cpu"), os.environ.get(ENV_SPARE_PROFILER) == "1",
                       gate.host_work if gate is not None else nullcontext)
     if gate is not None:
