@@ -79,6 +79,11 @@ class InductorBackend(Backend):
     graph_capturable = True
     timed_with_events = True
     Options = InductorOptions
+    grad = True
+    grad_graph_capturable = True
+    warmup_in_case_reason = ("Inductor's compile worker pool starts with the warm-up and keeps the environment "
+                             "it started with: the case's Triton kernels would be compiled into the warm-up's "
+                             "TRITON_CACHE_DIR, not the case's own cache folder")
 
     # Inductor config keys that make a compile time candidates on the device.
     _DEVICE_TUNING_KEYS = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning")
@@ -95,11 +100,6 @@ class InductorBackend(Backend):
             return f"mode {opts.mode} times candidate kernels on the device"
         tuned = [k for k in cls._DEVICE_TUNING_KEYS if (opts.options or {}).get(k)]
         return f"options {', '.join(tuned)} time candidates on the device" if tuned else None
-    grad = True
-    grad_graph_capturable = True
-    warmup_in_case_reason = ("Inductor's compile worker pool starts with the warm-up and keeps the environment "
-                             "it started with: the case's Triton kernels would be compiled into the warm-up's "
-                             "TRITON_CACHE_DIR, not the case's own cache folder")
 
     @classmethod
     def version(cls) -> str | None:

@@ -203,11 +203,11 @@ class IreeCompiled(Compiled):
 class IreeBackend(Backend):
     name = "iree"
     Options = IreeOptions
+    grad = True  # from the StableHLO of JAX's jitted jax.vjp step, the forward's route
 
     @classmethod
     def compile_times_on_device(cls, options: Any) -> str | None:
         return None  # iree-compile is a host process; the device sees the first run only
-    grad = True  # from the StableHLO of JAX's jitted jax.vjp step, the forward's route
 
     @classmethod
     def available(cls) -> str | None:

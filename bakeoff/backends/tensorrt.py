@@ -245,10 +245,6 @@ class TrtCompiled(Compiled):
 
 class TensorRTBackend(Backend):
     name = "tensorrt"
-
-    @classmethod
-    def compile_times_on_device(cls, options: Any) -> str | None:
-        return "TensorRT's builder times tactics on the device while it builds the engine"
     grad_reason = "is inference only: TensorRT builds engines for the forward pass and has no backward or autodiff"
     devices = frozenset({"cuda"})
     cache_env = (CACHE_ENV,)
@@ -256,6 +252,10 @@ class TensorRTBackend(Backend):
     Options = TrtOptions
     warmup_in_case_reason = ("the builder's timing cache is the case's cache folder, and moving the warm-up "
                              "ahead of the case is not verified with TensorRT (not installable here)")
+
+    @classmethod
+    def compile_times_on_device(cls, options: Any) -> str | None:
+        return "TensorRT's builder times tactics on the device while it builds the engine"
 
     @classmethod
     def available(cls) -> str | None:

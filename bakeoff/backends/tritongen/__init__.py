@@ -52,15 +52,15 @@ class TritonGenBackend(Backend):
     timed_with_events = True   # Triton launches on torch's current CUDA stream
     graph_capturable = True
     Options = TritonGenOptions
+    warmup_in_case_reason = ("Triton writes its launcher stubs and kernels under TRITON_CACHE_DIR; that a change "
+                             "of the folder after the warm-up reaches every file it writes is not verified on a "
+                             "GPU, so the warm-up stays where its files are counted apart (cache_files_setup)")
 
     @classmethod
     def compile_times_on_device(cls, options: Any) -> str | None:
         if cls.parse_options(options).autotune:
             return "its config search times candidate kernels on the device (autotune: true)"
         return None
-    warmup_in_case_reason = ("Triton writes its launcher stubs and kernels under TRITON_CACHE_DIR; that a change "
-                             "of the folder after the warm-up reaches every file it writes is not verified on a "
-                             "GPU, so the warm-up stays where its files are counted apart (cache_files_setup)")
 
     @classmethod
     def version(cls) -> str | None:
