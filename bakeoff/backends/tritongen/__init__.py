@@ -99,40 +99,32 @@ class TritonGenBackend(Backend):
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
-        opts = self.parse_options(options)
-        interpret = _interpreting()
-        if device == "cpu" and not interpret:
-            raise RuntimeError(_NO_INTERP)
         from bakeoff.backends.tritongen.pipeline import compile_graph
 
         dtype = next((n.dtype for n in graph.inputs), "float32")
-        target = target_from_options(opts, interpret, dtype)
-        if interpret:
-            device_name = "triton-interpreter"
-        else:
-            import torch
-
-            device_name = torch.cuda.get_device_name(torch.device(device))
-        search = opts.autotune and not interpret
-        return compile_graph(graph, device, target, search, device_name)
-
+        return compile_graph(graph, device, *_setup(options, device, dtype))
 
     def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
         """Kernels that take the swept dim as a runtime argument (tritongen/sweep.py)."""
-        opts = self.parse_options(options)
-        interpret = _interpreting()
-        if device == "cpu" and not interpret:
-            raise RuntimeError(_NO_INTERP)
         from bakeoff.backends.tritongen.sweep import TritonGenSweepServer
 
-        target = target_from_options(opts, interpret, spec.dtype)
-        if interpret:
-            device_name = "triton-interpreter"
-        else:
-            import torch
+        return TritonGenSweepServer(spec, device, *_setup(options, device, spec.dtype))
 
-            device_name = torch.cuda.get_device_name(torch.device(device))
-        return TritonGenSweepServer(spec, device, target, opts.autotune and not interpret, device_name)
+
+def _setup(options: Mapping[str, Any], device: str, dtype: str) -> tuple[Any, bool, str]:
+    """(codegen target, whether to run the GPU config search, device name) for a compile on `device`; refuses
+    the CPU without Triton's interpreter."""
+    opts = TritonGenBackend.parse_options(options)
+    interpret = _interpreting()
+    if device == "cpu" and not interpret:
+        raise RuntimeError(_NO_INTERP)
+    if interpret:
+        device_name = "triton-interpreter"
+    else:
+        import torch
+
+        device_name = torch.cuda.get_device_name(torch.device(device))
+    return target_from_options(opts, interpret, dtype), opts.autotune and not interpret, device_name
 
 
 def target_from_options(options: Mapping[str, Any] | TritonGenOptions, interpret: bool, dtype: str):

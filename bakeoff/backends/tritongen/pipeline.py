@@ -17,7 +17,7 @@ from bakeoff.backends.tritongen.fusion import fuse
 from bakeoff.backends.tritongen.launcher import TritonGenCompiled, build_steps
 
 
-class _Stages:
+class Stages:
     """Runs and times named stages; `stages_s` holds seconds per name (repeated names add up)."""
 
     def __init__(self) -> None:
@@ -32,17 +32,28 @@ class _Stages:
 
 def compile_graph(graph: Graph, device: str, target: CodegenTarget, search: bool, device_name: str) -> TritonGenCompiled:
     """Compile a bound graph for `device`; `search` runs the GPU config search (else the fixed configs)."""
-    t, folder = _Stages(), tune.cache_dir()
+    t = Stages()
     plan = t("fuse", fuse, graph)                                                     # 1. kernels, views
     sources = t("codegen", generate_all, plan, target)                                # 2. source per kernel
-    modules = t("compile", tune.load_kernels, sources, folder)                        # 3a. write + import
+    modules, configs, hit, log, compiled = tuned_kernels(t, plan, sources, device, target, search, device_name)
+    steps = build_steps(sources, modules, configs)                                    # 4. the launcher
+    info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log))
+    return TritonGenCompiled(plan, steps, device, info, artifacts.collect(plan, sources, configs, compiled, log))
+
+
+def tuned_kernels(t: "Stages", plan: Any, sources: list, device: str, target: CodegenTarget, search: bool,
+                  device_name: str, loaded: Callable[[list], None] | None = None) -> tuple:
+    """Stage 3, timed by `t`: write and import the sources (3a), search or read the configs (3b), compile the
+    winners on a GPU (3c). `loaded(modules)` is called between 3a and 3b. Returns (modules, configs, cache hit,
+    tuning log, compiled winners or None)."""
+    modules = t("compile", tune.load_kernels, sources, tune.cache_dir())              # 3a. write + import
+    if loaded is not None:
+        loaded(modules)
     configs, hit, log = t("autotune", tune.choose_configs, plan, sources, modules, target.dtype, device,
                           device_name, search, target.search == "wide")               # 3b. search or cache
     compiled = t("compile", tune.compile_winners, plan, sources, modules, configs, device) \
         if not target.interpret else None                                             # 3c. winners (GPU)
-    steps = build_steps(sources, modules, configs)                                    # 4. the launcher
-    info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log))
-    return TritonGenCompiled(plan, steps, device, info, artifacts.collect(plan, sources, configs, compiled, log))
+    return modules, configs, hit, log, compiled
 
 
 def _notes(plan, target: CodegenTarget, device_name: str, log: list[str]) -> list[str]:

@@ -26,10 +26,11 @@ from bakeoff.backends.base import CompileInfo, TensorSpec
 from bakeoff.backends.sweep import SweepServer
 from bakeoff.workloads.ir import Graph
 
-from bakeoff.backends.tritongen import artifacts, tune
+from bakeoff.backends.tritongen import artifacts
 from bakeoff.backends.tritongen.codegen import generate_all
 from bakeoff.backends.tritongen.fusion import fuse
 from bakeoff.backends.tritongen.launcher import TritonGenCompiled, build_steps
+from bakeoff.backends.tritongen.pipeline import Stages, tuned_kernels
 from bakeoff.backends.tritongen.source import KernelSource, wide
 from bakeoff.backends.tritongen.symdim import arg_name, bind_symbolic
 
@@ -104,29 +105,23 @@ class TritonGenSweepServer(SweepServer):
         key = _key(sources)
         fresh = key not in self._sets
         if fresh:
-            folder = tune.cache_dir()
-            t0 = time.perf_counter()
-            modules = tune.load_kernels(sources, folder)
-            for m in modules:
-                if m.__name__ not in self._modules:
-                    self._modules[m.__name__] = m
-                    self._baseline[m.__name__] = triton_cache_entries(m) or 0
-            stages["compile"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            configs, hit, log = tune.choose_configs(plan, sources, modules, self.target.dtype, self.device,
-                                                    self.device_name, self.search, self.target.search == "wide")
-            stages["autotune"] = time.perf_counter() - t0
-            compiled = None
-            if not self.interpret:
-                t0 = time.perf_counter()
-                compiled = tune.compile_winners(plan, sources, modules, configs, self.device)
-                stages["compile"] += time.perf_counter() - t0
+            t = Stages()
+            modules, configs, hit, log, compiled = tuned_kernels(t, plan, sources, self.device, self.target,
+                                                                 self.search, self.device_name, self._count_from)
+            stages.update(t.stages_s)
             self._sets[key] = (modules, configs, artifacts.collect(plan, sources, configs, compiled, log), hit)
         modules, configs, arts, hit = self._sets[key]
         steps = build_steps(sources, modules, configs)
         notes = self.notes + ([] if fresh else [f"source set {key} reused (generated at an earlier value)"])
         info = CompileInfo(stages_s=stages, cache_hit=hit if fresh else None, notes=notes)
         return TritonGenCompiled(plan, steps, self.device, info, arts)
+
+    def _count_from(self, modules: list) -> None:
+        """Note the compiled kernels already cached in newly loaded modules, before the config search compiles."""
+        for m in modules:
+            if m.__name__ not in self._modules:
+                self._modules[m.__name__] = m
+                self._baseline[m.__name__] = triton_cache_entries(m) or 0
 
     def triton_compiles(self) -> int | None:
         """Kernels Triton compiled for this sweep's modules (None under the interpreter)."""
