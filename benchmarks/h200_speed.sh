@@ -44,6 +44,7 @@ GATE_ARGS=()
 RUN_TIMEOUT=$(( $(left_s) - ${AGREE_S:-120} - 30 ))
 echo "the suite gets ${RUN_TIMEOUT} s (then Ctrl-C: the run stays resumable), --jobs ${JOBS:-4}"
 RUN_T0=$(date +%s)
+export BAKEOFF_GATE_TRACE="$OUT/gate.trace"   # what the gate did, moment by moment (benchmarks/gate_timeline.py)
 timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run "$CONFIG" --jobs "${JOBS:-4}" "${GATE_ARGS[@]}" "$@" \
   > "$OUT/run.log" 2>&1
 RUN_RC=$?
@@ -63,6 +64,8 @@ fi
 RUN_ID=$(python3 -c "from bakeoff.results.store import Store; print(Store().latest_run_id())")
 python3 "$R/benchmarks/harness_overhead.py" --run-id "$RUN_ID" > "$OUT/overhead.txt" 2>&1
 cat "$OUT/overhead.txt"
+python3 "$R/benchmarks/gate_timeline.py" "$OUT/gate.trace" > "$OUT/gate_timeline.txt" 2>&1
+head -c 4000 "$OUT/gate_timeline.txt"
 python3 -m bakeoff show "$RUN_ID" > "$OUT/show.txt" 2>&1
 python3 -m bakeoff export "$RUN_ID" > "$OUT/records.json"
 cp results/bakeoff.db "$OUT/bakeoff.db"

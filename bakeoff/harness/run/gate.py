@@ -17,6 +17,9 @@ to `wait_file`, so the orchestrator can leave it out of the worker's timeout.
 
 The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix),
 BAKEOFF_GATE_WAIT (the wait file) and BAKEOFF_GATE_POLICY. Without a prefix the gate is a no-op.
+With BAKEOFF_GATE_TRACE (a file), every gated process appends what it does with the locks, and which
+phase it is in, one line per event (`EPOCH PID EVENT ...`): benchmarks/gate_timeline.py reads it to say
+how long the device was timed, waited for, or idle, and which work held timers off.
 
 Policies (`timing: {gate: ...}` in a config; `auto` is resolved per case, run/gate_policy.py, and the
 policy each case used is its record's `gate_policy`, with `gate_policy_reason`). They differ only in what a
@@ -48,6 +51,7 @@ from typing import Callable, Iterator
 ENV_PREFIX = "BAKEOFF_GATE"
 ENV_WAIT_FILE = "BAKEOFF_GATE_WAIT"
 ENV_POLICY = "BAKEOFF_GATE_POLICY"
+ENV_TRACE = "BAKEOFF_GATE_TRACE"
 POLICIES = ("exclusive", "timers_only", "beside_compiles")  # what a worker runs under; `auto` resolves to one
 
 
@@ -73,17 +77,34 @@ class Gate:
         self._turnstile = _open_shared(self.prefix + ".turnstile")
         self._timing = _open_shared(self.prefix + ".timing")
         self._compiling = _open_shared(self.prefix + ".compiling")
+        self._names = {self._gate: "gate", self._turnstile: "turnstile", self._timing: "timing",
+                       self._compiling: "compiling"}
+        trace = os.environ.get(ENV_TRACE)
+        self._trace = os.open(trace, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666) if trace else None
+
+    def note(self, event: str) -> None:
+        """Append `event` to the trace (BAKEOFF_GATE_TRACE), one line written at once; no-op without one."""
+        if self._trace is not None:
+            os.write(self._trace, f"{time.time():.6f} {os.getpid()} {event}\n".encode())
+
+    def _unlock(self, fd: int) -> None:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        self.note(f"drop {self._names[fd]}")
 
     def _lock(self, fd: int, mode: int) -> None:
         """Take `mode` on `fd`, counting the time it takes as waiting."""
+        held = f"{self._names[fd]} {'ex' if mode == fcntl.LOCK_EX else 'sh'}"
         try:
             fcntl.lockf(fd, mode | fcntl.LOCK_NB)
+            self.note(f"got {held}")
             return
         except OSError:
             pass
         t0 = time.time()
+        self.note(f"want {held}")
         self._report(waiting_since=t0)
         fcntl.lockf(fd, mode)
+        self.note(f"got {held}")
         self.waited_s += time.time() - t0
         self._report(waiting_since=None)
 
@@ -100,11 +121,11 @@ class Gate:
         try:
             self._lock(self._gate, fcntl.LOCK_SH)
         finally:
-            fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
+            self._unlock(self._turnstile)
 
     def leave_shared(self) -> None:
         """Stop being a busy worker (an idle pre-started worker must not hold off anyone's timing)."""
-        fcntl.lockf(self._gate, fcntl.LOCK_UN)
+        self._unlock(self._gate)
 
     def rebind(self, wait_file: str | None, policy: str | None = None) -> None:
         """Start over for a new case in this process (a pre-started worker): report waits to `wait_file`,
@@ -125,16 +146,16 @@ class Gate:
         if self.policy != "beside_compiles":
             yield False
             return
-        fcntl.lockf(self._gate, fcntl.LOCK_UN)
+        self._unlock(self._gate)
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
             self._lock(self._compiling, fcntl.LOCK_SH)
         finally:
-            fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
+            self._unlock(self._turnstile)
         try:
             yield True
         finally:
-            fcntl.lockf(self._compiling, fcntl.LOCK_UN)
+            self._unlock(self._compiling)
             self.enter_shared()
 
     @contextmanager
@@ -149,9 +170,9 @@ class Gate:
                 yield self
             finally:
                 self.windows.append((start, time.time()))
-                fcntl.lockf(self._timing, fcntl.LOCK_UN)
+                self._unlock(self._timing)
             return
-        fcntl.lockf(self._gate, fcntl.LOCK_UN)
+        self._unlock(self._gate)
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
             self._lock(self._gate, fcntl.LOCK_EX)
@@ -165,11 +186,11 @@ class Gate:
                 finally:
                     self.windows.append((start, time.time()))
                     if alone:
-                        fcntl.lockf(self._compiling, fcntl.LOCK_UN)
+                        self._unlock(self._compiling)
             finally:
-                fcntl.lockf(self._gate, fcntl.LOCK_UN)
+                self._unlock(self._gate)
         finally:
-            fcntl.lockf(self._turnstile, fcntl.LOCK_UN)
+            self._unlock(self._turnstile)
         self.enter_shared()
 
     def summary(self) -> dict[str, object]:
@@ -187,6 +208,13 @@ def host_work() -> Iterator[bool]:
         return
     with gate.host_work() as outside:
         yield outside
+
+
+def note(event: str) -> None:
+    """Append `event` to this worker's gate trace (Gate.note); a no-op when ungated or not tracing."""
+    gate = current_gate()
+    if gate is not None:
+        gate.note(event)
 
 
 def _share(change: Callable[[], None]) -> None:

@@ -58,6 +58,9 @@ def finish(code: int) -> None:
     """Exit at once once the record is written: flush what the worker printed, then skip the interpreter's
     teardown (atexit hooks, compile worker pools, module finalizers), which measures nothing and can take
     seconds with torch loaded. Nothing is left behind: the orchestrator kills the process group."""
+    from bakeoff.harness.run.gate import note
+
+    note("exit")  # the kernel drops this process's locks as it exits
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from bakeoff.harness.run.gate import note as gate_note
+
 ENV_PHASES_FILE = "BAKEOFF_PHASES_FILE"
 ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds: when the orchestrator started the worker (or handed over)
 END_MARK = "end"  # the last line: epoch seconds at which the worker finished writing its record
@@ -56,6 +58,7 @@ class PhaseLog:
     def phase(self, name: str) -> Iterator[None]:
         """Time the body as phase `name`, less any gate wait inside it (counted as gate_wait)."""
         self.take_gate_wait()  # a wait before the phase began is not part of it
+        gate_note(f"phase {name}")
         if name in BEGIN_MARKED:
             self._write(f"{BEGIN_MARK} {name} {time.time():.6f}\n")
         t0 = time.perf_counter()
@@ -65,6 +68,7 @@ class PhaseLog:
             span = time.perf_counter() - t0
             waited = self.take_gate_wait()
             self.add(name, max(span - waited, 0.0))
+            gate_note(f"end {name}")
 
     def take_gate_wait(self) -> float:
         """Count the gate wait not counted yet as gate_wait; returns it (seconds)."""

@@ -41,7 +41,10 @@ def get_ready(device: str, profiler: bool,
     """Import what every case needs and make the device's context. Returns seconds per step. The imports and
     the profiler's start run inside `host_work()` (the gate's Gate.host_work: beside other cases' timing under
     `beside_compiles`); making the context is device work, inside the gate."""
+    from bakeoff.harness.run.gate import note
+
     t0 = time.perf_counter()
+    note("phase spare_imports")
     with host_work():
         import torch
 
@@ -53,6 +56,7 @@ def get_ready(device: str, profiler: bool,
             backend_class(name)
     t1 = time.perf_counter()
     steps = {"imports": t1 - t0}
+    note("phase spare_device_init")
     if device.startswith("cuda") and torch.cuda.is_available():
         from bakeoff.harness.measure.environment import gpu_state
         from bakeoff.harness.run.worker.main import init_device
@@ -62,6 +66,7 @@ def get_ready(device: str, profiler: bool,
         steps["device_init"] = time.perf_counter() - t1
         if profiler:
             t2 = time.perf_counter()
+            note("phase spare_profiler_start")
             with host_work():  # CUPTI's libraries and buffers, and one 16-element kernel: like a first run
                 start_profiler_once(device)
             steps["profiler_start"] = time.perf_counter() - t2
@@ -95,6 +100,7 @@ def serve(ready_file: str) -> int:
 
     gate = current_gate()
     if gate is not None:
+        gate.note("spare")
         gate.enter_shared()  # busy from here; host work inside get_ready may leave the hold (beside_compiles)
     steps = get_ready(os.environ.get(ENV_SPARE_DEVICE, "cpu"), os.environ.get(ENV_SPARE_PROFILER) == "1",
                       gate.host_work if gate is not None else nullcontext)
