@@ -112,7 +112,7 @@ def test_gpu_case_gets_span_and_kernel_sum_for_both_targets(monkeypatch):
         monkeypatch.setattr(figures, name, lambda *a, **k: _stats(0.5, "x"))
     monkeypatch.setattr(figures, "measure", lambda targets, *a, **k: {t.name: _stats(0.4, "ev") for t in targets})
     profiled = {BACKEND_TARGET: _device(0.1), EAGER_TARGET: _device(0.3)}
-    monkeypatch.setattr(figures, "profile_device_time", lambda targets, device, calls, flush: profiled)
+    monkeypatch.setattr(figures, "profile_device_time", lambda targets, device, calls, flush, **_: profiled)
     out = measure_figures(TimedCall(BACKEND_TARGET, lambda: None, lambda: None),
                           TimedCall(EAGER_TARGET, lambda: None, lambda: None), "cuda", TIMING, capturable=False,
                           bytes_per_call=1)

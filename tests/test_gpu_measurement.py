@@ -63,3 +63,22 @@ def test_device_span_counts_the_gap_between_kernels_and_the_sum_does_not():
     figs = profile_device_time([TimedCall("t", call, torch.cuda.synchronize)], "cuda", 5, False)["t"]
     assert figs.kernel_count == 2
     assert figs.span.median_ms >= 2.0 > figs.kernel_sum.median_ms
+
+
+def test_long_calls_are_profiled_and_replayed_within_the_budget():
+    """A call that outlasts the budget gets the minimum number of profiled calls and graph replays, one call
+    per graph; a short call keeps ten calls per graph."""
+    from bakeoff.harness.measure.device_time import profile_device_time
+    from bakeoff.harness.measure.timing import TimedCall, cuda_graph_latency_ms, graph_calls
+
+    def call():
+        torch.cuda._sleep(20_000_000)  # about 10 ms on any recent GPU
+
+    figs = profile_device_time([TimedCall("t", call, torch.cuda.synchronize)], "cuda", 20, False,
+                               budget_s=0.01, min_calls=4)["t"]
+    assert figs.span.n == 4
+    single_ms = figs.span.median_ms
+    assert graph_calls(single_ms) == 1 and graph_calls(0.05) == 10
+    replay = cuda_graph_latency_ms(call, graph_calls(single_ms), budget_s=0.01, min_replays=3)
+    assert replay.n == 3 and replay.method == "cuda-graph-replay x1"
+    assert replay.median_ms == pytest.approx(single_ms, rel=0.2)

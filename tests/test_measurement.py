@@ -121,3 +121,10 @@ def test_environment_fingerprint_is_stable_and_complete():
     again = dict(env, load_avg=[99.0, 99.0, 99.0])
     assert fingerprint(again) == env["fingerprint"]  # load varies; the fingerprint does not
     assert fingerprint(dict(env, versions={**env["versions"], "torch": "0.0"})) != env["fingerprint"]
+
+
+def test_graph_calls_hold_about_two_ms_of_work():
+    from bakeoff.harness.measure.timing import graph_calls
+
+    assert [graph_calls(ms) for ms in (0.01, 0.2, 0.5, 1.0, 1.9, 2.0, 86.0)] == [10, 10, 4, 2, 1, 1, 1]
+    assert graph_calls(0.0) == 10 and graph_calls(float("nan")) == 10  # no timer figure: the old ten

@@ -102,7 +102,7 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
             t.samples_ms.extend([1.0, 1.1, 0.9, 1.0, 1.05] * 4)
         return {t.name: stats(t.samples_ms, "cuda-events(batch 8 behind a spin kernel)") for t in targets}
 
-    def profile(targets, device, calls, flush_l2):
+    def profile(targets, device, calls, flush_l2, **_):
         if not profiled:
             raise ProfileError("profiler saw 3 marker kernels for 2 calls")
         return {t.name: figures_of([CallTimes(0.8, 0.7, 2, (("triton_poi_fused_0", 500.0), ("gemm", 200.0)))
@@ -119,7 +119,7 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
     monkeypatch.setattr(figures, "measure", measure)
     monkeypatch.setattr(figures, "host_latency", lambda call, sync, device, budget_s: stats([1.2, 1.3], "host"))
     monkeypatch.setattr(figures, "pipelined_latency", lambda *a, **k: stats([0.95, 0.97], "pipelined"))
-    def graph_replay(call):
+    def graph_replay(call, calls_per_graph=10, **_):
         if not profiled:  # the second run: capture fails too
             raise RuntimeError("operation not permitted when stream is capturing")
         return stats([0.9], "cuda-graph-replay x10")

@@ -276,6 +276,8 @@ class TimingFields(_Group):
     eager_pipelined_calls: int | None = doc("eager's calls per pipelined batch")
     # CUDA graph replay
     graph_latency_ms: Annotated[float | None, COLUMN] = doc("median ms per call replayed from a CUDA graph")
+    graph_latency_method: str | None = doc("how graph_latency_ms was taken: calls per captured graph")
+    graph_replays: int | None = doc("replays behind graph_latency_ms")
     graph_latency_error: str | None = doc("why CUDA graph capture failed")
     # CUPTI device time (harness/measure/device_time.py), GPU only
     device_span_ms: float | None = doc("median ms from one call's first kernel start to its last kernel end")

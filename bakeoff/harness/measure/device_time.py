@@ -13,6 +13,8 @@ overlapping it. Memory copies and memsets are not kernels (`is_kernel_event`) an
 """
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -122,10 +124,11 @@ def cuda_profiler() -> Any:
     return profile(use_device="cuda", use_cpu=False, use_kineto=True)
 
 
-def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int,
-                        flush_l2: bool) -> dict[str, DeviceFigures]:
+def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, flush_l2: bool,
+                        budget_s: float | None = None, min_calls: int = 3) -> dict[str, DeviceFigures]:
     """Profile `calls` calls of each target, interleaved (A, B, A, B, ...), each bracketed by markers and
-    preceded by the cache flush when `flush_l2`. Returns DeviceFigures per target name.
+    preceded by the cache flush when `flush_l2`; fewer (at least `min_calls` each) once `budget_s` seconds
+    of the pass are spent. Returns DeviceFigures per target name.
 
     Raises ProfileError (or the profiler's own error) when no usable figure comes out; the caller records it.
     """
@@ -143,8 +146,11 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int,
         t.call()
         t.sync()
     torch.cuda.synchronize()
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
     with cuda_profiler() as prof:
-        for _ in range(calls):
+        for done in range(calls):
+            if deadline and done >= min_calls and time.perf_counter() > deadline:
+                break
             for t in targets:
                 flush()
                 mark()

@@ -6,8 +6,10 @@ For the backend and for eager beside it (paired: interleaved, measured the same 
 - the single synchronized call (`host_latency_ms`): host clock, synchronized before and after, dispatch included;
 - the pipelined call (`pipelined_ms`): many calls enqueued, one synchronize, per call;
 - on a GPU, the device time from CUPTI (`device_span_ms`: first kernel start to last kernel end of one call;
-  `device_ms`: its kernels' summed time), as distributions over `profile_calls` profiled calls;
-- on a GPU, for capturable backends, CUDA-graph replay (`graph_latency_ms`);
+  `device_ms`: its kernels' summed time), as distributions over `profile_calls` profiled calls (fewer, at least
+  `min_reps`, once the timer's budget is spent: a long call needs no twenty);
+- on a GPU, for capturable backends, CUDA-graph replay (`graph_latency_ms`; about 2 ms of calls per graph,
+  replayed up to 20 times within a quarter of the timer's budget, at least `min_reps` times);
 - the SM clock during the whole window (`sm_clock_mhz*`).
 
 The headline (`headline_ms`, `headline_method`): on a GPU, the CUPTI span, the one figure obtained the same way
@@ -23,8 +25,8 @@ from typing import Any, Callable, ContextManager
 
 from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
-from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, host_latency, measure,
-                                            pipeline_calls, pipelined_latency)
+from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
+                                            measure, pipeline_calls, pipelined_latency)
 
 # The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
 # another adapter cannot collide with the interleaved eager reference.
@@ -108,7 +110,10 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, ti
         if cuda and timing.get("cuda_graph", True) and capturable:
             try:
                 with phase("graph_replay"):
-                    out["graph_latency_ms"] = cuda_graph_latency_ms(backend.call).median_ms
+                    replay = cuda_graph_latency_ms(backend.call, graph_calls(timer[BACKEND_TARGET].median_ms),
+                                                   budget_s=_side_budget_s(timing), min_replays=timing["min_reps"])
+                out.update(graph_latency_ms=replay.median_ms, graph_latency_method=replay.method,
+                           graph_replays=replay.n)
             except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
                 out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
         profiled, note = None, None
@@ -124,11 +129,17 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, ti
     return out
 
 
+def _side_budget_s(timing: dict[str, Any]) -> float:
+    """Seconds for each figure beside the timer's (host latency, pipelined, graph replay): a quarter of the
+    timer's budget, at least 50 ms; each still takes its minimum number of samples."""
+    return max(0.05, 0.25 * float(timing["budget_s"]))
+
+
 def _host_figures(targets: list[TimedCall], device: str, timing: dict[str, Any], bytes_per_call: int,
                   out: dict[str, Any]) -> dict[str, Stats]:
     """The single synchronized call and the pipelined call of each target, into `out`; returns the pipelined
     Stats by target name. Each gets a quarter of the timer's budget (at least 50 ms)."""
-    budget_s = max(0.05, 0.25 * float(timing["budget_s"]))
+    budget_s = _side_budget_s(timing)
     single = {t.name: host_latency(t.call, t.sync, device, budget_s=budget_s) for t in targets}
     batch = {t.name: pipeline_calls(single[t.name].median_ms, bytes_per_call) for t in targets}
     pipelined = {t.name: pipelined_latency(t.call, t.sync, device, batch[t.name], budget_s=budget_s)
@@ -146,8 +157,9 @@ def _device_figures(targets: list[TimedCall], device: str, timing: dict[str, Any
     """The CUPTI pass, into `out` (span, kernel sum, kernel count, launch overhead share); returns the
     figures by target name, or None and the profiler's error (also kept as `profile_error`)."""
     try:
-        profiled = profile_device_time(targets, device, int(timing.get("profile_calls") or DEFAULT_PROFILE_CALLS),
-                                       timing["flush_l2"])
+        calls = int(timing.get("profile_calls") or DEFAULT_PROFILE_CALLS)
+        profiled = profile_device_time(targets, device, calls, timing["flush_l2"], budget_s=float(timing["budget_s"]),
+                                       min_calls=min(calls, max(int(timing["min_reps"]), 3)))
     except Exception as exc:  # a profiler failure costs the device figures, not the case
         out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
         return None, out["profile_error"]

@@ -211,8 +211,24 @@ def measure(targets: list[TimedCall], device: str, *, warmup_s: float, budget_s:
     return {t.name: stats(t.samples_ms, method_name(t, cuda, flush_l2)) for t in targets}
 
 
-def cuda_graph_latency_ms(call: Callable[[], object], calls_per_graph: int = 10, replays: int = 20) -> Stats:
-    """Per-call latency from replaying a CUDA graph that holds `calls_per_graph` calls (no launch overhead)."""
+# A replayed graph holds about this much work: 10 calls of a short call, fewer of a long one (at least 1).
+GRAPH_REPLAY_MS = 2.0
+GRAPH_CALLS = (1, 10)
+
+
+def graph_calls(single_call_ms: float) -> int:
+    """Calls per captured CUDA graph for a call of `single_call_ms`: about GRAPH_REPLAY_MS of work, within
+    GRAPH_CALLS. A replay's own launch (microseconds) is then a negligible share of a long call, as it is
+    of ten short ones."""
+    if not single_call_ms > 0:
+        return GRAPH_CALLS[1]
+    return max(GRAPH_CALLS[0], min(GRAPH_CALLS[1], round(GRAPH_REPLAY_MS / single_call_ms)))
+
+
+def cuda_graph_latency_ms(call: Callable[[], object], calls_per_graph: int = 10, replays: int = 20,
+                          budget_s: float | None = None, min_replays: int = 5) -> Stats:
+    """Per-call latency from replaying a CUDA graph that holds `calls_per_graph` calls (no launch overhead):
+    `replays` replays, or fewer (at least `min_replays`) once `budget_s` seconds of replaying are spent."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # warm up on a side stream before capture, as torch's docs require
@@ -226,8 +242,10 @@ def cuda_graph_latency_ms(call: Callable[[], object], calls_per_graph: int = 10,
             call()
     graph.replay()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(replays):
+    samples: list[float] = []
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    while len(samples) < replays and not (deadline and len(samples) >= min_replays
+                                          and time.perf_counter() > deadline):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()
