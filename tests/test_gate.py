@@ -31,6 +31,19 @@ elif role == "host":                  # a worker compiling on the host (Gate.hos
         print("out", time.time(), flush=True)
     print("back", time.time(), flush=True)
     print("outside", float(outside), flush=True)
+elif role == "marked":                # host work (a compile) with a device-work section (its autotuner's timing)
+    gate.enter_shared()
+    with gate.host_work() as outside:
+        print("in", time.time(), flush=True)
+        time.sleep(hold_s)                # compiling the candidates: beside timing
+        with gate.device_work() as rejoined:
+            print("device", time.time(), flush=True)
+            time.sleep(hold_s)            # timing them: never beside another case's timing
+            print("undevice", time.time(), flush=True)
+        time.sleep(hold_s)
+        print("out", time.time(), flush=True)
+    print("outside", float(outside), flush=True)
+    print("rejoined", float(rejoined), flush=True)
 else:                                 # a worker that starts busy, then times
     gate.enter_shared()
     print("in", time.time(), flush=True)
@@ -169,3 +182,26 @@ def test_host_work_keeps_the_shared_hold_under_the_other_policies(tmp_path):
     timer = start(prefix, "timer", 0.5, tmp_path / "t.wait", "exclusive")
     h, t = events(host, entered), events(timer)
     assert h["outside"] == 0.0 and t["timing"] >= h["out"]
+
+
+def test_a_marked_device_work_section_of_a_host_compile_holds_timers_off(tmp_path):
+    """beside_compiles: a compile that marks its device work (Backend.marks_device_work) is timed beside
+    while it compiles, and a timer never overlaps the marked section; under exclusive the section is a no-op
+    (the compile kept its shared hold throughout)."""
+    prefix = tmp_path / "gpu-0"
+    marked = start(prefix, "marked", 2.0, tmp_path / "m.wait", "beside_compiles")
+    entered = marked.stdout.readline()
+    first = start(prefix, "timer", 0.4, tmp_path / "t1.wait", "beside_compiles")
+    while time.time() < float(entered.split()[1]) + 2.5:  # the second arrives in the section (2 s to 4 s)
+        time.sleep(0.05)
+    second = start(prefix, "timer", 0.4, tmp_path / "t2.wait", "beside_compiles")
+    m, a, b = events(marked, entered), events(first), events(second)
+    assert m["outside"] == 1.0 and m["rejoined"] == 1.0
+    assert a["timed"] <= m["device"] + 0.05  # timed while the candidates compiled
+    for t in (a, b):  # no timing inside the marked section
+        assert t["timed"] <= m["device"] + 0.05 or t["timing"] >= m["undevice"] - 0.05
+    assert b["timing"] >= m["undevice"] - 0.05 and b["timing"] < m["out"]  # after it, beside the rest
+
+    marked = start(prefix, "marked", 0.3, tmp_path / "m2.wait", "exclusive")
+    m = events(marked)
+    assert m["outside"] == 0.0 and m["rejoined"] == 0.0

@@ -38,13 +38,28 @@ subclass, or takes a name already taken (a built-in, or another plugin) is not u
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, ContextManager, Mapping, Sequence
 
 from pydantic import ValidationError
 
 from bakeoff.backends.options import BackendOptions, NoOptions, OptionsError, errors_text
 from bakeoff.workloads.ir import Graph
+
+# What a compile marks as its device work (Backend.marks_device_work): the worker installs the timing gate's
+# (harness/run/gate.py device_work: the section holds the gate while the rest of the compile does not).
+_device_work: Callable[[], ContextManager[Any]] = nullcontext
+
+
+def device_work() -> ContextManager[Any]:
+    """Wrap the part of a compile that runs work on the device to time it (an autotuner's candidates)."""
+    return _device_work()
+
+
+def set_device_work(hook: Callable[[], ContextManager[Any]]) -> None:
+    global _device_work
+    _device_work = hook
 
 
 @dataclass(frozen=True)
@@ -142,6 +157,9 @@ class Backend(ABC):
     grad: ClassVar[bool] = False
     grad_reason: ClassVar[str] = "computes no gradients"
     grad_graph_capturable: ClassVar[bool] = False
+    # Whether a compile that times on the device (compile_times_on_device) wraps that timing, and only that,
+    # in `device_work()`: the rest of it (e.g. compiling the candidates it will time) is then host work.
+    marks_device_work: ClassVar[bool] = False
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> BackendOptions:
@@ -191,8 +209,8 @@ class Backend(ABC):
         """Why a compile with `options` times work on the device (autotuning: candidate kernels or tactics
         timed while compiling), or None when it is host work and at most a first run of what it built. Under
         the `beside_compiles` timing gate (harness/run/gate.py) a compile that returns None runs while other
-        cases time; one that returns a reason holds the gate like any device work. A backend that says
-        nothing is taken to time on the device."""
+        cases time; one that returns a reason holds the gate like any device work (all of it, unless the
+        backend `marks_device_work`). A backend that says nothing is taken to time on the device."""
         return f"{cls.name} does not declare its compile free of device timing"
 
     # Why this backend serves a shape sweep with one compile per shape (backends/sweep.py), in words.

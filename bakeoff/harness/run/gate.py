@@ -37,6 +37,8 @@ device may mix them and an exclusive timer still has the device alone:
   has the device and the host alone, while a ``beside_compiles`` timer does not wait for it.
   Starting host work goes through the turnstile, so a waiting exclusive timer is not starved either; host
   work ends by dropping `PREFIX.compiling` before rejoining the gate, so nothing waits while holding it.
+  A compile that times candidates on the device but says which part does (Backend.marks_device_work:
+  tritongen's config search) runs as host work and rejoins the gate for that part only (`device_work`).
 """
 from __future__ import annotations
 
@@ -79,6 +81,7 @@ class Gate:
         self._compiling = _open_shared(self.prefix + ".compiling")
         self._names = {self._gate: "gate", self._turnstile: "turnstile", self._timing: "timing",
                        self._compiling: "compiling"}
+        self._host_working = False  # inside host_work: outside the gate, holding `compiling` shared
         trace = os.environ.get(ENV_TRACE)
         self._trace = os.open(trace, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666) if trace else None
 
@@ -143,20 +146,42 @@ class Gate:
         `PREFIX.compiling` shared (an `exclusive` timer still waits for it); yields True then. Under the other
         policies the body keeps the shared hold and this yields False. The caller must hold the gate
         shared on entry, and holds it again on exit."""
-        if self.policy != "beside_compiles":
-            yield False
+        if self.policy != "beside_compiles" or self._host_working:  # (nested: already outside)
+            yield self._host_working
             return
         self._unlock(self._gate)
+        self._enter_host_work()
+        self._host_working = True
+        try:
+            yield True
+        finally:
+            self._host_working = False
+            self._unlock(self._compiling)
+            self.enter_shared()
+
+    def _enter_host_work(self) -> None:
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
             self._lock(self._compiling, fcntl.LOCK_SH)
         finally:
             self._unlock(self._turnstile)
+
+    @contextmanager
+    def device_work(self) -> Iterator[bool]:
+        """Inside host work (a compile outside the gate), rejoin the gate as a busy worker for the body: the
+        part of the compile that runs work on the device to time it (Backend.marks_device_work); yields
+        True then. Elsewhere the worker already holds the gate shared and this yields False. `compiling` is
+        dropped before the gate is rejoined and taken again after, so nothing waits while holding it."""
+        if not self._host_working:
+            yield False
+            return
+        self._unlock(self._compiling)
+        self.enter_shared()
         try:
             yield True
         finally:
-            self._unlock(self._compiling)
-            self.enter_shared()
+            self._unlock(self._gate)
+            self._enter_host_work()
 
     @contextmanager
     def exclusive(self) -> Iterator["Gate"]:
@@ -208,6 +233,17 @@ def host_work() -> Iterator[bool]:
         return
     with gate.host_work() as outside:
         yield outside
+
+
+@contextmanager
+def device_work() -> Iterator[bool]:
+    """This worker's device work inside a host-work compile (Gate.device_work); a no-op when ungated."""
+    gate = current_gate()
+    if gate is None:
+        yield False
+        return
+    with gate.device_work() as rejoined:
+        yield rejoined
 
 
 def note(event: str) -> None:

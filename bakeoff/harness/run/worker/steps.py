@@ -105,11 +105,15 @@ def compile_seconds(compiled, total_s: float, first_run_s: float) -> float:
 def compiling(backend: Any, case: Case) -> Iterator[None]:
     """A compile step of `case` (the process warm-up or the case's compile and first run): outside the device's
     gate under the `beside_compiles` policy when the backend's compile times nothing on the device
-    (Backend.compile_times_on_device), so other cases may time meanwhile; inside it otherwise."""
-    from bakeoff.harness.run.gate import host_work
+    (Backend.compile_times_on_device) or marks what it times (Backend.marks_device_work), so other cases may
+    time meanwhile; inside it otherwise."""
+    from bakeoff.backends.base import set_device_work
+    from bakeoff.harness.run.gate import device_work, host_work
 
-    if type(backend).compile_times_on_device(case.options) is not None:
+    cls = type(backend)
+    if cls.compile_times_on_device(case.options) is not None and not cls.marks_device_work:
         yield
         return
+    set_device_work(device_work)  # the part it marks as device work rejoins the gate (Gate.device_work)
     with host_work():
         yield
