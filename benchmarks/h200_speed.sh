@@ -15,7 +15,8 @@
 #   MODE=checks bash benchmarks/h200_speed.sh          # benchmarks/check_cost.py on the GPU: one check's cost
 #                                                      # before and now, 8192^2 and attention's 8x32x4096x128
 # Settings (environment): JOBS (default 4), CALL_S (420), AGREE_S (seconds kept for 2., default 120),
-# WORKLOADS, BACKENDS, DTYPES (space-separated, overriding the subset), GATE (auto | exclusive | timers_only).
+# WORKLOADS, BACKENDS, DTYPES (space-separated, overriding the subset), GATE (auto | exclusive | timers_only),
+# RESUME (a run id: finish that run from results/bakeoff.db carried in the repo copy; the trace is appended).
 set -uo pipefail
 T0=$(date +%s)
 source "$PWD/benchmarks/gpu_preamble.sh"   # R, OUT, PYTHONPATH; cd to a scratch folder
@@ -38,14 +39,20 @@ if [ "${MODE:-suite}" = checks ]; then
 fi
 
 CONFIG=/tmp/h200-speed.yaml
-python3 "$R/benchmarks/h200_subset.py" "$R/configs/h200.yaml" "$CONFIG" || exit 2
 GATE_ARGS=()
 [ -n "${GATE:-}" ] && GATE_ARGS=(--gate "$GATE")
+if [ -n "${RESUME:-}" ]; then   # RESUME=RUN_ID: finish an interrupted run, from the store carried in results/
+  mkdir -p results && cp "$R/results/bakeoff.db" results/bakeoff.db || exit 2
+  RUN_ARGS=(--resume "$RESUME")
+else
+  python3 "$R/benchmarks/h200_subset.py" "$R/configs/h200.yaml" "$CONFIG" || exit 2
+  RUN_ARGS=("$CONFIG" "${GATE_ARGS[@]}")
+fi
 RUN_TIMEOUT=$(( $(left_s) - ${AGREE_S:-120} - 30 ))
 echo "the suite gets ${RUN_TIMEOUT} s (then Ctrl-C: the run stays resumable), --jobs ${JOBS:-4}"
 RUN_T0=$(date +%s)
 export BAKEOFF_GATE_TRACE="$OUT/gate.trace"   # what the gate did, moment by moment (benchmarks/gate_timeline.py)
-timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run "$CONFIG" --jobs "${JOBS:-4}" "${GATE_ARGS[@]}" "$@" \
+timeout -s INT -k 20 "$RUN_TIMEOUT" python3 -m bakeoff run "${RUN_ARGS[@]}" --jobs "${JOBS:-4}" "$@" \
   > "$OUT/run.log" 2>&1
 RUN_RC=$?
 RUN_S=$(( $(date +%s) - RUN_T0 ))
@@ -53,7 +60,7 @@ echo "bakeoff run exited $RUN_RC after $RUN_S s"
 grep -E "^run |Resume with|cases:|interrupted" "$OUT/run.log" | tail -4
 
 AGREE_TIMEOUT=$(( $(left_s) - 30 ))
-if [ "$AGREE_TIMEOUT" -gt 20 ]; then
+if [ "$AGREE_TIMEOUT" -gt 20 ] && [ "${AGREE_S:-120}" -gt 0 ]; then
   timeout -k 10 "$AGREE_TIMEOUT" python3 "$R/benchmarks/validate_timing.py" --agreement-only \
     > "$OUT/do_bench_agreement.txt" 2>&1
   echo "do_bench agreement exited $? ($(( $(date +%s) - T0 )) s so far)"
