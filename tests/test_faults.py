@@ -70,7 +70,9 @@ def assert_fault_records(got: dict[str, dict]) -> None:
 
 
 def test_fault_injection_statuses(tmp_path):
-    assert_fault_records(run_faults(tmp_path, CONFIG))
+    got = run_faults(tmp_path, CONFIG)
+    assert_fault_records(got)
+    assert not any(r.get("rerun_alone_reason") for r in got.values())  # one slot: nothing shared its memory
 
 
 def test_fault_injection_statuses_with_two_jobs(tmp_path):
@@ -82,6 +84,11 @@ def test_fault_injection_statuses_with_two_jobs(tmp_path):
     assert len(windows) >= 4  # eager, nan, unwritten, perturb reach the timing step
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start  # no two timing phases overlapped
+    # Out of memory beside another slot: run again once the others are done, alone; still oom, and said so.
+    assert "1 other slots shared the device" in got["host_oom"]["rerun_alone_reason"]
+    assert [k for k, r in got.items() if r.get("rerun_alone_reason")] == ["host_oom"]
+    others_end = max(r["created_at"] for k, r in got.items() if k != "host_oom")
+    assert got["host_oom"]["created_at"] >= others_end
 
 
 @pytest.mark.gpu

@@ -443,6 +443,8 @@ class ProcessFields(_Group):
     gate_wait_cold_s: float | None = doc("seconds the cold worker waited for the gate")
     gate_wait_warm_s: float | None = doc("seconds the warm worker waited for the gate")
     warm_error: str | None = doc("why the warm compile gave no figures")
+    rerun_alone_reason: str | None = doc("why this record is of a second run with the device to itself: the "
+                                         "first ran out of memory beside other workers (executors/local.py)")
     artifacts_dir: str | None = doc("absolute folder of the case's artifacts")
     artifacts_error: str | None = doc("why artifacts shipped from a node were dropped")
     node_hardware_id: str | None = doc("hardware id of the Ray node that ran it")

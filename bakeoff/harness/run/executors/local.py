@@ -1,7 +1,9 @@
 """The local executor: `--jobs N` slots on this host, each a thread that runs one worker at a time.
 
 The threads only wait on their worker subprocess; the main thread receives every result and alone writes
-the store. On stop (Ctrl-C) the workers in flight are killed and their results dropped: a killed case has
+the store. A case that runs out of memory on a device other slots share may have lost to their memory, not
+its own: it runs again once every slot is done, with the device to itself, and that record (whatever its
+status) says so in `rerun_alone_reason`. On stop (Ctrl-C) the workers in flight are killed and their results dropped: a killed case has
 no record and runs again on resume. Each slot keeps one pre-started worker getting ready for its next
 worker process (run/prestart.py); `prestart=False` starts every worker fresh.
 """
@@ -44,11 +46,42 @@ class LocalExecutor:
                                           name=f"slot-{slot.label}", daemon=True) for slot in self.slots]
         for thread in self._threads:
             thread.start()
+        again: list[tuple[Case, dict[str, Any]]] = []
         for _ in cases:
             item = self._next(results)
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            case, record = item
+            if record.get("status") == "oom" and self._sharers(case, record) > 1:
+                again.append(item)
+            else:
+                yield item
+        for thread in self._threads:  # every other case has ended: the device is free
+            thread.join()
+        for case, first in again:
+            if self._stop.is_set():
+                return
+            yield case, self._alone(case, first, work_dir, on_start)
+
+    def _sharers(self, case: Case, record: dict[str, Any]) -> int:
+        """How many slots share the device of the slot that ran `case` (by its gate)."""
+        slot = next((s for s in self.slots if s.label == record.get("worker")), None)
+        if slot is None or slot.gate is None:
+            return 1
+        return sum(1 for s in self.slots if s.gate == slot.gate)
+
+    def _alone(self, case: Case, first: dict[str, Any], work_dir: Path,
+               on_start: Callable[[Case], None] | None) -> dict[str, Any]:
+        """Run `case` again on its slot while no other worker runs (no spares either)."""
+        slot = next(s for s in self.slots if s.label == first.get("worker"))
+        if on_start:
+            on_start(case)
+        record = execute_case(case, work_dir, slot=slot, workers=self.workers, prestarter=None, more_cases=False)
+        shared = self._sharers(case, first)
+        record["rerun_alone_reason"] = (f"its first run ran out of memory while {shared - 1} other slots shared the "
+                                        f"device ({str(first.get('reason') or '')[:300]}); this is a second run "
+                                        "with the device to itself")
+        return record
 
     def _next(self, results: queue.Queue) -> Any:
         while True:
