@@ -42,7 +42,7 @@ CONFIG=/tmp/h200-speed.yaml
 GATE_ARGS=()
 [ -n "${GATE:-}" ] && GATE_ARGS=(--gate "$GATE")
 if [ -n "${RESUME:-}" ]; then   # RESUME=RUN_ID: finish an interrupted run, from the store carried in results/
-  mkdir -p results && cp "$R/results/bakeoff.db" results/bakeoff.db || exit 2
+  mkdir -p results && cp "$R/results/bakeoff.db" results/bakeoff.db && chmod u+w results/bakeoff.db || exit 2
   RUN_ARGS=(--resume "$RESUME")
 else
   python3 "$R/benchmarks/h200_subset.py" "$R/configs/h200.yaml" "$CONFIG" || exit 2
