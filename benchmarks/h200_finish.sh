@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 10, the second device call after h200_speed.sh cut the full suite short (from the repo root on the
-# GPU machine, carrying .gpu, .gpudeps and results/bakeoff.db, the store the first call wrote):
+# GPU machine, carrying .gpu and .gpudeps, with results/resume.db.gz: the gzipped store the first call wrote):
 #   1. finish run $RESUME (bakeoff run --resume), timed: the suite's time is the first call's run + this;
 #   2. benchmarks/validate_timing.py: 5 fresh worker processes each of $REPRO (default Inductor's softmax
 #      and ew_sigmoid_relu), the spread of their medians;
@@ -11,7 +11,7 @@ T0=$(date +%s)
 source "$PWD/benchmarks/gpu_preamble.sh"
 CALL_S=${CALL_S:-560}
 left_s() { echo $(( CALL_S - ($(date +%s) - T0) )); }
-mkdir -p results && cp "$R/results/bakeoff.db" results/bakeoff.db && chmod u+w results/bakeoff.db || exit 2
+mkdir -p results && gunzip -c "$R/results/resume.db.gz" > results/bakeoff.db || exit 2
 export BAKEOFF_GATE_TRACE="$OUT/gate_resume.trace"
 RUN_T0=$(date +%s)
 timeout -s INT -k 20 $(( $(left_s) - 60 )) python3 -m bakeoff run --resume "$RESUME" --jobs 8 > "$OUT/resume.log" 2>&1
