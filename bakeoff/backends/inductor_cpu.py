@@ -9,10 +9,10 @@ machine, torch 2.13, benchmarks/inductor_cpu_startup.py):
   loads it in a child process: 4 g++ runs of about 2 s and 4 loads, 10.8 s of a cold worker's 14 s of checks;
   the rest are smaller checks of ISA extensions (AVX-512 BF16, VNNI, AMX tiles) that only include
   <immintrin.h>. Inductor's supported setting `cpp.vec_isa_ok` (TORCHINDUCTOR_VEC_ISA_OK=1) skips exactly the
-  4 large checks and keeps the small ones. The harness runs Inductor's own choice once per run in a
-  scratch cache folder, both ways (inductor_cpu_probe.py), and hands `TORCHINDUCTOR_VEC_ISA_OK=1` to the
-  workers only when trusting the flags gives the same ISA list and the same picked ISA with the same arch
-  flags as checking; otherwise every worker checks as before. Each Inductor record's `compile_notes` says
+  4 large checks and keeps the small ones. The harness runs those 4 checks once per run in a scratch cache
+  folder, side by side (inductor_cpu_probe.py, which says why that decides the question), and hands
+  `TORCHINDUCTOR_VEC_ISA_OK=1` to the workers only when every one passed, i.e. when trusting the flags picks
+  the ISA and arch flags that checking picks; otherwise every worker checks as before. Each Inductor record's `compile_notes` says
   which it was, with the probe's result.
 - Precompiled headers (codecache._precompile_header). Inductor precompiles its C++ kernel prelude
   (cpp_prefix.h, about 150 MB) into `<temporary folder>/torchinductor_<user>/precompiled_headers`, outside
@@ -58,8 +58,9 @@ def cpu_startup_env() -> dict[str, str]:
 
 
 def _trust_is_equivalent(probe: dict[str, Any]) -> bool:
-    return ("probed" in probe and bool(probe["probed"]) and probe["probed"] == probe.get("trusted")
-            and probe.get("picked") == probe.get("picked_trusted"))
+    """Trusting the flags picks what checking picks: the base check of every ISA accepted passed."""
+    checks = probe.get("base_checks") or {}
+    return bool(probe.get("trusted")) and sorted(checks) == sorted(probe["trusted"]) and all(checks.values())
 
 
 @functools.cache
@@ -76,6 +77,8 @@ def _probe() -> dict[str, Any]:
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return {"error": f"the probe took over {PROBE_TIMEOUT_S} s"}
+        except OSError as exc:
+            return {"error": f"the probe did not start: {exc}"[:300]}
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines:
             return {"error": f"the probe exited {proc.returncode}: {proc.stderr.strip()[-300:]}"}
@@ -142,12 +145,11 @@ def startup_notes() -> list[str]:
     ok = config.cpp.vec_isa_ok
     if ok is True and os.environ.get(ENV_VEC_ISA_OK) == "1" and _trust_is_equivalent(probe):
         isa = (f"cpp.vec_isa_ok=True (TORCHINDUCTOR_VEC_ISA_OK=1, set by the harness from its once-per-run "
-               f"probe in {probe.get('seconds')} s: checking and trusting the CPU's flags both accept "
-               f"{', '.join(probe['probed'])} and pick {probe['picked']}; torch {probe.get('torch')}, "
+               f"probe in {probe.get('seconds')} s: Inductor's base check built and loaded for every ISA it "
+               f"accepts, {', '.join(probe['trusted'])}; it picks {probe['picked']}; torch {probe.get('torch')}, "
                f"{probe.get('compiler')}); the ISA extension checks ran in this process")
     elif ok is None:
-        why = probe.get("error") or (f"checking accepts {probe.get('probed')}, trusting the flags "
-                                     f"{probe.get('trusted')}")
+        why = probe.get("error") or f"base checks {probe.get('base_checks')}"
         isa = f"cpp.vec_isa_ok=None: Inductor checked every vector ISA in this process (run's probe: {why})"
     else:
         isa = f"cpp.vec_isa_ok={ok}: set by the environment, not by the harness"

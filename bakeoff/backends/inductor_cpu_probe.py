@@ -1,43 +1,34 @@
-"""`python -m bakeoff.backends.inductor_cpu_probe`: Inductor's vector-ISA choice on this machine, made as a fresh
-worker makes it and again trusting the CPU's flags, printed as one JSON line (read by inductor_cpu.py).
+"""`python -m bakeoff.backends.inductor_cpu_probe`: whether Inductor may trust this CPU's flags for its vector ISAs,
+decided by Inductor's own checks, printed as one JSON line (read by inductor_cpu.py).
 
-Run with TORCHINDUCTOR_CACHE_DIR set to an empty scratch folder (the probe programs are compiled there). Keys:
-torch, compiler, header_dir (Inductor's folder of precompiled headers under this process's temporary folder),
-probed (the ISAs `valid_vec_isa_list()` accepts with `config.cpp.vec_isa_ok` unset: each ISA the CPU reports
-built and loaded), trusted (the same with `vec_isa_ok = True`), picked / picked_trusted (`pick_vec_isa()` and its
-arch flags in each), seconds, and user_vec_isa_ok when the environment already set the option (nothing else
-is probed then).
+What `config.cpp.vec_isa_ok` changes (torch/_inductor/cpu_vec_isa.py, the same in torch 2.11 and 2.13): an
+ISA's `__bool__` runs `check_build(VecISA._avx_code)` (the "base check": a program using ATen's vectorized
+math, compiled with the ISA's flags and loaded in a child process) unless `vec_isa_ok` is set, when it returns
+that value instead. Everything else runs either way: which ISAs the CPU's flags report, and each ISA's
+extension checks after its base check (AVX-512 BF16, VNNI, AMX tiles and AMX FP16: small programs that also
+decide the arch flags). So with `vec_isa_ok = True` Inductor picks what it picks by checking if and only if
+the base check of every ISA it accepts when trusting passes. This module makes that pass (`trusted`, the
+accepted ISAs, and `picked`, `pick_vec_isa()` with its arch flags), then runs the base check of each accepted
+ISA side by side on the CPU's cores, on copies taken before the pass (so with the arch flags a checking
+worker's base check uses): `base_checks`, ISA -> passed.
+
+Run with TORCHINDUCTOR_CACHE_DIR set to an empty scratch folder (the checks are compiled there). Also printed:
+torch, compiler, header_dir (Inductor's folder of precompiled headers under this process's temporary
+folder), seconds; user_vec_isa_ok instead when the environment already set the option (nothing is checked).
 """
 from __future__ import annotations
 
+import copy
 import json
+import os
 import time
-
-
-def _isas() -> tuple[list[str], str]:
-    from torch._inductor import cpu_vec_isa
-
-    picked = cpu_vec_isa.pick_vec_isa()
-    return [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()], f"{picked} ({picked.build_arch_flags()})"
-
-
-def _forget_isa_checks() -> None:
-    """Clear Inductor's per-process memo of every ISA check (functools caches on the ISA classes and on the
-    list), so that the second pass decides afresh, as a new process would."""
-    from torch._inductor import cpu_vec_isa
-
-    cpu_vec_isa.valid_vec_isa_list.cache_clear()
-    classes = {klass for isa in cpu_vec_isa.supported_vec_isa_list for klass in type(isa).__mro__}
-    for klass in classes:
-        for attr in vars(klass).values():
-            if callable(getattr(attr, "cache_clear", None)):
-                attr.cache_clear()
+from concurrent.futures import ThreadPoolExecutor
 
 
 def probe() -> dict:
     t0 = time.perf_counter()
     import torch
-    from torch._inductor import codecache, config
+    from torch._inductor import codecache, config, cpu_vec_isa
     from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
 
     compiler = get_compiler_version_info(get_cpp_compiler())
@@ -46,28 +37,27 @@ def probe() -> dict:
     if config.cpp.vec_isa_ok is not None:
         out["user_vec_isa_ok"] = config.cpp.vec_isa_ok
         return out
+    pristine = [copy.copy(isa) for isa in cpu_vec_isa.supported_vec_isa_list]  # before any check sets a flag
     config.cpp.vec_isa_ok = True
-    out["trusted"], out["picked_trusted"] = _isas()
-    _prebuild_checks()
-    _forget_isa_checks()
-    config.cpp.vec_isa_ok = None
-    out["probed"], out["picked"] = _isas()
+    accepted = cpu_vec_isa.valid_vec_isa_list()
+    picked = cpu_vec_isa.pick_vec_isa()
+    out["trusted"] = [str(isa) for isa in accepted]
+    out["picked"] = f"{picked} ({picked.build_arch_flags()})"
+    checks = [_pristine(isa, pristine, cpu_vec_isa.supported_vec_isa_list) for isa in accepted]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(checks), os.cpu_count() or 1))) as pool:
+        passed = list(pool.map(lambda isa: isa.check_build(cpu_vec_isa.VecISA._avx_code), checks))
+    out["base_checks"] = {str(isa): ok for isa, ok in zip(checks, passed)}
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out
 
 
-def _prebuild_checks() -> None:
-    """Compile the check program of every ISA the trusting pass accepted, side by side on the CPU's cores (each
-    is one g++ run of a few seconds); the probing pass then finds each built, as Inductor's own check does when
-    its output exists, and still loads each in a child process. The probing pass can only accept fewer ISAs."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    from torch._inductor import cpu_vec_isa
-
-    isas = cpu_vec_isa.valid_vec_isa_list()
-    with ThreadPoolExecutor(max_workers=max(1, min(len(isas), os.cpu_count() or 1))) as pool:
-        list(pool.map(lambda isa: isa.check_build(cpu_vec_isa.VecISA._avx_code), isas))
+def _pristine(isa, pristine: list, originals: list):
+    """The copy of `isa` taken before the pass; a copy of `isa` itself where the list made it anew (aarch64
+    and other non-x86 machines, whose ISAs have no extension check that changes their flags)."""
+    for before, original in zip(pristine, originals):
+        if original is isa:
+            return before
+    return copy.copy(isa)
 
 
 if __name__ == "__main__":
