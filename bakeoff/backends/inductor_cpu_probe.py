@@ -1,7 +1,8 @@
 """`python -m bakeoff.backends.inductor_cpu_probe`: whether Inductor may trust this CPU's flags for its vector ISAs,
 decided by Inductor's own checks, printed as one JSON line (read by inductor_cpu.py).
 
-What `config.cpp.vec_isa_ok` changes (torch/_inductor/cpu_vec_isa.py, the same in torch 2.11 and 2.13): an
+What `config.cpp.vec_isa_ok` changes (torch/_inductor/cpu_vec_isa.py, read in torch 2.13; an older stored
+version has the same `__bool__impl`; in a torch without these names the probe fails and workers check): an
 ISA's `__bool__` runs `check_build(VecISA._avx_code)` (the "base check": a program using ATen's vectorized
 math, compiled with the ISA's flags and loaded in a child process) unless `vec_isa_ok` is set, when it returns
 that value instead. Everything else runs either way: which ISAs the CPU's flags report, and each ISA's
