@@ -86,11 +86,11 @@ def test_isa_note_says_who_set_vec_isa_ok(monkeypatch):
     monkeypatch.setattr(inductor_cpu, "_headers", {"why": "not shared: test"})
     monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps(PASSED))
     monkeypatch.setenv(inductor_cpu.ENV_VEC_ISA_OK, "1")
-    monkeypatch.setattr(config.cpp, "vec_isa_ok", True)
-    assert "set by the harness from its once-per-run probe" in inductor_cpu.startup_notes()[0]
-    monkeypatch.setattr(config.cpp, "vec_isa_ok", None)
-    assert "Inductor checked every vector ISA in this process" in inductor_cpu.startup_notes()[0]
+    with config.patch({"cpp.vec_isa_ok": True}):  # Inductor's own way (monkeypatch would break its config)
+        assert "set by the harness from its once-per-run probe" in inductor_cpu.startup_notes()[0]
+    with config.patch({"cpp.vec_isa_ok": None}):
+        assert "Inductor checked every vector ISA in this process" in inductor_cpu.startup_notes()[0]
     monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps({**PASSED, "user_vec_isa_ok": True}))
-    monkeypatch.setattr(config.cpp, "vec_isa_ok", True)
     monkeypatch.delenv(inductor_cpu.ENV_VEC_ISA_OK)
-    assert "set by the environment" in inductor_cpu.startup_notes()[0]
+    with config.patch({"cpp.vec_isa_ok": True}):
+        assert "set by the environment" in inductor_cpu.startup_notes()[0]
