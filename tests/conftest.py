@@ -40,13 +40,6 @@ def bakeoff(*args: str, cwd: Path, timeout: float = 1800, check: bool = False,
 # short case would wait out the other slot's Inductor compile. What auto picks is checked in
 # tests/test_phases.py on a run of its own.
 SMOKE_JOBS, SMOKE_GATE = 2, "timers_only"
-# Inductor on the CPU compiles a probe program per vector ISA the CPU reports (AVX2, AVX-512, VNNI, AMX) in
-# every fresh process with an empty cache, i.e. in every cold worker: about 10 s a process on two cores,
-# spent in the process warm-up compile (`compile_process_setup_s`), never in the case's own compile. The two
-# largest runs of the suite (the smoke run and the numerics suite, 29 cold Inductor workers) tell Inductor
-# that the ISAs its CPU flags name do build; the probes that need the CPU itself (AMX's tile set-up, the
-# bf16/fp16 variants) still run, and every other CLI test keeps Inductor's default probing.
-INDUCTOR_TRUSTS_CPU_FLAGS = {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +50,7 @@ def smoke_run(tmp_path_factory) -> dict:
     shutil.copytree(REPO / "configs", work / "configs")
     db = f"sqlite:///{work / 'smoke.db'}"
     proc = bakeoff("run", "configs/smoke.yaml", "--backend", "eager", "--backend", "inductor",
-                   "--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE, "--db", db, cwd=work, check=True,
-                   env=INDUCTOR_TRUSTS_CPU_FLAGS)
+                   "--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE, "--db", db, cwd=work, check=True)
     export = bakeoff("export", "latest", "--format", "json", "--db", db, cwd=work, check=True)
     return {"dir": work, "db": db, "stdout": proc.stdout, "records": json.loads(export.stdout), "jobs": SMOKE_JOBS,
             "gate": SMOKE_GATE}

@@ -37,6 +37,18 @@ def test_inductor_warm_compile_hits_the_cache(smoke_run):
             assert r["cache_hit_cold"] is False and r["compile_process_setup_warm_s"] > 0
 
 
+def test_inductor_records_say_what_the_run_handed_its_start_up(smoke_run):
+    """backends/inductor_cpu.py: the vector-ISA setting and where it came from, and the header folder."""
+    for r in smoke_run["records"]:
+        if r["backend"] != "inductor":
+            continue
+        isa, = [n for n in r["compile_notes"] if n.startswith("cpp.vec_isa_ok=")]
+        # This machine's compiler builds every ISA its CPU reports: the run's probe hands the setting over.
+        assert isa.startswith("cpp.vec_isa_ok=True (TORCHINDUCTOR_VEC_ISA_OK=1, set by the harness"), isa
+        pch, = [n for n in r["compile_notes"] if n.startswith("precompiled headers:")]
+        assert "Inductor header folder" in pch and "built by this process" in pch, pch
+
+
 def test_summary_table_and_show(smoke_run):
     assert "layernorm_gelu" in smoke_run["stdout"] and "22 ok" in smoke_run["stdout"]
     shown = bakeoff("show", "--db", smoke_run["db"], cwd=smoke_run["dir"], check=True).stdout

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from backend_check import INSTALLED_IN_CI
-from conftest import INDUCTOR_TRUSTS_CPU_FLAGS, REPO, bakeoff
+from conftest import REPO, bakeoff
 from bakeoff.results.report.robustness import grade
 from bakeoff.workloads.traps import numerics_workloads
 
@@ -33,7 +33,7 @@ def suite_run(tmp_path_factory) -> dict:
             "--gate", "timers_only", "--db", db]
     for b in BACKENDS:
         args += ["--backend", b]
-    proc = bakeoff(*args, cwd=work, check=True, timeout=RUN_TIMEOUT_S, env=INDUCTOR_TRUSTS_CPU_FLAGS)
+    proc = bakeoff(*args, cwd=work, check=True, timeout=RUN_TIMEOUT_S)
     records = json.loads(bakeoff("export", "latest", "--format", "json", "--db", db, cwd=work, check=True).stdout)
     report = work / "r.html"
     bakeoff("report", records[0]["run_id"], "-o", str(report), "--cdn", "--db", db, cwd=work, check=True)

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+from bakeoff.backends.inductor_cpu import share_headers, startup_notes
 from bakeoff.backends.options import BackendOptions, clip
 from bakeoff.backends.sweep import SweepServer
 
@@ -102,6 +103,15 @@ class InductorBackend(Backend):
         return f"options {', '.join(tuned)} time candidates on the device" if tuned else None
 
     @classmethod
+    def worker_env(cls, device: str) -> dict[str, str]:
+        """On the CPU, what the run established once for Inductor's start-up (inductor_cpu.py)."""
+        if device != "cpu":
+            return {}
+        from bakeoff.backends.inductor_cpu import cpu_startup_env
+
+        return cpu_startup_env()
+
+    @classmethod
     def version(cls) -> str | None:
         import torch
 
@@ -135,6 +145,8 @@ class InductorBackend(Backend):
         from bakeoff.workloads.lower_torch import lower_torch
 
         opts = self.parse_options(options)
+        if device == "cpu":
+            share_headers()
         fn = torch.compile(lower_torch(graph), backend="inductor",
                            mode=None if opts.mode == "default" else opts.mode,
                            dynamic=opts.dynamic, fullgraph=opts.fullgraph, options=opts.options)
@@ -220,6 +232,8 @@ class InductorCompiled(TorchCompiled):
         misses = counts_now.get("fxgraph_cache_miss", 0) - counts0.get("fxgraph_cache_miss", 0)
         hit = None if hits + misses == 0 else (hits > 0 and misses == 0)
         notes = self._info.notes + [f"fxgraph_cache hits={hits} misses={misses}"]
+        if self.device == "cpu":
+            notes += startup_notes()
         if self.grad_fn_seen is not None:  # a training step: forward and backward each one Inductor graph
             notes.append(f"backward: AOTAutograd -> Inductor (outputs' grad_fn {self.grad_fn_seen.get('grad_fn', 'not seen yet')}; "
                          f"Inductor graphs compiled or loaded: {hits + misses}, forward + backward)")

@@ -1,0 +1,96 @@
+"""Inductor's CPU start-up (bakeoff/backends/inductor_cpu.py): what the run hands its workers, and when not."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from bakeoff.backends import inductor_cpu
+from bakeoff.backends.inductor import InductorBackend
+
+ISAS = ["avx512 avx512_vnni amx_tile", "avx512", "avx2"]
+PASSED = {"torch": "2.13.0", "compiler": "gcc version 12", "header_dir": "/tmp/h", "trusted": ISAS,
+          "picked": "avx512 avx512_vnni amx_tile (-mavx512f)", "base_checks": dict.fromkeys(ISAS, True),
+          "seconds": 9.0}
+
+
+def _env_for(monkeypatch, probe: dict) -> dict[str, str]:
+    monkeypatch.setattr(inductor_cpu, "_probe", lambda: probe)
+    return InductorBackend.worker_env("cpu")
+
+
+def test_vec_isa_ok_is_handed_only_when_every_accepted_isa_passed_its_base_check(monkeypatch):
+    env = _env_for(monkeypatch, PASSED)
+    assert env[inductor_cpu.ENV_VEC_ISA_OK] == "1"
+    assert json.loads(env[inductor_cpu.ENV_PROBE]) == PASSED  # what the workers' notes quote
+    one_failed = {**PASSED, "base_checks": {**PASSED["base_checks"], "avx512": False}}
+    unchecked = {**PASSED, "base_checks": {ISAS[0]: True}}  # an accepted ISA whose base check did not run
+    for probe in (one_failed, unchecked, {**PASSED, "trusted": [], "base_checks": {}}, {"error": "exited 1"},
+                  {**PASSED, "user_vec_isa_ok": True, "base_checks": None}):
+        env = _env_for(monkeypatch, probe)
+        assert inductor_cpu.ENV_VEC_ISA_OK not in env, probe
+        assert json.loads(env[inductor_cpu.ENV_PROBE]) == probe
+
+
+def test_nothing_is_handed_on_a_gpu(monkeypatch):
+    monkeypatch.setattr(inductor_cpu, "_probe", lambda: pytest.fail("probed for a CUDA case"))
+    assert InductorBackend.worker_env("cuda:0") == {}
+
+
+def test_a_failed_probe_is_an_error_entry_not_an_exception(monkeypatch, tmp_path):
+    inductor_cpu._probe.cache_clear()
+    monkeypatch.setattr(inductor_cpu.sys, "executable", str(tmp_path / "no-such-python"))
+    assert inductor_cpu._probe()["error"].startswith("the probe did not start")
+    inductor_cpu._probe.cache_clear()
+    monkeypatch.setattr(inductor_cpu.sys, "executable", "/bin/false")
+    assert inductor_cpu._probe()["error"].startswith("the probe exited 1")
+    inductor_cpu._probe.cache_clear()
+
+
+def test_worker_links_its_header_folder_to_the_runs_and_notes_it(monkeypatch, tmp_path):
+    """In a worker: Inductor's header folder under the worker's own TMPDIR becomes a link to the probe's
+    `header_dir`; the note says how many headers were there and how many this process built."""
+    from torch._inductor import codecache
+
+    shared, mine = tmp_path / "machine" / "precompiled_headers", tmp_path / "worker" / "precompiled_headers"
+    shared.mkdir(parents=True)
+    (shared / "a.h.gch").write_bytes(b"x")
+    monkeypatch.setattr(codecache, "_HEADER_DIR", str(mine))
+    monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps({**PASSED, "header_dir": str(shared)}))
+    monkeypatch.setattr(inductor_cpu, "_headers", {})
+    inductor_cpu.share_headers()
+    assert mine.is_symlink() and os.path.realpath(mine) == os.path.realpath(shared)
+    (mine / "b.h.gch").write_bytes(b"y")  # what Inductor would build through the link
+    assert (shared / "b.h.gch").exists()
+    notes = inductor_cpu.startup_notes()
+    assert "1 found there, 1 built by this process" in notes[1] and str(shared) in notes[1]
+
+
+def test_worker_keeps_its_own_header_folder_when_one_exists(monkeypatch, tmp_path):
+    from torch._inductor import codecache
+
+    mine = tmp_path / "precompiled_headers"
+    mine.mkdir()
+    monkeypatch.setattr(codecache, "_HEADER_DIR", str(mine))
+    monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps({**PASSED, "header_dir": str(tmp_path / "other")}))
+    monkeypatch.setattr(inductor_cpu, "_headers", {})
+    inductor_cpu.share_headers()
+    assert not mine.is_symlink()
+    assert "own temporary folder" in inductor_cpu.startup_notes()[1] and "already exists" in inductor_cpu.startup_notes()[1]
+
+
+def test_isa_note_says_who_set_vec_isa_ok(monkeypatch):
+    from torch._inductor import config
+
+    monkeypatch.setattr(inductor_cpu, "_headers", {"why": "not shared: test"})
+    monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps(PASSED))
+    monkeypatch.setenv(inductor_cpu.ENV_VEC_ISA_OK, "1")
+    with config.patch({"cpp.vec_isa_ok": True}):  # Inductor's own way (monkeypatch would break its config)
+        assert "set by the harness from its once-per-run probe" in inductor_cpu.startup_notes()[0]
+    with config.patch({"cpp.vec_isa_ok": None}):
+        assert "Inductor checked every vector ISA in this process" in inductor_cpu.startup_notes()[0]
+    monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps({**PASSED, "user_vec_isa_ok": True}))
+    monkeypatch.delenv(inductor_cpu.ENV_VEC_ISA_OK)
+    with config.patch({"cpp.vec_isa_ok": True}):
+        assert "set by the environment" in inductor_cpu.startup_notes()[0]
