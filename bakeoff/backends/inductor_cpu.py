@@ -12,8 +12,8 @@ machine, torch 2.13, benchmarks/inductor_cpu_startup.py):
   4 large checks and keeps the small ones. The harness runs those 4 checks once per run in a scratch cache
   folder, side by side (inductor_cpu_probe.py, which says why that decides the question), and hands
   `TORCHINDUCTOR_VEC_ISA_OK=1` to the workers only when every one passed, i.e. when trusting the flags picks
-  the ISA and arch flags that checking picks; otherwise every worker checks as before. Each Inductor record's `compile_notes` says
-  which it was, with the probe's result.
+  the ISA and arch flags that checking picks; otherwise every worker checks as before. Each Inductor
+  record's `compile_notes` says which it was, with the probe's result.
 - Precompiled headers (codecache._precompile_header). Inductor precompiles its C++ kernel prelude
   (cpp_prefix.h, about 150 MB) into `<temporary folder>/torchinductor_<user>/precompiled_headers`, outside
   its cache folder on purpose ("these headers need to be global, rather than ignored by fresh_cache"),

@@ -3,9 +3,10 @@
 The threads only wait on their worker subprocess; the main thread receives every result and alone writes
 the store. A case that runs out of memory on a device other slots share may have lost to their memory, not
 its own: it runs again once every slot is done, with the device to itself, and that record (whatever its
-status) says so in `rerun_alone_reason`. On stop (Ctrl-C) the workers in flight are killed and their results dropped: a killed case has
-no record and runs again on resume. Each slot keeps one pre-started worker getting ready for its next
-worker process (run/prestart.py); `prestart=False` starts every worker fresh.
+status) says so in `rerun_alone_reason`. On stop (Ctrl-C) the workers in flight are killed and their
+results dropped: a killed case has no record and runs again on resume. Each slot keeps pre-started
+workers getting ready for its next worker process (run/prestart.py); `prestart=False` starts every worker
+fresh.
 """
 from __future__ import annotations
 
