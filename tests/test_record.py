@@ -122,7 +122,7 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
     def graph_replay(call, calls_per_graph=10, **_):
         if not profiled:  # the second run: capture fails too
             raise RuntimeError("operation not permitted when stream is capturing")
-        return stats([0.9], "cuda-graph-replay x10")
+        return stats([0.9, 0.9, 0.9], f"cuda-graph-replay x{calls_per_graph}")
 
     monkeypatch.setattr(figures, "cuda_graph_latency_ms", graph_replay)
     monkeypatch.setattr(figures, "profile_device_time", profile)
@@ -144,6 +144,8 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     rec = ColdOutput.model_validate({**out, "status": "ok"})  # every CUPTI, clock, pipelined field is declared
     assert rec.kernel_times[0].launches == 1.0 and rec.eager_kernel_times and rec.sm_clock_mhz_min == 1755
     assert rec.device_span_samples == [0.8] * 4 and rec.eager_profiled_calls == 4 and rec.sustained_s == 1.0
+    # a 1 ms call (the timer's median): two calls per captured graph (about 2 ms of work)
+    assert rec.graph_latency_method == "cuda-graph-replay x2" and rec.graph_replays == 3
     fallback = _gpu_figures(monkeypatch, profiled=False)
     rec = ColdOutput.model_validate({**fallback, "status": "ok"})
     assert "marker kernels" in rec.profile_error and rec.headline_method == "pipelined"
@@ -218,7 +220,8 @@ NOT_ON_THIS_RUN = {
                      "eager_device_span_p80_ms", "eager_device_span_iqr_rel", "eager_device_span_samples",
                      "eager_device_ms", "eager_device_ms_p20", "eager_device_ms_p80", "eager_kernel_count",
                      "eager_profiled_calls", "eager_kernel_times", "launch_overhead_share", "profile_error",
-                     "headline_fallback", "graph_latency_ms", "graph_latency_error", "sm_clock_mhz", "sm_clock_mhz_min",
+                     "headline_fallback", "graph_latency_ms", "graph_latency_method", "graph_replays",
+                     "graph_latency_error", "sm_clock_mhz", "sm_clock_mhz_min",
                      "sm_clock_mhz_max", "sm_clock_samples", "sm_clock_error", "sustained_s"],
                     "GPU timing: test_gpu_timing_fields_are_declared"),
     **dict.fromkeys(["gpu_state_before", "gpu_state_after"], "GPU only: test_gpu_state_fields_are_declared"),
@@ -226,6 +229,7 @@ NOT_ON_THIS_RUN = {
                      "pct_of_ceiling_measured", "pct_of_spec_peak"],
                     "GPU load and calibrated ceilings: test_gpu_load_and_ceiling_fields_are_declared"),
     **dict.fromkeys(["node_hardware_id", "node_fingerprint", "artifacts_error"], "Ray: tests/test_ray.py"),
+    "rerun_alone_reason": "out of memory beside other slots: tests/test_faults.py (--jobs 2)",
     **dict.fromkeys(["warm_error", "compile_process_setup_warm_error", "stderr_tail_warm", "worker_start_reason",
                      "worker_start_warm_reason"], "only when a warm worker fails or prints, or a worker starts "
                     "fresh for a reason (tests/test_prestart.py)"),
