@@ -14,7 +14,6 @@ overlapping it. Memory copies and memsets are not kernels (`is_kernel_event`) an
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 

@@ -48,7 +48,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator
 
 ENV_PREFIX = "BAKEOFF_GATE"
 ENV_WAIT_FILE = "BAKEOFF_GATE_WAIT"
@@ -224,26 +224,25 @@ class Gate:
                 "timing_windows": [list(w) for w in self.windows]}
 
 
-@contextmanager
-def host_work() -> Iterator[bool]:
+def host_work() -> ContextManager[bool]:
     """This worker's host-only work (see Gate.host_work); yields whether it ran outside the gate."""
-    gate = current_gate()
-    if gate is None:
-        yield False
-        return
-    with gate.host_work() as outside:
-        yield outside
+    return _in_current_gate("host_work")
+
+
+def device_work() -> ContextManager[bool]:
+    """This worker's device work inside a host-work compile (Gate.device_work); a no-op when ungated."""
+    return _in_current_gate("device_work")
 
 
 @contextmanager
-def device_work() -> Iterator[bool]:
-    """This worker's device work inside a host-work compile (Gate.device_work); a no-op when ungated."""
+def _in_current_gate(section: str) -> Iterator[bool]:
+    """The current gate's `section` (host_work, device_work); yields False when the worker is not gated."""
     gate = current_gate()
     if gate is None:
         yield False
         return
-    with gate.device_work() as rejoined:
-        yield rejoined
+    with getattr(gate, section)() as inside:
+        yield inside
 
 
 def note(event: str) -> None:

@@ -47,39 +47,33 @@ class LocalExecutor:
                                           name=f"slot-{slot.label}", daemon=True) for slot in self.slots]
         for thread in self._threads:
             thread.start()
-        again: list[tuple[Case, dict[str, Any]]] = []
+        again: list[tuple[Case, dict[str, Any], Slot, int]] = []
         for _ in cases:
             item = self._next(results)
             if isinstance(item, BaseException):
                 raise item
             case, record = item
-            if record.get("status") == "oom" and self._sharers(case, record) > 1:
-                again.append(item)
+            slot = next((s for s in self.slots if s.label == record.get("worker")), None)
+            sharers = sum(1 for s in self.slots if s.gate == slot.gate) if slot and slot.gate else 1
+            if record.get("status") == "oom" and sharers > 1:
+                again.append((case, record, slot, sharers))
             else:
                 yield item
         for thread in self._threads:  # every other case has ended: the device is free
             thread.join()
-        for case, first in again:
+        for case, first, slot, sharers in again:
             if self._stop.is_set():
                 return
-            yield case, self._alone(case, first, work_dir, on_start)
+            yield case, self._alone(case, first, slot, sharers, work_dir, on_start)
 
-    def _sharers(self, case: Case, record: dict[str, Any]) -> int:
-        """How many slots share the device of the slot that ran `case` (by its gate)."""
-        slot = next((s for s in self.slots if s.label == record.get("worker")), None)
-        if slot is None or slot.gate is None:
-            return 1
-        return sum(1 for s in self.slots if s.gate == slot.gate)
-
-    def _alone(self, case: Case, first: dict[str, Any], work_dir: Path,
+    def _alone(self, case: Case, first: dict[str, Any], slot: Slot, sharers: int, work_dir: Path,
                on_start: Callable[[Case], None] | None) -> dict[str, Any]:
-        """Run `case` again on its slot while no other worker runs (no spares either)."""
-        slot = next(s for s in self.slots if s.label == first.get("worker"))
+        """Run `case` again on `slot` (which `sharers` slots share) while no other worker runs, no spares
+        either; `first` is the record of its first run."""
         if on_start:
             on_start(case)
         record = execute_case(case, work_dir, slot=slot, workers=self.workers, prestarter=None, more_cases=False)
-        shared = self._sharers(case, first)
-        record["rerun_alone_reason"] = (f"its first run ran out of memory while {shared - 1} other slots shared the "
+        record["rerun_alone_reason"] = (f"its first run ran out of memory while {sharers - 1} other slots shared the "
                                         f"device ({str(first.get('reason') or '')[:300]}); this is a second run "
                                         "with the device to itself")
         return record

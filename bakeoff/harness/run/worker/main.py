@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from bakeoff.results.record import ColdOutput, WarmOutput, invalid_fields
 
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.gate import note as gate_note
+from bakeoff.backends.base import set_device_work
+from bakeoff.harness.run.gate import device_work as gate_device_work, note as gate_note
 from bakeoff.harness.run.worker.phases import PhaseLog
 from bakeoff.harness.run.worker.steps import (compile_and_first_run, compiling, count_cache_files, error_record,
                                               limit_host_memory)
@@ -85,6 +86,7 @@ def main(argv: list[str], phases: PhaseLog | None = None) -> int:
     artifacts_dir = Path(argv[3]) if len(argv) > 3 else None
     phases = phases or PhaseLog(None)
     gate_note(f"case {phase} {case.backend} {case.case_id}")
+    set_device_work(gate_device_work)  # a compile's marked device work rejoins the gate (Backend.marks_device_work)
     limit_host_memory(case)
     try:
         with phases.phase("device_init"):

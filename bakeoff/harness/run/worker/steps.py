@@ -107,13 +107,11 @@ def compiling(backend: Any, case: Case) -> Iterator[None]:
     gate under the `beside_compiles` policy when the backend's compile times nothing on the device
     (Backend.compile_times_on_device) or marks what it times (Backend.marks_device_work), so other cases may
     time meanwhile; inside it otherwise."""
-    from bakeoff.backends.base import set_device_work
-    from bakeoff.harness.run.gate import device_work, host_work
+    from bakeoff.harness.run.gate import host_work
 
     cls = type(backend)
     if cls.compile_times_on_device(case.options) is not None and not cls.marks_device_work:
         yield
         return
-    set_device_work(device_work)  # the part it marks as device work rejoins the gate (Gate.device_work)
-    with host_work():
+    with host_work():  # what it marks as device work rejoins the gate (main.py installs Gate.device_work)
         yield
