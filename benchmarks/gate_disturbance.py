@@ -16,7 +16,10 @@ backends triton.testing.do_bench; under each condition:
 - quiet: nothing else runs;
 - compile xN: N other processes compile fresh graphs with torch.compile (CPU work on other cores plus the
   compiled graph's first run): what `timers_only` lets overlap a timing phase;
-- compile+check xN: the same plus a worker's GPU work between compiles (an eager run, a float64 product).
+- compile+check xN: the same plus a worker's GPU work between compiles (an eager run, a float64 product);
+- context xN (`--modes context`): N loops each starting fresh processes that only create the device's CUDA
+  context and exit, as a pre-started worker's `device_init` does (worker/spare.py): whether that step could
+  run beside timing (it holds the gate shared today).
 
 Prints per case, method and condition the median of the round medians, their spread ((max - min) / median
 over the rounds), the typical IQR/median of a round and the ratio to quiet; then, per timing method and
@@ -78,6 +81,19 @@ while not os.path.exists(stop):
     if mode == "compile+check":
         f(x)
         (x.double() @ x.double().T).sum().item()
+    if i == 1:
+        open(ready, "w").close()
+"""
+
+# A background loop of fresh processes that each create the device's CUDA context (and NVML's), then exit.
+CONTEXT = r"""
+import os, subprocess, sys
+ready, stop = sys.argv[2], sys.argv[3]
+child = "import torch; torch.cuda.init(); torch.empty(1, device='cuda'); import pynvml; pynvml.nvmlInit()"
+i = 0
+while not os.path.exists(stop):
+    subprocess.run([sys.executable, "-c", child], check=True)
+    i += 1
     if i == 1:
         open(ready, "w").close()
 """
@@ -157,7 +173,8 @@ def start_background(n: int, mode: str, folder: Path) -> tuple[list[subprocess.P
         cache = folder / f"{mode}-{i}"
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
                "TRITON_CACHE_DIR": str(cache / "triton")}
-        procs.append(subprocess.Popen([sys.executable, "-c", BACKGROUND, mode, str(folder / f"ready-{mode}-{i}"),
+        script = CONTEXT if mode == "context" else BACKGROUND
+        procs.append(subprocess.Popen([sys.executable, "-c", script, mode, str(folder / f"ready-{mode}-{i}"),
                                        str(stop)], env=env))
     deadline = time.time() + 600
     while not all((folder / f"ready-{mode}-{i}").exists() for i in range(n)):  # each has compiled once
@@ -233,6 +250,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--json", help="write the rows to this file")
+    parser.add_argument("--modes", nargs="+", default=["compile", "compile+check"],
+                        choices=["compile", "compile+check", "context"], help="background conditions, in order")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("gate_disturbance needs a CUDA device", file=sys.stderr)
@@ -244,7 +263,7 @@ def main() -> int:
     print(f"{len(targets)} cases compiled in {time.time() - t0:.0f} s", flush=True)
     conditions: dict[str, dict] = {"quiet": measure_condition(targets, args.rounds)}
     with tempfile.TemporaryDirectory(prefix="gate-disturbance-") as tmp:
-        for mode in ("compile", "compile+check"):
+        for mode in args.modes:
             procs, stop = start_background(args.compilers, mode, Path(tmp))
             try:
                 conditions[f"{mode} x{args.compilers}"] = measure_condition(targets, args.rounds)

@@ -1,0 +1,161 @@
+"""Why do our GEMM and attention figures read lower than `triton.testing.do_bench`'s? (issue 10, point 4)
+
+Our timer (measure.timing.measure) and do_bench both put CUDA events around each call with the L2 flushed
+before it. They differ in how they load the device: do_bench runs its calls back to back for `rep` ms after
+a warm-up, while our timer starts every batch of EVENT_BATCH calls with a spin kernel of BLOCK_CYCLES (so the
+host runs ahead) and interleaves short windows. On a power-capped GPU the average power of the window sets
+the SM clock, and a compute-bound kernel's time follows the clock.
+
+Each variant below times the same compiled call in interleaved rounds, while a thread samples NVML's SM
+clock and power draw; the table gives each variant's median ms, its ratio to do_bench, the median SM clock
+and power, and ms x MHz (the kernel's length in clock cycles: equal cycles mean the gap is the clock):
+
+- ours: the timer as every record takes it (warm-up 0.05 s, budget 0.3 s, min 20 samples, L2 flushed);
+- ours, no spin: BLOCK_CYCLES = 0 (the batch starts at once);
+- ours, batch 50: EVENT_BATCH = 50 (one spin per 50 calls);
+- ours after 0.3 s sustained: `timing.sustained_s` (measure.clocks.sustain_load) before the window;
+- do_bench: warmup 50 ms, rep 300 ms, median (as benchmarks/validate_timing.py calls it);
+- do_bench short: warmup 5 ms, rep 20 ms.
+
+Usage (GPU): python benchmarks/dobench_gap.py [--rounds 3] [--dtype bfloat16] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from bakeoff.backends import backend_class, get_backend  # noqa: E402
+from bakeoff.backends.base import TensorSpec  # noqa: E402
+from bakeoff.harness.measure import timing  # noqa: E402
+from bakeoff.harness.measure.clocks import sustain_load  # noqa: E402
+from bakeoff.harness.measure.environment import _nvml, _nvml_handle  # noqa: E402
+from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.workloads.ir import bind  # noqa: E402
+from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
+
+CASES = [("gemm_bias_gelu", "eager"), ("gemm_bias_gelu", "inductor"), ("gemm_bias_gelu", "tritongen"),
+         ("attention", "eager"), ("attention", "inductor"), ("softmax", "eager"), ("softmax", "inductor")]
+
+
+class PowerClock:
+    """NVML's SM clock (MHz) and power draw (W) every 5 ms while entered."""
+
+    def __init__(self) -> None:
+        self.nv = _nvml()
+        self.handle = _nvml_handle(self.nv, 0) if self.nv else None
+        self.mhz: list[int] = []
+        self.watts: list[float] = []
+        self._stop = threading.Event()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.005):
+            self.mhz.append(self.nv.nvmlDeviceGetClockInfo(self.handle, self.nv.NVML_CLOCK_SM))
+            self.watts.append(self.nv.nvmlDeviceGetPowerUsage(self.handle) / 1e3)
+
+    def __enter__(self) -> "PowerClock":
+        if self.nv:
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.nv:
+            self._stop.set()
+            self._thread.join()
+
+    def medians(self) -> tuple[float, float]:
+        med = statistics.median
+        return (med(self.mhz) if self.mhz else float("nan"), med(self.watts) if self.watts else float("nan"))
+
+
+def ours(target: timing.TimedCall, spin: int = timing.BLOCK_CYCLES, batch: int = timing.EVENT_BATCH,
+         sustained_s: float = 0.0) -> Callable[[], float]:
+    def run() -> float:
+        saved = timing.BLOCK_CYCLES, timing.EVENT_BATCH
+        timing.BLOCK_CYCLES, timing.EVENT_BATCH = spin, batch
+        try:
+            if sustained_s:
+                sustain_load([target], sustained_s, "cuda")
+            target.samples_ms.clear()
+            return timing.measure([target], "cuda", warmup_s=0.05, budget_s=0.3, min_reps=20, max_reps=5000,
+                                  target_iqr=0.02, flush_l2=True)[target.name].median_ms
+        finally:
+            timing.BLOCK_CYCLES, timing.EVENT_BATCH = saved
+    return run
+
+
+def do_bench(call: Callable[[], object], warmup: int, rep: int) -> Callable[[], float]:
+    import triton.testing
+
+    return lambda: float(triton.testing.do_bench(call, warmup=warmup, rep=rep, return_mode="median"))
+
+
+def variants(target: timing.TimedCall) -> dict[str, Callable[[], float]]:
+    return {"ours": ours(target), "ours, no spin": ours(target, spin=0), "ours, batch 50": ours(target, batch=50),
+            "ours after 0.3 s sustained": ours(target, sustained_s=0.3),
+            "do_bench": do_bench(target.call, 50, 300), "do_bench short": do_bench(target.call, 5, 20)}
+
+
+def gap(workload: str, backend: str, dtype: str, rounds: int) -> list[dict[str, Any]]:
+    w = builtin_workloads()[workload]
+    graph = bind(w.graph, w.presets["gpu"], dtype)
+    why = backend_class(backend).available() or get_backend(backend).supports(graph, "cuda", dtype, {})
+    if why:
+        print(f"left out {workload} {backend}: {why}", flush=True)
+        return []
+    compiled = get_backend(backend).compile(graph, TensorSpec.of_inputs(graph), "cuda", {})
+    prepared = compiled.prepare(make_inputs(graph, 0, "cuda"))
+    compiled.run(prepared)
+    compiled.sync()
+    target = timing.TimedCall(backend, lambda: compiled.run(prepared), compiled.sync, True)
+    seen: dict[str, list[tuple[float, float, float]]] = {}
+    for _ in range(rounds):
+        for name, run in variants(target).items():
+            with PowerClock() as pc:
+                ms = run()
+            seen.setdefault(name, []).append((ms, *pc.medians()))
+    med = statistics.median
+    base = med(ms for ms, _, _ in seen["do_bench"])
+    rows = []
+    for name, values in seen.items():
+        ms, mhz, watts = (med(v[i] for v in values) for i in range(3))
+        rows.append({"workload": workload, "backend": backend, "variant": name, "ms": ms, "vs_do_bench": ms / base - 1,
+                     "sm_mhz": mhz, "watts": watts, "kcycles": ms * mhz, "rounds": [list(v) for v in values]})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("dobench_gap needs a CUDA device", file=sys.stderr)
+        return 2
+    rows: list[dict[str, Any]] = []
+    print(f"{'workload':15s} {'backend':9s} {'variant':27s} {'ms':>8s} {'vs do_bench':>11s} {'SM MHz':>7s} "
+          f"{'W':>5s} {'Mcycles':>8s}")
+    for workload, backend in CASES:
+        for r in gap(workload, backend, args.dtype, args.rounds):
+            rows.append(r)
+            print(f"{r['workload']:15s} {r['backend']:9s} {r['variant']:27s} {r['ms']:8.4f} "
+                  f"{100 * r['vs_do_bench']:10.1f}% {r['sm_mhz']:7.0f} {r['watts']:5.0f} {r['kcycles'] / 1e3:8.3f}",
+                  flush=True)
+        torch.cuda.empty_cache()
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
