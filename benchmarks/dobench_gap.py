@@ -10,10 +10,13 @@ Each variant below times the same compiled call in interleaved rounds, while a t
 clock and power draw; the table gives each variant's median ms, its ratio to do_bench, the median SM clock
 and power, and ms x MHz (the kernel's length in clock cycles: equal cycles mean the gap is the clock):
 
-- ours: the timer as every record takes it (warm-up 0.05 s, budget 0.3 s, min 20 samples, L2 flushed);
-- ours, no spin: BLOCK_CYCLES = 0 (the batch starts at once);
-- ours, batch 50: EVENT_BATCH = 50 (one spin per 50 calls);
-- ours after 0.3 s sustained: `timing.sustained_s` (measure.clocks.sustain_load) before the window;
+- timer: measure.timing.measure as every record takes it (warm-up 0.05 s, budget 0.3 s, min 20 samples, L2
+  flushed): back-to-back batches, a spin kernel only when the device caught up with the host;
+- timer, spin every batch: the timer before that change (every batch of 5 behind a ~1 ms spin, then a sync);
+- timer, batch 50: the same with one spin per 50 calls;
+- span: the CUPTI span as records take it (measure.device_time.profile_device_time, 20 calls, L2 flushed),
+  each profiled call after its lead-in calls;
+- span, no lead-in: the pass before that change (LEAD_IN_CALLS = 0);
 - do_bench: warmup 50 ms, rep 300 ms, median (as benchmarks/validate_timing.py calls it);
 - do_bench short: warmup 5 ms, rep 20 ms.
 
@@ -26,6 +29,7 @@ import json
 import statistics
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,15 +39,17 @@ import torch  # noqa: E402
 
 from bakeoff.backends import backend_class, get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
-from bakeoff.harness.measure import timing  # noqa: E402
-from bakeoff.harness.measure.clocks import sustain_load  # noqa: E402
+from bakeoff.harness.measure import device_time, timing  # noqa: E402
 from bakeoff.harness.measure.environment import _nvml, _nvml_handle  # noqa: E402
 from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 
-CASES = [("gemm_bias_gelu", "eager"), ("gemm_bias_gelu", "inductor"), ("gemm_bias_gelu", "tritongen"),
-         ("attention", "eager"), ("attention", "inductor"), ("softmax", "eager"), ("softmax", "inductor")]
+# (workload, preset, backend): compute-bound, memory-bound, and a call the host dispatches slower than it runs.
+CASES = [("gemm_bias_gelu", "gpu", "eager"), ("gemm_bias_gelu", "gpu", "inductor"),
+         ("gemm_bias_gelu", "gpu", "tritongen"), ("attention", "gpu", "eager"), ("attention", "gpu", "inductor"),
+         ("mlp_block", "gpu", "inductor"), ("softmax", "gpu", "inductor"), ("ew_sigmoid_relu", "gpu", "inductor"),
+         ("ew_sigmoid_relu", "cpu", "inductor"), ("attn_block", "cpu", "eager")]
 
 
 class PowerClock:
@@ -77,19 +83,49 @@ class PowerClock:
         return (med(self.mhz) if self.mhz else float("nan"), med(self.watts) if self.watts else float("nan"))
 
 
-def ours(target: timing.TimedCall, spin: int = timing.BLOCK_CYCLES, batch: int = timing.EVENT_BATCH,
-         sustained_s: float = 0.0) -> Callable[[], float]:
+def timer(target: timing.TimedCall) -> Callable[[], float]:
     def run() -> float:
-        saved = timing.BLOCK_CYCLES, timing.EVENT_BATCH
-        timing.BLOCK_CYCLES, timing.EVENT_BATCH = spin, batch
+        target.samples_ms.clear()
+        return timing.measure([target], "cuda", warmup_s=0.05, budget_s=0.3, min_reps=20, max_reps=5000,
+                              target_iqr=0.02, flush_l2=True)[target.name].median_ms
+    return run
+
+
+def spin_every_batch(target: timing.TimedCall, batch: int) -> Callable[[], float]:
+    """The timer before back-to-back batches: each batch of `batch` calls behind the spin kernel, then a sync."""
+    def run() -> float:
+        flush = timing.CacheFlusher("cuda", True)
+        end_s = time.perf_counter() + 0.05
+        while time.perf_counter() < end_s:
+            target.call()
+            target.sync()
+        samples: list[float] = []
+        end_s = time.perf_counter() + 0.3
+        while len(samples) < 20 or (time.perf_counter() < end_s and timing.stats(samples, "").iqr_rel > 0.02):
+            torch.cuda._sleep(timing.BLOCK_CYCLES)
+            pairs = []
+            for _ in range(batch):
+                flush()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                target.call()
+                end.record()
+                pairs.append((start, end))
+            target.sync()
+            torch.cuda.synchronize()
+            samples += [s.elapsed_time(e) for s, e in pairs]
+        return statistics.median(samples)
+    return run
+
+
+def span(target: timing.TimedCall, lead_in: bool) -> Callable[[], float]:
+    def run() -> float:
+        saved = device_time.LEAD_IN_CALLS
+        device_time.LEAD_IN_CALLS = saved if lead_in else 0
         try:
-            if sustained_s:
-                sustain_load([target], sustained_s, "cuda")
-            target.samples_ms.clear()
-            return timing.measure([target], "cuda", warmup_s=0.05, budget_s=0.3, min_reps=20, max_reps=5000,
-                                  target_iqr=0.02, flush_l2=True)[target.name].median_ms
+            return device_time.profile_device_time([target], "cuda", 20, True)[target.name].span.median_ms
         finally:
-            timing.BLOCK_CYCLES, timing.EVENT_BATCH = saved
+            device_time.LEAD_IN_CALLS = saved
     return run
 
 
@@ -100,14 +136,15 @@ def do_bench(call: Callable[[], object], warmup: int, rep: int) -> Callable[[], 
 
 
 def variants(target: timing.TimedCall) -> dict[str, Callable[[], float]]:
-    return {"ours": ours(target), "ours, no spin": ours(target, spin=0), "ours, batch 50": ours(target, batch=50),
-            "ours after 0.3 s sustained": ours(target, sustained_s=0.3),
+    return {"timer": timer(target), "timer, spin every batch": spin_every_batch(target, 5),
+            "timer, batch 50": spin_every_batch(target, 50), "span": span(target, True),
+            "span, no lead-in": span(target, False),
             "do_bench": do_bench(target.call, 50, 300), "do_bench short": do_bench(target.call, 5, 20)}
 
 
-def gap(workload: str, backend: str, dtype: str, rounds: int) -> list[dict[str, Any]]:
+def gap(workload: str, preset: str, backend: str, dtype: str, rounds: int) -> list[dict[str, Any]]:
     w = builtin_workloads()[workload]
-    graph = bind(w.graph, w.presets["gpu"], dtype)
+    graph = bind(w.graph, w.presets[preset], dtype)
     why = backend_class(backend).available() or get_backend(backend).supports(graph, "cuda", dtype, {})
     if why:
         print(f"left out {workload} {backend}: {why}", flush=True)
@@ -128,7 +165,7 @@ def gap(workload: str, backend: str, dtype: str, rounds: int) -> list[dict[str, 
     rows = []
     for name, values in seen.items():
         ms, mhz, watts = (med(v[i] for v in values) for i in range(3))
-        rows.append({"workload": workload, "backend": backend, "variant": name, "ms": ms, "vs_do_bench": ms / base - 1,
+        rows.append({"workload": f"{workload} {preset}", "backend": backend, "variant": name, "ms": ms, "vs_do_bench": ms / base - 1,
                      "sm_mhz": mhz, "watts": watts, "kcycles": ms * mhz, "rounds": [list(v) for v in values]})
     return rows
 
@@ -143,12 +180,12 @@ def main() -> int:
         print("dobench_gap needs a CUDA device", file=sys.stderr)
         return 2
     rows: list[dict[str, Any]] = []
-    print(f"{'workload':15s} {'backend':9s} {'variant':27s} {'ms':>8s} {'vs do_bench':>11s} {'SM MHz':>7s} "
+    print(f"{'workload':20s} {'backend':9s} {'variant':24s} {'ms':>8s} {'vs do_bench':>11s} {'SM MHz':>7s} "
           f"{'W':>5s} {'Mcycles':>8s}")
-    for workload, backend in CASES:
-        for r in gap(workload, backend, args.dtype, args.rounds):
+    for workload, preset, backend in CASES:
+        for r in gap(workload, preset, backend, args.dtype, args.rounds):
             rows.append(r)
-            print(f"{r['workload']:15s} {r['backend']:9s} {r['variant']:27s} {r['ms']:8.4f} "
+            print(f"{r['workload']:20s} {r['backend']:9s} {r['variant']:24s} {r['ms']:8.4f} "
                   f"{100 * r['vs_do_bench']:10.1f}% {r['sm_mhz']:7.0f} {r['watts']:5.0f} {r['kcycles'] / 1e3:8.3f}",
                   flush=True)
         torch.cuda.empty_cache()

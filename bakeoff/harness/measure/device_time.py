@@ -5,14 +5,19 @@ CUPTI sees the kernels of every library in the process (JAX/XLA, IREE, ONNX Runt
 whatever stream they launch, so this figure is obtained the same way for every backend. Calls are told
 apart on the device timeline by marker kernels (`torch.cuda._sleep`, which CUPTI reports as `spin_kernel`):
 
-    flush; sync; MARK; sync; call; backend sync; sync; MARK; sync
+    lead-in calls; flush; sync; MARK; sync; call; backend sync; sync; MARK; sync
 
 so the kernels of call j are those that start after its first marker and before its second; the cache flush
 (a kernel too) lies outside every pair. Synchronizing around each marker keeps kernels on other streams from
-overlapping it. Memory copies and memsets are not kernels (`is_kernel_event`) and count in neither number.
+overlapping it. The lead-in (LEAD_IN_MS of the target's own calls, unprofiled in effect: outside every
+marker pair) keeps the device loaded between profiled calls, as a steady loop does: after a pause a
+power-capped GPU runs a compute-bound call at a higher clock than it keeps under load (benchmarks/
+dobench_gap.py), and the pass would otherwise time every call after the pause of the syncs around the one
+before it. Memory copies and memsets are not kernels (`is_kernel_event`) and count in neither number.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -22,6 +27,9 @@ from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_ke
 
 # The marker: a one-thread spin of this many clock cycles (well under a microsecond at GPU clocks).
 MARK_CYCLES = 1000
+# Before each profiled call, about this much of the target's own calls (at most LEAD_IN_CALLS calls, at least 1).
+LEAD_IN_MS = 2.0
+LEAD_IN_CALLS = 8
 MARK_NAME = "spin_kernel"
 SPAN_METHOD = "cupti-span"
 SUM_METHOD = "cupti-kernel-sum"
@@ -71,6 +79,14 @@ class DeviceFigures:
                 f"{prefix}device_ms_p20": k.p20_ms, f"{prefix}device_ms_p80": k.p80_ms,
                 f"{prefix}kernel_count": self.kernel_count, f"{prefix}profiled_calls": s.n,
                 f"{prefix}kernel_times": self.kernel_times}
+
+
+def lead_in_calls(single_call_ms: float) -> int:
+    """Lead-in calls before each profiled call of a call that took `single_call_ms` (host clock, synchronized):
+    about LEAD_IN_MS of work, 1 to LEAD_IN_CALLS calls (none when LEAD_IN_CALLS is 0)."""
+    if not single_call_ms > 0:
+        return LEAD_IN_CALLS
+    return min(LEAD_IN_CALLS, max(1, math.ceil(LEAD_IN_MS / single_call_ms)))
 
 
 def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTimes]:
@@ -141,16 +157,25 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
         torch.cuda._sleep(MARK_CYCLES)
         torch.cuda.synchronize()
 
+    lead_in: dict[str, int] = {}
     for t in targets:  # one unprofiled call each: nothing lazy (allocations, autotuning) lands in the pass
+        t0 = time.perf_counter()
         t.call()
         t.sync()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        lead_in[t.name] = lead_in_calls((time.perf_counter() - t0) * 1e3)
     deadline = None if budget_s is None else time.perf_counter() + budget_s
     with cuda_profiler() as prof:
         for done in range(calls):
             if deadline and done >= min_calls and time.perf_counter() > deadline:
                 break
             for t in targets:
+                for _ in range(lead_in[t.name]):  # outside every marker pair: in no figure
+                    flush()
+                    t.call()
+                    if not t.events:
+                        t.sync()
+                t.sync()
                 flush()
                 mark()
                 t.call()

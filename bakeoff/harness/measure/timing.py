@@ -1,8 +1,9 @@
 """One timer for every backend: adaptive, interleaved, with the cache flushed outside the timed region.
 
 On a GPU, backends that launch on torch's current stream are timed with a pair of CUDA events around each
-call (the flush is enqueued before the start event, so it is not timed), EVENT_BATCH calls enqueued back to
-back and then synchronized, as triton.testing.do_bench does; the others with the host clock around the
+call (the flush is enqueued before the start event, so it is not timed), in batches of EVENT_BATCH calls
+enqueued back to back, each batch read while the next one runs, so the device never pauses between samples
+of a device-bound call, as in triton.testing.do_bench's loop; the others with the host clock around the
 call and the backend's `sync()`, after a device synchronize (their dispatch is included). On the CPU, the
 host clock. Targets are sampled in turn (A, B, A, B, ...) so that drift in clocks or load hits all.
 This is the timer's figure (`latency_ms_*`); the single synchronized call and the pipelined call are here
@@ -72,31 +73,62 @@ class CacheFlusher:
             self.buf.zero_()
 
 
-# Event-timed samples are enqueued this many at a time behind a spin kernel, then synchronized once (as
-# do_bench does): the host runs ahead of the device, so per-call host overhead is not counted unless the
-# device actually waits for it. `host_latency` measures the other view: one synchronized call at a time.
+# Event-timed samples come in batches of this many calls, a pair of CUDA events around each (the flush
+# enqueued before its start event). Batches follow each other without a pause: a batch is enqueued before the
+# one before it is read (waiting on its last event), so the device runs a device-bound call back to back, as
+# in triton.testing.do_bench's long loop. A pause would change the figure itself: on the power-capped H200 a
+# GEMM timed in batches of 5 behind a 1 ms rest read 5-9% faster than do_bench's loop, and as fast as
+# do_bench's loop once the rests were gone (benchmarks/dobench_gap.py).
 EVENT_BATCH = 5
 
 
-# A spin kernel of this many clock cycles (about 1 ms at the H200's 1.98 GHz) starts each batch: the device
-# is busy while the host enqueues the batch, as it is after the first calls of do_bench's long loop, so no
-# sample waits on the host's dispatch of its own call unless the host is slower than the device throughout.
+# A spin kernel of this many clock cycles (about 1 ms at the H200's 1.98 GHz) starts a batch only when the
+# device has caught up with the host (the first batch, or a call the host dispatches more slowly than the
+# device runs it): the device is busy while the host enqueues the batch, so no sample waits on the host's
+# dispatch of its own call unless the host is slower than the device throughout.
 BLOCK_CYCLES = 2_000_000
 
 
-def _event_samples(t: TimedCall, flush: CacheFlusher, count: int) -> list[float]:
-    pairs = []
-    torch.cuda._sleep(BLOCK_CYCLES)
-    for _ in range(count):
-        flush()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        t.call()
-        end.record()
-        pairs.append((start, end))
-    t.sync()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in pairs]
+class EventBatches:
+    """Event-timed batches on the device, the newest still in flight (`pending`) while the host enqueues the
+    next; `spins` counts the batches that started behind the spin kernel."""
+
+    def __init__(self) -> None:
+        self.pending: tuple[TimedCall, list] | None = None
+        self.spins = 0
+
+    def add(self, t: TimedCall, flush: CacheFlusher, count: int) -> None:
+        """Enqueue `count` event-timed calls of `t`, then read the batch before them."""
+        if self.pending is None or self.pending[1][-1][1].query():  # the device has run everything queued
+            torch.cuda._sleep(BLOCK_CYCLES)
+            self.spins += 1
+        pairs = []
+        for _ in range(count):
+            flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            t.call()
+            end.record()
+            pairs.append((start, end))
+        self.read()
+        self.pending = (t, pairs)
+
+    def read(self) -> None:
+        """Wait for the batch in flight and add its samples to its target."""
+        if self.pending is None:
+            return
+        t, pairs = self.pending
+        self.pending = None
+        pairs[-1][1].synchronize()
+        t.samples_ms.extend(start.elapsed_time(end) for start, end in pairs)
+
+    def finish(self, targets: list[TimedCall]) -> None:
+        """Read the last batch, then let each target's own sync and the device finish."""
+        self.read()
+        for t in targets:
+            if t.events:
+                t.sync()
+        torch.cuda.synchronize()
 
 
 def _host_sample(t: TimedCall, flush: CacheFlusher, cuda: bool) -> float:
@@ -107,13 +139,6 @@ def _host_sample(t: TimedCall, flush: CacheFlusher, cuda: bool) -> float:
     t.call()
     t.sync()
     return (time.perf_counter() - t0) * 1e3
-
-
-def _samples(t: TimedCall, flush: CacheFlusher, cuda: bool) -> list[float]:
-    """One round of samples of `t`: a batch of event-timed calls, or one host-timed call."""
-    if cuda and t.events:
-        return _event_samples(t, flush, EVENT_BATCH)
-    return [_host_sample(t, flush, cuda)]
 
 
 def host_latency(call: Callable[[], object], sync: Callable[[], None], device: str, reps: int = 20,
@@ -176,7 +201,8 @@ def pipelined_latency(call: Callable[[], object], sync: Callable[[], None], devi
 
 
 def method_name(t: TimedCall, cuda: bool, flush: bool) -> str:
-    base = f"cuda-events(batch {EVENT_BATCH} behind a spin kernel)" if (cuda and t.events) else "host-clock+sync"
+    base = (f"cuda-events(back-to-back batches of {EVENT_BATCH}, a spin kernel when the device caught up)"
+            if (cuda and t.events) else "host-clock+sync")
     return base + ("+flush" if flush else "")
 
 
@@ -198,16 +224,24 @@ def measure(targets: list[TimedCall], device: str, *, warmup_s: float, budget_s:
         if time.perf_counter() >= t_end:
             break
     t_end = time.perf_counter() + budget_s
+    batches = EventBatches() if cuda else None
     while True:
         for t in targets:
-            t.samples_ms.extend(_samples(t, flush, cuda))
-        n = min(len(t.samples_ms) for t in targets)
+            if batches is not None and t.events:
+                batches.add(t, flush, EVENT_BATCH)
+            else:
+                if batches is not None:
+                    batches.read()  # the host-timed sample synchronizes the device anyway
+                t.samples_ms.append(_host_sample(t, flush, cuda))
+        n = min(len(t.samples_ms) for t in targets)  # the batch still in flight is not counted yet
         if n >= max_reps:
             break
         if n >= min_reps:
             converged = all(stats(t.samples_ms, "").iqr_rel <= target_iqr for t in targets)
             if converged or time.perf_counter() >= t_end:
                 break
+    if batches is not None:
+        batches.finish(targets)
     return {t.name: stats(t.samples_ms, method_name(t, cuda, flush_l2)) for t in targets}
 
 
