@@ -10,13 +10,14 @@ Each variant below times the same compiled call in interleaved rounds, while a t
 clock and power draw; the table gives each variant's median ms, its ratio to do_bench, the median SM clock
 and power, and ms x MHz (the kernel's length in clock cycles: equal cycles mean the gap is the clock):
 
-- timer: measure.timing.measure as every record takes it (warm-up 0.05 s, budget 0.3 s, min 20 samples, L2
-  flushed): back-to-back batches, a spin kernel only when the device caught up with the host;
-- timer, spin every batch: the timer before that change (every batch of 5 behind a ~1 ms spin, then a sync);
-- timer, batch 50: the same with one spin per 50 calls;
-- span: the CUPTI span as records take it (measure.device_time.profile_device_time, 20 calls, L2 flushed),
-  each profiled call after its lead-in calls;
-- span, no lead-in: the pass before that change (LEAD_IN_CALLS = 0);
+- timer: as every record on a GPU takes it: AUTO_SUSTAINED_S of back-to-back calls (measure.figures), then
+  measure.timing.measure (warm-up 0.05 s, budget 0.3 s, min 20 samples, L2 flushed): back-to-back batches,
+  a spin kernel only when the device caught up with the host;
+- timer, no sustained load: the same without the load before it;
+- timer, spin every batch: the timer before both changes (every batch of 5 behind a ~1 ms spin, then a sync);
+- span: the CUPTI span as records take it: AUTO_SUSTAINED_S of load, then profile_device_time (20 calls, L2
+  flushed), each profiled call after its lead-in calls;
+- span, old: the pass before both changes (no load first, LEAD_IN_CALLS = 0);
 - do_bench: warmup 50 ms, rep 300 ms, median (as benchmarks/validate_timing.py calls it);
 - do_bench short: warmup 5 ms, rep 20 ms.
 
@@ -40,6 +41,8 @@ import torch  # noqa: E402
 from bakeoff.backends import backend_class, get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
 from bakeoff.harness.measure import device_time, timing  # noqa: E402
+from bakeoff.harness.measure.clocks import sustain_load  # noqa: E402
+from bakeoff.harness.measure.figures import AUTO_SUSTAINED_S  # noqa: E402
 from bakeoff.harness.measure.environment import _nvml, _nvml_handle  # noqa: E402
 from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
@@ -48,8 +51,7 @@ from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 # (workload, preset, backend): compute-bound, memory-bound, and a call the host dispatches slower than it runs.
 CASES = [("gemm_bias_gelu", "gpu", "eager"), ("gemm_bias_gelu", "gpu", "inductor"),
          ("gemm_bias_gelu", "gpu", "tritongen"), ("attention", "gpu", "eager"), ("attention", "gpu", "inductor"),
-         ("mlp_block", "gpu", "inductor"), ("softmax", "gpu", "inductor"), ("ew_sigmoid_relu", "gpu", "inductor"),
-         ("ew_sigmoid_relu", "cpu", "inductor"), ("attn_block", "cpu", "eager")]
+         ("mlp_block", "gpu", "inductor"), ("softmax", "gpu", "inductor"), ("ew_sigmoid_relu", "cpu", "inductor")]
 
 
 class PowerClock:
@@ -83,8 +85,10 @@ class PowerClock:
         return (med(self.mhz) if self.mhz else float("nan"), med(self.watts) if self.watts else float("nan"))
 
 
-def timer(target: timing.TimedCall) -> Callable[[], float]:
+def timer(target: timing.TimedCall, sustained: bool) -> Callable[[], float]:
     def run() -> float:
+        if sustained:
+            sustain_load([target], AUTO_SUSTAINED_S, "cuda")
         target.samples_ms.clear()
         return timing.measure([target], "cuda", warmup_s=0.05, budget_s=0.3, min_reps=20, max_reps=5000,
                               target_iqr=0.02, flush_l2=True)[target.name].median_ms
@@ -120,6 +124,8 @@ def spin_every_batch(target: timing.TimedCall, batch: int) -> Callable[[], float
 
 def span(target: timing.TimedCall, lead_in: bool) -> Callable[[], float]:
     def run() -> float:
+        if lead_in:  # as records take it: the load first, then the lead-in before each call
+            sustain_load([target], AUTO_SUSTAINED_S, "cuda")
         saved = device_time.LEAD_IN_CALLS
         device_time.LEAD_IN_CALLS = saved if lead_in else 0
         try:
@@ -136,9 +142,9 @@ def do_bench(call: Callable[[], object], warmup: int, rep: int) -> Callable[[], 
 
 
 def variants(target: timing.TimedCall) -> dict[str, Callable[[], float]]:
-    return {"timer": timer(target), "timer, spin every batch": spin_every_batch(target, 5),
-            "timer, batch 50": spin_every_batch(target, 50), "span": span(target, True),
-            "span, no lead-in": span(target, False),
+    return {"timer": timer(target, True), "timer, no sustained load": timer(target, False),
+            "timer, spin every batch": spin_every_batch(target, 5), "span": span(target, True),
+            "span, old": span(target, False),
             "do_bench": do_bench(target.call, 50, 300), "do_bench short": do_bench(target.call, 5, 20)}
 
 

@@ -1,6 +1,7 @@
 """Validate bakeoff's timer on a GPU (issue 3): prints a table, writes JSON to $OUT when set.
 
-1. Agreement: our timer (CUDA events, L2 flushed) and our headline (the CUPTI span, L2 flushed) vs
+1. Agreement: our timer (CUDA events, L2 flushed) and our headline (the CUPTI span, L2 flushed), each after
+   the sustained load a record on a GPU gets (measure.figures.AUTO_SUSTAINED_S), vs
    `triton.testing.do_bench(return_mode="median")` on the same call, for eager, Inductor and tritongen, on
    five workloads at `gpu` sizes, in three interleaved rounds. Target (issue 10): within 5%.
 2. Reproducibility: a case run 5 times in fresh worker processes (the real worker, a cold compile each);
@@ -28,6 +29,8 @@ from bakeoff.backends import get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
 from bakeoff.harness.measure.device_time import profile_device_time  # noqa: E402
 from bakeoff.harness.measure.calibrate import measure_ceilings  # noqa: E402
+from bakeoff.harness.measure.clocks import sustain_load  # noqa: E402
+from bakeoff.harness.measure.figures import AUTO_SUSTAINED_S  # noqa: E402
 from bakeoff.harness.config.schema import parse_config, resolve_workloads  # noqa: E402
 from bakeoff.harness.run.case_process import execute_case  # noqa: E402
 from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
@@ -60,12 +63,14 @@ def agreement(dtype: str, backends: tuple[str, ...] = BACKENDS) -> list[dict]:
             # Interleaved rounds (ours, span, do_bench; again): a clock that drifts under sustained load
             # (GEMMs are power-bound) moves all three alike instead of whichever ran last.
             timer_ms, span_ms, theirs_ms, ns, iqrs = [], [], [], [], []
-            for _ in range(ROUNDS):
+            for _ in range(ROUNDS):  # each figure as a record takes it: after the sustained load (figures.py)
+                sustain_load([target], AUTO_SUSTAINED_S, "cuda")
                 ours = measure([target], "cuda", warmup_s=0.05, budget_s=0.3, min_reps=20, max_reps=5000,
                                target_iqr=0.02, flush_l2=True)[backend]
                 timer_ms.append(ours.median_ms)
                 ns.append(ours.n)
                 iqrs.append(ours.iqr_rel)
+                sustain_load([target], AUTO_SUSTAINED_S, "cuda")
                 span_ms.append(profile_device_time([target], "cuda", 20, True)[backend].span.median_ms)
                 theirs_ms.append(triton.testing.do_bench(lambda: compiled.run(prepared), warmup=50, rep=300,
                                                          return_mode="median"))

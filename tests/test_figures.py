@@ -113,9 +113,13 @@ def test_gpu_case_gets_span_and_kernel_sum_for_both_targets(monkeypatch):
     monkeypatch.setattr(figures, "measure", lambda targets, *a, **k: {t.name: _stats(0.4, "ev") for t in targets})
     profiled = {BACKEND_TARGET: _device(0.1), EAGER_TARGET: _device(0.3)}
     monkeypatch.setattr(figures, "profile_device_time", lambda targets, device, calls, flush, **_: profiled)
+    loads = []
+    monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: loads.append(seconds) or seconds)
     out = measure_figures(TimedCall(BACKEND_TARGET, lambda: None, lambda: None),
                           TimedCall(EAGER_TARGET, lambda: None, lambda: None), "cuda", TIMING, capturable=False,
                           bytes_per_call=1)
+    # sustained_s unset = auto: on a GPU the calls run back to back before the timer and before the CUPTI pass
+    assert loads == [figures.AUTO_SUSTAINED_S] * 2 and out["sustained_s"] == pytest.approx(2 * figures.AUTO_SUSTAINED_S)
     assert out["device_span_ms"] == pytest.approx(0.1) and out["eager_device_span_ms"] == pytest.approx(0.3)
     assert out["device_ms"] == pytest.approx(0.05) and out["kernel_count"] == 3 and out["eager_kernel_count"] == 3
     assert out["headline_ms"] == out["device_span_ms"] and out["speedup_vs_eager"] == pytest.approx(3.0)
@@ -188,6 +192,9 @@ def test_sustained_load_runs_before_sampling_and_is_recorded():
     t0 = time.perf_counter()
     out = measure_figures(backend, None, "cpu", {**TIMING, "sustained_s": 0.2}, capturable=False, bytes_per_call=1)
     assert out["sustained_s"] >= 0.2
+    assert figures.sustained_s({}, "cpu") == 0.0 and figures.sustained_s({"sustained_s": "auto"}, "cpu") == 0.0
+    assert figures.sustained_s({"sustained_s": "auto"}, "cuda:1") == figures.AUTO_SUSTAINED_S
+    assert figures.sustained_s({"sustained_s": 0}, "cuda") == 0.0  # set to 0: none, on a GPU too
     assert sum(1 for t in calls if t < t0 + 0.2) > 100  # the load ran back to back first
 
 

@@ -256,8 +256,8 @@ class TimingFields(_Group):
     speedup_vs_eager: Annotated[float | None, COLUMN] = doc("eager's headline_ms over the backend's (both by "
                                                             "the headline method, below)")
     timer_speedup_vs_eager: float | None = doc("eager's timer median over the backend's")
-    sustained_s: float | None = doc("seconds of continuous load run before timing and profiling "
-                                    "(timing.sustained_s)")
+    sustained_s: float | None = doc("seconds of continuous load run before timing and profiling, together "
+                                    "(timing.sustained_s: auto = 0.3 s each on a GPU, none on the CPU)")
     # one synchronized call, host clock, dispatch included
     host_latency_ms: float | None = doc("median ms of one call synchronized before and after")
     host_latency_p20_ms: float | None = doc("its 20th percentile, ms")
