@@ -128,3 +128,57 @@ def test_graph_calls_hold_about_two_ms_of_work():
 
     assert [graph_calls(ms) for ms in (0.01, 0.2, 0.5, 1.0, 1.9, 2.0, 86.0)] == [10, 10, 4, 2, 1, 1, 1]
     assert graph_calls(0.0) == 10 and graph_calls(float("nan")) == 10  # no timer figure: the old ten
+
+
+class _FakeDevice:
+    """A stand-in for torch.cuda in timing.py: a log of what was enqueued and read, and a device that is either
+    always behind the host (device-bound: nothing completes until waited for) or always caught up."""
+
+    def __init__(self, caught_up: bool) -> None:
+        self.caught_up, self.log, self.recorded = caught_up, [], []
+        device = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.done = False
+
+            def record(self) -> None:
+                device.recorded.append(self)
+
+            def query(self) -> bool:
+                return self.done or device.caught_up
+
+            def synchronize(self) -> None:
+                device.log.append("wait")
+                for e in device.recorded[:device.recorded.index(self) + 1]:
+                    e.done = True
+
+            def elapsed_time(self, end: "Event") -> float:
+                return 1.0
+
+        self.Event = Event
+
+    def _sleep(self, cycles: int) -> None:
+        self.log.append("spin")
+
+    def synchronize(self) -> None:
+        for e in self.recorded:
+            e.done = True
+
+
+@pytest.mark.parametrize("caught_up", [False, True])
+def test_event_batches_run_back_to_back_and_spin_only_when_the_device_caught_up(monkeypatch, caught_up):
+    from bakeoff.harness.measure import timing
+
+    fake = _FakeDevice(caught_up)
+    monkeypatch.setattr(timing.torch, "cuda", fake)
+    t = TimedCall("t", lambda: fake.log.append("call"), lambda: None, events=True)
+    batches = timing.EventBatches()
+    for _ in range(4):
+        batches.add(t, timing.CacheFlusher("cpu", False), 3)
+    batches.finish([t])
+    assert len(t.samples_ms) == 12
+    # the next batch is enqueued before the one before it is read: the device never waits for the host's read
+    first_read = fake.log.index("wait")
+    assert fake.log[:first_read].count("call") == 6  # batches 1 and 2 enqueued, then batch 1 read
+    assert batches.spins == (4 if caught_up else 1)  # a device-bound call: only the first batch waits behind a spin
