@@ -148,6 +148,24 @@ def variants(target: timing.TimedCall) -> dict[str, Callable[[], float]]:
             "do_bench": do_bench(target.call, 50, 300), "do_bench short": do_bench(target.call, 5, 20)}
 
 
+def host_enqueue_ms(target: timing.TimedCall, calls: int = 20) -> float:
+    """Host milliseconds to enqueue one event-timed call, the device kept busy (a host slower than the device
+    would make do_bench's events include the host's dispatch)."""
+    flush = timing.CacheFlusher("cuda", True)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(timing.BLOCK_CYCLES * 20)  # ~20 ms of device work: the host never waits on it
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        target.call()
+        end.record()
+    ms = (time.perf_counter() - t0) * 1e3 / calls
+    torch.cuda.synchronize()
+    return ms
+
+
 def gap(workload: str, preset: str, backend: str, dtype: str, rounds: int) -> list[dict[str, Any]]:
     w = builtin_workloads()[workload]
     graph = bind(w.graph, w.presets[preset], dtype)
@@ -160,6 +178,8 @@ def gap(workload: str, preset: str, backend: str, dtype: str, rounds: int) -> li
     compiled.run(prepared)
     compiled.sync()
     target = timing.TimedCall(backend, lambda: compiled.run(prepared), compiled.sync, True)
+    print(f"{workload} {preset} {backend}: the host enqueues a timed call (flush, events, call) in "
+          f"{host_enqueue_ms(target):.4f} ms", flush=True)
     seen: dict[str, list[tuple[float, float, float]]] = {}
     for _ in range(rounds):
         for name, run in variants(target).items():
@@ -181,6 +201,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--json")
+    parser.add_argument("--case", action="append", metavar="WORKLOAD/PRESET/BACKEND", help="only these cases")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("dobench_gap needs a CUDA device", file=sys.stderr)
@@ -188,7 +209,8 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     print(f"{'workload':20s} {'backend':9s} {'variant':24s} {'ms':>8s} {'vs do_bench':>11s} {'SM MHz':>7s} "
           f"{'W':>5s} {'Mcycles':>8s}")
-    for workload, preset, backend in CASES:
+    cases = [tuple(c.split("/")) for c in args.case] if args.case else CASES
+    for workload, preset, backend in cases:
         for r in gap(workload, preset, backend, args.dtype, args.rounds):
             rows.append(r)
             print(f"{r['workload']:20s} {r['backend']:9s} {r['variant']:24s} {r['ms']:8.4f} "
