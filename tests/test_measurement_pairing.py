@@ -96,6 +96,7 @@ def test_profiler_failure_keeps_the_case(monkeypatch):
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
     monkeypatch.setattr(figures, "profile_device_time", broken)
+    monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)  # no GPU here
     out = case_run._measure_all(_case("iree", "iree", device="cuda"), HostTimedBackend(), _Compiled("b"), None,
                                 _Compiled("e"), None)
     assert out["latency_ms_median"] == 1.0
