@@ -107,14 +107,7 @@ def spin_every_batch(target: timing.TimedCall, batch: int) -> Callable[[], float
         end_s = time.perf_counter() + 0.3
         while len(samples) < 20 or (time.perf_counter() < end_s and timing.stats(samples, "").iqr_rel > 0.02):
             torch.cuda._sleep(timing.BLOCK_CYCLES)
-            pairs = []
-            for _ in range(batch):
-                flush()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                target.call()
-                end.record()
-                pairs.append((start, end))
+            pairs = timing.enqueue_timed_calls(target, flush, batch)
             target.sync()
             torch.cuda.synchronize()
             samples += [s.elapsed_time(e) for s, e in pairs]
@@ -155,12 +148,7 @@ def host_enqueue_ms(target: timing.TimedCall, calls: int = 20) -> float:
     torch.cuda.synchronize()
     torch.cuda._sleep(timing.BLOCK_CYCLES * 20)  # ~20 ms of device work: the host never waits on it
     t0 = time.perf_counter()
-    for _ in range(calls):
-        flush()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        target.call()
-        end.record()
+    timing.enqueue_timed_calls(target, flush, calls)
     ms = (time.perf_counter() - t0) * 1e3 / calls
     torch.cuda.synchronize()
     return ms

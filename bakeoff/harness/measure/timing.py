@@ -89,6 +89,20 @@ EVENT_BATCH = 5
 BLOCK_CYCLES = 2_000_000
 
 
+def enqueue_timed_calls(t: TimedCall, flush: CacheFlusher,
+                        count: int) -> list[tuple[torch.cuda.Event, torch.cuda.Event]]:
+    """Enqueue `count` calls of `t`, each after the flush and between a pair of CUDA events; returns the pairs."""
+    pairs = []
+    for _ in range(count):
+        flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t.call()
+        end.record()
+        pairs.append((start, end))
+    return pairs
+
+
 class EventBatches:
     """Event-timed batches on the device, the newest still in flight (`pending`) while the host enqueues the
     next; `spins` counts the batches that started behind the spin kernel."""
@@ -102,14 +116,7 @@ class EventBatches:
         if self.pending is None or self.pending[1][-1][1].query():  # the device has run everything queued
             torch.cuda._sleep(BLOCK_CYCLES)
             self.spins += 1
-        pairs = []
-        for _ in range(count):
-            flush()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            t.call()
-            end.record()
-            pairs.append((start, end))
+        pairs = enqueue_timed_calls(t, flush, count)
         self.read()
         self.pending = (t, pairs)
 
