@@ -47,6 +47,8 @@ def test_inductor_records_say_what_the_run_handed_its_start_up(smoke_run):
         assert isa.startswith("cpp.vec_isa_ok=True (TORCHINDUCTOR_VEC_ISA_OK=1, set by the harness"), isa
         pch, = [n for n in r["compile_notes"] if n.startswith("precompiled headers:")]
         assert "Inductor header folder" in pch and "built by this process" in pch, pch
+        ext, = [n for n in r["compile_notes"] if n.startswith("ISA extension checks:")]
+        assert "answered from the run's probe" in ext and " 0 built and loaded by this process" in ext, ext
 
 
 def test_summary_table_and_show(smoke_run):

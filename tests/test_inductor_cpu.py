@@ -94,3 +94,94 @@ def test_isa_note_says_who_set_vec_isa_ok(monkeypatch):
     monkeypatch.delenv(inductor_cpu.ENV_VEC_ISA_OK)
     with config.patch({"cpp.vec_isa_ok": True}):
         assert "set by the environment" in inductor_cpu.startup_notes()[0]
+
+
+def _answering(monkeypatch, probe: dict, handed: bool = True):
+    """answer_extension_checks in this process over a fake build (every built program fails); returns the
+    calls the fake saw. monkeypatch restores VecISA.check_build afterwards."""
+    from torch._inductor import cpu_vec_isa
+
+    built = []
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", lambda isa, code: built.append(code) and False)
+    monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps(probe))
+    if handed:
+        monkeypatch.setenv(inductor_cpu.ENV_VEC_ISA_OK, "1")
+    else:
+        monkeypatch.delenv(inductor_cpu.ENV_VEC_ISA_OK, raising=False)
+    monkeypatch.setattr(inductor_cpu, "_extensions", {})
+    monkeypatch.setattr(inductor_cpu, "_headers", {"why": "not shared: test"})
+    inductor_cpu.answer_extension_checks()
+    return built
+
+
+def test_an_extension_check_is_answered_only_for_the_same_isa_flags_and_program(monkeypatch):
+    import torch
+    from torch._inductor import cpu_vec_isa
+    from bakeoff.backends.inductor_cpu_probe import check_key
+
+    isa = cpu_vec_isa.VecAVX512()
+    recorded = [{**check_key(isa, "int ok;"), "passed": True, "seconds": 0.5}]
+    probe = {**PASSED, "torch": torch.__version__, "extension_checks": recorded}
+    built = _answering(monkeypatch, probe)
+    assert cpu_vec_isa.VecISA.check_build(isa, "int ok;") is True  # the probe's answer: nothing built
+    assert built == []
+    assert not cpu_vec_isa.VecISA.check_build(isa, "int other;")  # another program: built (the fake fails it)
+    isa._arch_flags += " -mextra"  # the same program with other flags: built too
+    assert not cpu_vec_isa.VecISA.check_build(isa, "int ok;")
+    assert built == ["int other;", "int ok;"]
+    with config_patch_vec_isa_ok(True):
+        note = inductor_cpu.startup_notes()[2]
+    assert "1 answered from the run's probe" in note and "2 built and loaded by this process" in note, note
+
+
+def test_no_answers_without_the_handed_setting_or_for_another_torch(monkeypatch):
+    import torch
+    from torch._inductor import cpu_vec_isa
+    from bakeoff.backends.inductor_cpu_probe import check_key
+
+    isa = cpu_vec_isa.VecAVX512()
+    recorded = [{**check_key(isa, "int ok;"), "passed": True, "seconds": 0.5}]
+    for probe, handed, why in (
+            ({**PASSED, "torch": torch.__version__, "extension_checks": recorded}, False, "did not hand over"),
+            ({**PASSED, "torch": "0.0.1", "extension_checks": recorded}, True, "the probe ran torch 0.0.1"),
+            ({**PASSED, "torch": torch.__version__}, True, "recorded no extension checks"),
+            ({**PASSED, "torch": torch.__version__, "extension_checks": recorded,
+              "base_checks": {ISAS[0]: False}}, True, "did not hand over")):
+        built = _answering(monkeypatch, probe, handed)
+        assert not cpu_vec_isa.VecISA.check_build(isa, "int ok;") and built == ["int ok;"], probe
+        with config_patch_vec_isa_ok(True if handed else None):
+            assert why in inductor_cpu.startup_notes()[2], (why, inductor_cpu.startup_notes()[2])
+
+
+def config_patch_vec_isa_ok(value):
+    from torch._inductor import config
+
+    return config.patch({"cpp.vec_isa_ok": value})
+
+
+def test_answered_checks_pick_the_isa_and_flags_that_checking_picks(tmp_path):
+    """The real probe, then two fresh processes trusting the flags as a worker does: one builds every extension
+    check, one takes the probe's answers. Inductor picks the same ISA with the same arch flags in both."""
+    import subprocess
+    import sys
+
+    inductor_cpu._probe.cache_clear()
+    env = inductor_cpu.cpu_startup_env()
+    inductor_cpu._probe.cache_clear()
+    probe = json.loads(env[inductor_cpu.ENV_PROBE])
+    if inductor_cpu.ENV_VEC_ISA_OK not in env:
+        pytest.skip(f"this machine's probe does not hand vec_isa_ok over: {probe}")
+    assert probe["extension_checks"] is not None
+    code = ("from bakeoff.backends import inductor_cpu as c; import os, sys\n"
+            "if sys.argv[1] == '1': c.answer_extension_checks()\n"
+            "from torch._inductor import cpu_vec_isa; isa = cpu_vec_isa.pick_vec_isa()\n"
+            "print(str(isa) + ' | ' + isa.build_arch_flags() + ' | ' + repr(c._extensions))")
+    out = []
+    for answer in ("0", "1"):
+        cache = tmp_path / f"cache{answer}"
+        proc = subprocess.run([sys.executable, "-c", code, answer], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **env, "TORCHINDUCTOR_CACHE_DIR": str(cache)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out.append(proc.stdout.strip().split(" | "))
+    assert out[0][:2] == out[1][:2], out
+    assert f"'answered': {len(probe['extension_checks'])}, 'built': 0" in out[1][2], out[1]

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
-from bakeoff.backends.inductor_cpu import share_headers, startup_notes
+from bakeoff.backends.inductor_cpu import answer_extension_checks, share_headers, startup_notes
 from bakeoff.backends.options import BackendOptions, clip
 from bakeoff.backends.sweep import SweepServer
 
@@ -147,6 +147,7 @@ class InductorBackend(Backend):
         opts = self.parse_options(options)
         if device == "cpu":
             share_headers()
+            answer_extension_checks()
         fn = torch.compile(lower_torch(graph), backend="inductor",
                            mode=None if opts.mode == "default" else opts.mode,
                            dynamic=opts.dynamic, fullgraph=opts.fullgraph, options=opts.options)

@@ -23,10 +23,18 @@ machine, torch 2.13, benchmarks/inductor_cpu_startup.py):
   orchestrator's temporary folder), as any process of this user outside the harness would find it; the
   note says whether it was found there or built.
 
-Neither changes what a case compiles: its cache folders still start empty (cold) and its compile and the
+- ISA extension checks. A trusting worker still runs the small checks (AVX-512 BF16, VNNI, AMX tiles, AMX
+  FP16): 6 g++ runs and loads of about 0.5 s each here, 3.0 s of a cold worker's process warm-up (0.1 s each
+  in a warm worker, whose cache folder holds the built programs but which loads each in a child process
+  again). The probe's trusting pass runs exactly these checks, in the same order with the same flags, and
+  records each one's answer (inductor_cpu_probe.py); a worker that was handed TORCHINDUCTOR_VEC_ISA_OK=1
+  takes the answer of a check whose ISA, arch flags and program are those the probe checked
+  (`answer_extension_checks`), and builds any other itself. The note counts both.
+
+None of these changes what a case compiles: its cache folders still start empty (cold) and its compile and the
 kernels' flags are the same; both are in the process warm-up (`compile_process_setup_s`), never in the
-case's own compile. `cpu_startup_env` runs in the orchestrator; `share_headers` and `startup_notes` in the
-worker.
+case's own compile. `cpu_startup_env` runs in the orchestrator; `share_headers`, `answer_extension_checks`
+and `startup_notes` in the worker.
 """
 from __future__ import annotations
 
@@ -120,6 +128,54 @@ def share_headers() -> None:
     _headers.update(linked_to=target, found=_count_headers(target))
 
 
+_extensions: dict[str, Any] = {}  # this worker's extension checks: {"answered": n, "built": n} or {"why": ...}
+
+
+def answer_extension_checks() -> None:
+    """In a worker handed TORCHINDUCTOR_VEC_ISA_OK=1, before its first compile: answer each of Inductor's ISA
+    extension checks that the run's probe made with the same ISA, arch flags and program from the probe's
+    record (`extension_checks`), and build and load any other as Inductor does; once per process."""
+    if _extensions:
+        return
+    probe = _worker_probe()
+    recorded = probe.get("extension_checks")
+    if os.environ.get(ENV_VEC_ISA_OK) != "1" or not _trust_is_equivalent(probe) or not isinstance(recorded, list):
+        _extensions["why"] = "checked in this process: " + (
+            "the harness did not hand over cpp.vec_isa_ok" if os.environ.get(ENV_VEC_ISA_OK) != "1" or
+            not _trust_is_equivalent(probe) else "the run's probe recorded no extension checks")
+        return
+    import torch
+
+    if probe.get("torch") != torch.__version__:
+        _extensions["why"] = f"checked in this process: the probe ran torch {probe.get('torch')}, this is {torch.__version__}"
+        return
+    try:
+        from torch._inductor import cpu_vec_isa
+
+        original = cpu_vec_isa.VecISA.check_build  # private: absent in another torch, then nothing is answered
+    except (ImportError, AttributeError):
+        _extensions["why"] = "checked in this process: this torch has no cpu_vec_isa.VecISA.check_build"
+        return
+    from bakeoff.backends.inductor_cpu_probe import check_key
+
+    answers = {_key_text(c): bool(c["passed"]) for c in recorded if isinstance(c, dict) and "passed" in c}
+    _extensions.update(answered=0, built=0, probe_s=round(sum(float(c.get("seconds") or 0) for c in recorded), 2))
+
+    def check_build(isa: Any, code: str) -> bool:
+        key = _key_text(check_key(isa, code))
+        if key in answers:
+            _extensions["answered"] += 1
+            return answers[key]
+        _extensions["built"] += 1
+        return original(isa, code)
+
+    cpu_vec_isa.VecISA.check_build = check_build
+
+
+def _key_text(check: dict[str, Any]) -> str:
+    return json.dumps([check.get("isa"), check.get("flags"), check.get("code_sha256")])
+
+
 def _count_headers(folder: str) -> int:
     try:
         return sum(name.endswith(".gch") for name in os.listdir(folder))
@@ -160,4 +216,10 @@ def startup_notes() -> list[str]:
                f"them; {_headers['found']} found there, {max(built, 0)} built by this process")
     else:
         pch = f"precompiled headers: this process's own temporary folder ({_headers.get('why', 'not shared')})"
-    return [isa, pch]
+    if "answered" in _extensions:
+        ext = (f"ISA extension checks: {_extensions['answered']} answered from the run's probe (which built and "
+               f"loaded the same programs with the same flags once, {_extensions['probe_s']} s), "
+               f"{_extensions['built']} built and loaded by this process")
+    else:
+        ext = f"ISA extension checks: {_extensions.get('why', 'checked in this process')}"
+    return [isa, pch, ext]

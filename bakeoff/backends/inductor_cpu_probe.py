@@ -13,6 +13,11 @@ accepted ISAs, and `picked`, `pick_vec_isa()` with its arch flags), then runs th
 ISA side by side on the CPU's cores, on copies taken before the pass (so with the arch flags a checking
 worker's base check uses): `base_checks`, ISA -> passed.
 
+The pass itself runs the extension checks a trusting worker runs, in the same order with the same flags:
+`extension_checks` lists each (the ISA, the arch flags it was built with, the program's SHA-256, passed,
+seconds), so a trusting worker of this run can take their answers instead of building and loading the same
+programs again (inductor_cpu.answer_extension_checks).
+
 Run with TORCHINDUCTOR_CACHE_DIR set to an empty scratch folder (the checks are compiled there). Also printed:
 torch, compiler, header_dir (Inductor's folder of precompiled headers under this process's temporary
 folder), seconds; user_vec_isa_ok instead when the environment already set the option (nothing is checked).
@@ -20,6 +25,7 @@ folder), seconds; user_vec_isa_ok instead when the environment already set the o
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import time
@@ -40,8 +46,10 @@ def probe() -> dict:
         return out
     pristine = [copy.copy(isa) for isa in cpu_vec_isa.supported_vec_isa_list]  # before any check sets a flag
     config.cpp.vec_isa_ok = True
-    accepted = cpu_vec_isa.valid_vec_isa_list()
-    picked = cpu_vec_isa.pick_vec_isa()
+    with _recording(cpu_vec_isa.VecISA) as extension_checks:
+        accepted = cpu_vec_isa.valid_vec_isa_list()
+        picked = cpu_vec_isa.pick_vec_isa()
+    out["extension_checks"] = extension_checks
     out["trusted"] = [str(isa) for isa in accepted]
     out["picked"] = f"{picked} ({picked.build_arch_flags()})"
     checks = [_pristine(isa, pristine, cpu_vec_isa.supported_vec_isa_list) for isa in accepted]
@@ -50,6 +58,34 @@ def probe() -> dict:
     out["base_checks"] = {str(isa): ok for isa, ok in zip(checks, passed)}
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out
+
+
+def check_key(isa, code: str) -> dict:
+    """What identifies one check_build call: the ISA, the arch flags it builds with now, the program."""
+    return {"isa": str(isa), "flags": isa.build_arch_flags(), "code_sha256": hashlib.sha256(code.encode()).hexdigest()}
+
+
+class _recording:
+    """Record every `VecISA.check_build` call made inside the block (key, result, seconds)."""
+
+    def __init__(self, cls) -> None:
+        self.cls, self.calls = cls, []
+
+    def __enter__(self) -> list:
+        original, calls = self.cls.check_build, self.calls
+
+        def check_build(isa, code: str) -> bool:
+            key, t0 = check_key(isa, code), time.perf_counter()
+            passed = original(isa, code)
+            calls.append({**key, "passed": bool(passed), "seconds": round(time.perf_counter() - t0, 3)})
+            return passed
+
+        self.original = original
+        self.cls.check_build = check_build
+        return calls
+
+    def __exit__(self, *exc) -> None:
+        self.cls.check_build = self.original
 
 
 def _pristine(isa, pristine: list, originals: list):
