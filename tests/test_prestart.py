@@ -153,12 +153,12 @@ def test_without_a_folder_every_case_computes_its_own(monkeypatch):
 class _FakeSpare:
     """Stands in for a spare process in the pool's bookkeeping (no process is started)."""
 
-    def __init__(self, env, device, profiler, started_at, ready_at, imports=(), late_read=()):
-        self.env, self.device, self.profiler, self.imports, self.late_read = env, device, profiler, imports, late_read
+    def __init__(self, env, device, profiler, started_at, ready_at):
+        self.env, self.device, self.profiler = env, device, profiler
         self.started_at, self.ready_at, self.proc, self.discarded = started_at, ready_at, object(), False
 
     def wait_ready(self, timeout_s=0):
-        return {"watched_modules_imported": ["torch._inductor"] if self.imports else []}
+        return {"watched_modules_imported": []}
 
     def warmup_window(self, now):
         return self.started_at, self.ready_at
@@ -175,8 +175,7 @@ def test_the_pool_tops_up_only_during_a_long_compile(monkeypatch):
 
     now = time.time()
     monkeypatch.setattr(prestart.Spare, "start",
-                        classmethod(lambda cls, env, device, profiler, *bound: _FakeSpare(env, device, profiler, now,
-                                                                                         now + 3, *bound)))
+                        classmethod(lambda cls, env, device, profiler: _FakeSpare(env, device, profiler, now, now + 3)))
     pool = prestart.Prestarter(depth=2)
     pool.tick(PhaseFile(begins={"compile": [now - 5]}))
     assert pool.spares == []  # nothing planned yet: the slot may need no more workers
@@ -199,91 +198,3 @@ def test_the_pool_tops_up_only_during_a_long_compile(monkeypatch):
     pool.plan(prestart.SpareSpec(dict(BASE), "cpu", False))
     pool.start_one()
     assert pool.spares == []  # a closed pool starts nothing
-
-
-def test_a_spare_bound_to_a_backend_takes_only_late_read_differences():
-    """A spare that imported Inductor's modules may run a case that sets Inductor's cache folders (read on use:
-    the backend's late_read_env), not one that changes a variable Inductor reads when imported."""
-    from bakeoff.backends.inductor import InductorBackend
-
-    late = InductorBackend.late_read_env
-    spawned = {**BASE, "TORCHINDUCTOR_VEC_ISA_OK": "1"}
-    case = {**spawned, "TORCHINDUCTOR_CACHE_DIR": "/c/i", "TRITON_CACHE_DIR": "/c/t"}
-    assert refusal(spawned, case, imported=["torch._inductor", "triton"], late_read=late) is None
-    assert "torch._inductor" in refusal(spawned, case, imported=["torch._inductor"])  # not declared: refused
-    assert "TORCHINDUCTOR_VEC_ISA_OK" in refusal(spawned, {**case, "TORCHINDUCTOR_VEC_ISA_OK": "0"},
-                                                 imported=["torch._inductor"], late_read=late)
-    assert "TORCHINDUCTOR_VEC_ISA_OK" in refusal(spawned, BASE, imported=["torch._inductor"], late_read=late)
-
-
-def test_the_slot_plans_its_next_workers_in_order_and_drops_a_bound_spare_that_missed(monkeypatch):
-    import time
-
-    from bakeoff.harness.run import prestart
-
-    now = time.time()
-    monkeypatch.setattr(prestart.Spare, "start",
-                        classmethod(lambda cls, env, device, profiler, *bound: _FakeSpare(env, device, profiler, now,
-                                                                                         now + 1, *bound)))
-    inductor_env = {**BASE, "TORCHINDUCTOR_VEC_ISA_OK": "1"}
-    late = ("TORCHINDUCTOR_CACHE_DIR",)
-    pool = prestart.Prestarter(depth=2)
-    pool.plan([prestart.SpareSpec(inductor_env, "cpu", False, ("torch._inductor",), late),
-               prestart.SpareSpec(dict(BASE), "cpu", False)])
-    pool.start_one()
-    pool.start_one()
-    bound, plain = pool.spares
-    assert bound.imports == ("torch._inductor",) and bound.late_read == late and plain.imports == ()
-    # Another slot took the Inductor case: an eager case arrives. The bound spare is dropped, the plain one runs it.
-    spare, why = pool.take(dict(BASE), "cpu", False)
-    assert spare is plain and why is None and bound.discarded and pool.spares == []
-    pool.plan(prestart.SpareSpec(inductor_env, "cpu", False, ("torch._inductor",), late))
-    pool.start_one()
-    spare, why = pool.take({**inductor_env, "TORCHINDUCTOR_CACHE_DIR": "/c/i"}, "cpu", False)
-    assert spare is not None and why is None  # the case it was started for
-    pool.start_one()
-    spare, why = pool.take(dict(BASE), "cpu", False)
-    assert spare is None and "made for another case's backend" in why and pool.spares == []
-    pool.close()
-
-
-def test_inductor_reads_its_cache_folders_only_after_the_spares_imports(tmp_path):
-    """What Backend.late_read_env declares for Inductor on the CPU: a process imports Inductor's spare_imports
-    with one pair of cache folders set, then gets its case's (as a spare does: its environment replaced
-    wholesale) and compiles; every file lands in the case's folders, none in the first ones."""
-    import subprocess
-    import sys
-
-    from bakeoff.backends.inductor import InductorBackend
-
-    first, case = tmp_path / "first", tmp_path / "case"
-    code = f"""
-import importlib, os, json
-for m in {list(InductorBackend.spare_imports("cpu"))!r}:
-    importlib.import_module(m)
-env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR={str(case / "i")!r}, TRITON_CACHE_DIR={str(case / "t")!r})
-os.environ.clear(); os.environ.update(env)
-import sys
-from bakeoff.backends import get_backend
-from bakeoff.backends.base import TensorSpec
-from bakeoff.harness.run.worker.process_setup import setup_graph
-from bakeoff.harness.run.worker.inputs import make_inputs
-g = setup_graph("float32")
-c = get_backend("inductor").compile_case(g, TensorSpec.of_inputs(g), "cpu", {{}}, False)
-c.run(c.prepare(make_inputs(g, 0, "cpu"))); c.sync()
-triton_dir = None
-if "triton" in sys.modules:
-    knobs = getattr(sys.modules["triton"], "knobs", None)
-    triton_dir = knobs.cache.dir if knobs is not None else None
-print(json.dumps({{"triton_dir": triton_dir}}))
-"""
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(first / "i"), "TRITON_CACHE_DIR": str(first / "t"),
-           "TMPDIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    import json
-
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert any(p.is_file() for p in (case / "i").rglob("*")), "the compile wrote nothing in the case's folder"
-    assert not first.exists() or not any(p.is_file() for p in first.rglob("*")), list(first.rglob("*"))
-    assert out["triton_dir"] in (None, str(case / "t")), out

@@ -149,10 +149,6 @@ class Backend(ABC):
         "a pre-started worker gets ready before its case is dealt (cases come from one queue), so it cannot "
         "know which backend to warm up, and importing a compiler there would send later cases whose "
         "environment that compiler reads to fresh processes")
-    # Variables of this backend (its cache folders) that its modules read when they are used, never when they
-    # are imported: a pre-started worker that imported `spare_imports` may still run a case that sets them
-    # (run/prestart.py). Declared only where a test shows it (tests/test_prestart.py).
-    late_read_env: ClassVar[tuple[str, ...]] = ()
     # The options a config may give this backend (see the module docstring); none by default.
     Options: ClassVar[type[BackendOptions]] = NoOptions
     # Training steps (`grad: true`, workloads/grad.py): whether `compile_grad` is implemented, and if not, why
@@ -164,12 +160,6 @@ class Backend(ABC):
     # Whether a compile that times on the device (compile_times_on_device) wraps that timing, and only that,
     # in `device_work()`: the rest of it (e.g. compiling the candidates it will time) is then host work.
     marks_device_work: ClassVar[bool] = False
-
-    @classmethod
-    def spare_imports(cls, device: str) -> tuple[str, ...]:
-        """Modules a pre-started worker may import before a case of this backend on `device` arrives: only
-        those whose import reads none of the variables a case sets but `late_read_env`. None by default."""
-        return ()
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> BackendOptions:

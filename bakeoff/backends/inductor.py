@@ -86,16 +86,6 @@ class InductorBackend(Backend):
                              "it started with: the case's Triton kernels would be compiled into the warm-up's "
                              "TRITON_CACHE_DIR, not the case's own cache folder")
 
-    late_read_env = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")  # cache_dir() and Triton's knobs read them on use
-    # What a cold CPU compile imports (torch 2.13): about 2.5 s of a warm-up on the 2-core machine. Only on the
-    # CPU, where tests/test_prestart.py shows the cache folders set after these imports are the ones used;
-    # on a GPU that is not verified, so a spare imports none of them there.
-    _CPU_SPARE_IMPORTS = ("torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx",
-                          "torch._inductor.codecache", "torch._inductor.graph", "torch._inductor.lowering",
-                          "torch._inductor.scheduler", "torch._inductor.decomposition",
-                          "torch._inductor.fx_passes.post_grad", "torch._inductor.async_compile",
-                          "torch._inductor.codegen.cpp", "torch._inductor.codegen.cpp_wrapper_cpu")
-
     # Inductor config keys that make a compile time candidates on the device.
     _DEVICE_TUNING_KEYS = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning")
 
@@ -111,10 +101,6 @@ class InductorBackend(Backend):
             return f"mode {opts.mode} times candidate kernels on the device"
         tuned = [k for k in cls._DEVICE_TUNING_KEYS if (opts.options or {}).get(k)]
         return f"options {', '.join(tuned)} time candidates on the device" if tuned else None
-
-    @classmethod
-    def spare_imports(cls, device: str) -> tuple[str, ...]:
-        return cls._CPU_SPARE_IMPORTS if device == "cpu" else ()
 
     @classmethod
     def worker_env(cls, device: str) -> dict[str, str]:

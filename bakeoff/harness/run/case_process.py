@@ -126,12 +126,12 @@ class WorkerRun:
 
 def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path | None,
                 workers: Workers | None, prestarter: Prestarter | None = None,
-                next_workers: list[SpareSpec] | None = None) -> WorkerRun:
+                spare_env: dict[str, str] | None = None) -> WorkerRun:
     """Run one worker process for `case` (the slot's pre-started one when it may, else a fresh one) and
-    collect its record and phases. `next_workers`: what the slot's workers after this one start with, in
-    order (empty or None: it needs no more)."""
+    collect its record and phases. With `spare_env`, the slot needs another worker after this one: its
+    spares start with that environment."""
     t_begin = time.time()
-    profiler = _profiler_warmup(case)
+    profiler = bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
     # Named for this process (harness/run/leftovers.py), so a later run removes it should this one be killed.
     with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as tmp:
         case_file, out_file = Path(tmp, "case.json"), Path(tmp, "record.json")
@@ -142,7 +142,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         env = {**env, ENV_WAIT_FILE: str(wait_file), ENV_PHASES_FILE: str(phases_file),
                ENV_SPAWNED_AT: f"{t_begin:.6f}",
                "TMPDIR": str(worker_tmp)}
-        spare, why_fresh = _choose_spare(prestarter, env, case.device, profiler, next_workers)
+        spare, why_fresh = _choose_spare(prestarter, env, case.device, profiler, spare_env)
 
         def top_up() -> None:  # while it runs: more spares while it is in a long compile
             if prestarter is not None and prestarter.wants_more():
@@ -188,13 +188,13 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
 
 
 def _choose_spare(prestarter: Prestarter | None, env: dict[str, str], device: str, profiler: bool,
-                  next_workers: list[SpareSpec] | None) -> tuple[Spare | None, str | None]:
+                  spare_env: dict[str, str] | None) -> tuple[Spare | None, str | None]:
     """The slot's spare for a worker with `env`, or (None, why not); plans the slot's next spares and,
     when none is left, starts one now."""
     if prestarter is None:
         return None, None
     spare, why_fresh = prestarter.take(env, device, profiler)
-    prestarter.plan(next_workers)
+    prestarter.plan(SpareSpec(spare_env, device, profiler) if spare_env is not None else None)
     if not prestarter.spares:
         prestarter.start_one()  # none left: start getting the next one ready now
     return spare, why_fresh
@@ -258,8 +258,7 @@ def _exited(proc: subprocess.Popen) -> bool:
 
 def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
                  extra_env: dict[str, str] | None = None, workers: Workers | None = None,
-                 prestarter: Prestarter | None = None, more_cases: bool = False,
-                 upcoming: list[Case] | None = None) -> dict[str, Any]:
+                 prestarter: Prestarter | None = None, more_cases: bool = False) -> dict[str, Any]:
     """Run `case` cold (fresh caches) and, if asked and the cold run compiled, warm. Returns the record.
 
     `work_dir` holds this case's cache folders (deleted afterwards) and staged artifacts (under
@@ -267,9 +266,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     the record's `artifacts_dir` names that final place). `slot` pins the worker to a device and its gate;
     `workers` registers the processes so that an interrupt can kill them. With a `prestarter`, each worker
     process is the slot's pre-started one where it may be (run/prestart.py) and a new one starts for the
-    slot's next worker; `more_cases` says whether the slot will run another case after this one, and
-    `upcoming` which ones it will likely run next (the head of the queue: their spares may import their
-    backend's modules, run/prestart.py).
+    slot's next worker; `more_cases` says whether the slot will run another case after this one.
     The record's `phases_s` says where `wall_s` went (worker/phases.py).
     """
     t0 = time.perf_counter()
@@ -286,17 +283,14 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
         env = _worker_env(run_case, cache_root, base, overrides)
         warm_planned = case.warm_compile and case.backend != "eager"
         phases["setup"] = time.perf_counter() - t0
-        more_cases = more_cases or bool(upcoming)
-        profiler = _profiler_warmup(case)
-        after_warm = _next_workers(upcoming, more_cases, run_case.device, profiler, base, overrides)
-        warm_spec = [_bound_spec(run_case.backend, run_case.device, profiler, env, ())] if warm_planned else []
-        cold = _run_worker(run_case, "cold", env, staged, workers, prestarter, warm_spec + after_warm)
+        cold = _run_worker(run_case, "cold", env, staged, workers, prestarter,
+                           base if (warm_planned or more_cases) else None)
         record = cold.record
         _add_phases(phases, cold.phases_s, "")
         record.update(cold.start_fields(""))
         compiled = record.get("status") in ("ok", "mismatch")
         if warm_planned and compiled:
-            warm = _run_worker(run_case, "warm", env, None, workers, prestarter, after_warm)
+            warm = _run_worker(run_case, "warm", env, None, workers, prestarter, base if more_cases else None)
             _add_phases(phases, warm.phases_s, "warm_")
             record.update(warm.start_fields("_warm"))
             warm_tail = warm.record.pop("stderr_tail", None)
@@ -322,42 +316,6 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     phases["other"] = max(record["wall_s"] - sum(phases.values()), 0.0)
     record["phases_s"] = {k: round(v, 6) for k, v in phases.items()}
     return record
-
-
-def _profiler_warmup(case: Case) -> bool:
-    """Whether the case's workers start the profiler while getting ready (a spare must have done so too)."""
-    return bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
-
-
-def _bound_spec(backend: str, device: str, profiler: bool, env: dict[str, str],
-                late_read: tuple[str, ...]) -> SpareSpec:
-    """A spare for a worker of `backend`: it imports the backend's `spare_imports` on `device` (if any)."""
-    from bakeoff.backends import backend_class
-
-    imports = backend_class(backend).spare_imports(device)
-    return SpareSpec(env, device, profiler, tuple(imports), tuple(late_read) if imports else ())
-
-
-def _next_workers(upcoming: list[Case] | None, more_cases: bool, device: str, profiler: bool,
-                  base: dict[str, str], overrides: dict[str, str]) -> list[SpareSpec]:
-    """The spares for the slot's next cases: one bound to each upcoming case's backend where that backend
-    has modules a spare may import (started with its run-wide variables, Backend.worker_env), else one for
-    any case (the slot's base environment); none when no case follows."""
-    from bakeoff.backends import backend_class
-
-    specs = []
-    for nxt in upcoming or ():
-        try:
-            cls = backend_class(nxt.backend)
-            if not cls.spare_imports(device):
-                specs.append(SpareSpec(base, device, profiler))
-                continue
-            env = {**base, **cls.worker_env(device), **overrides}
-        except Exception:  # noqa: BLE001 - a backend that cannot load fails in its own case
-            specs.append(SpareSpec(base, device, profiler))
-            continue
-        specs.append(_bound_spec(nxt.backend, device, profiler, env, cls.late_read_env))
-    return specs or ([SpareSpec(base, device, profiler)] if more_cases else [])
 
 
 def _gate_policy(case: Case) -> tuple[str, str]:

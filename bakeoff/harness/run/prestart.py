@@ -13,14 +13,7 @@ every worker fresh.
 A spare is handed a case only if that cannot change what the case measures: the case's environment may
 differ from the spare's only in variables read after the case arrives (a case's empty cache folders,
 TRITON_INTERPRET, XLA_FLAGS, ...), i.e. by modules the spare has not imported (its READY_FILE lists the
-watched ones it has), or in variables its backend reads only on use (`Backend.late_read_env`). Any other
-difference gets the case a fresh process, and the record says why.
-
-A slot plans its next workers in order (`plan`): the case's warm run, then the next cases of the queue. A
-spare for a worker whose backend has `Backend.spare_imports` on that device starts with that backend's
-run-wide variables (`Backend.worker_env`; for the warm run, the case's own environment) and imports those
-modules too, so the worker does not. Another slot may take that next case first: a spare bound to a
-backend that does not fit the case in hand is dropped, and the case gets the next spare or a fresh process.
+watched ones it has). Any other difference gets the case a fresh process, and the record says why.
 """
 from __future__ import annotations
 
@@ -37,7 +30,7 @@ from typing import Any, Callable
 
 from bakeoff.harness.run.leftovers import SPARE_TMP_PREFIX, owned_prefix
 from bakeoff.harness.run.worker.phases import BEGIN_MARKED, PhaseFile
-from bakeoff.harness.run.worker.spare import ENV_SPARE_DEVICE, ENV_SPARE_IMPORTS, ENV_SPARE_PROFILER
+from bakeoff.harness.run.worker.spare import ENV_SPARE_DEVICE, ENV_SPARE_PROFILER
 
 # Variable prefixes and the modules that may read them when imported. A variable a case changes is safe
 # for a spare only when its prefix is listed and none of those modules is imported in the spare; the
@@ -66,13 +59,11 @@ DEFAULT_DEPTH = 2
 REFILL_AFTER_S = 1.0  # a compile running this long (seconds) hides a spare's getting ready
 
 
-def refusal(spawn_env: dict[str, str], case_env: dict[str, str], imported: list[str],
-            late_read: tuple[str, ...] = ()) -> str | None:
+def refusal(spawn_env: dict[str, str], case_env: dict[str, str], imported: list[str]) -> str | None:
     """None when a spare started with `spawn_env`, having imported the watched modules `imported`, may run a
-    case whose environment is `case_env`; else why not. `late_read`: variables the modules it imported read
-    only on use (the backend's `late_read_env`, for a spare that imported that backend's modules)."""
+    case whose environment is `case_env`; else why not."""
     for name in sorted(set(spawn_env) | set(case_env)):
-        if spawn_env.get(name) == case_env.get(name) or name in PER_PROCESS or name in late_read:
+        if spawn_env.get(name) == case_env.get(name) or name in PER_PROCESS:
             continue
         if name in FIXED_AT_START:
             return f"{name} differs from the pre-started worker's"
@@ -95,8 +86,6 @@ class Spare:
     device: str
     profiler: bool
     started_at: float
-    imports: tuple[str, ...] = ()  # a backend's modules it imports while getting ready (Backend.spare_imports)
-    late_read: tuple[str, ...] = ()  # the variables those modules read only on use (Backend.late_read_env)
     stopped_at: float | None = None  # when it was discarded (epoch seconds)
     _report: dict[str, Any] | None = None
 
@@ -105,19 +94,16 @@ class Spare:
         return self.folder / "output.txt"
 
     @classmethod
-    def start(cls, env: dict[str, str], device: str, profiler: bool, imports: tuple[str, ...] = (),
-              late_read: tuple[str, ...] = ()) -> "Spare":
+    def start(cls, env: dict[str, str], device: str, profiler: bool) -> "Spare":
         folder = Path(tempfile.mkdtemp(prefix=owned_prefix(SPARE_TMP_PREFIX)))  # swept if we are killed
         (folder / "tmp").mkdir()  # its TMPDIR until its case's arrives: what it writes goes with the folder
         spawn_env = {**env, ENV_SPARE_DEVICE: device, ENV_SPARE_PROFILER: "1" if profiler else "0",
                      "TMPDIR": str(folder / "tmp")}
-        if imports:
-            spawn_env[ENV_SPARE_IMPORTS] = ",".join(imports)
         with open(folder / "output.txt", "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", "--spare",
                                      str(folder / "ready.json")], env=spawn_env, stdin=subprocess.PIPE,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
-        return cls(proc, folder, spawn_env, device, profiler, time.time(), tuple(imports), tuple(late_read))
+        return cls(proc, folder, spawn_env, device, profiler, time.time())
 
     def ready(self) -> dict[str, Any] | None:
         """What the spare reported once ready (seconds per step, watched modules imported, `ready_at`
@@ -175,14 +161,11 @@ class Spare:
 
 @dataclass(frozen=True)
 class SpareSpec:
-    """What one of the slot's next spares starts with: the environment, the device, whether to start CUPTI,
-    and the backend modules to import with the variables they read only on use (none: a spare for any case)."""
+    """What the slot's next spares start with: the slot's environment, the device, whether to start CUPTI."""
 
     env: dict[str, str]
     device: str
     profiler: bool
-    imports: tuple[str, ...] = ()
-    late_read: tuple[str, ...] = ()
 
 
 class Prestarter:
@@ -194,46 +177,41 @@ class Prestarter:
         self.depth = depth if depth is not None else int(os.environ.get(ENV_PRESTART) or DEFAULT_DEPTH)
         self.spares: list[Spare] = []  # oldest first
         self.history: list[Spare] = []  # every spare started lately, for the overlap figures
-        self.specs: list[SpareSpec] = []  # the slot's next workers, in order; empty: it needs no more
+        self.spec: SpareSpec | None = None  # None: the slot needs no more workers
         self._register = register or (lambda proc: None)
         self._unregister = unregister or (lambda proc: None)
         self.closed = False
 
-    def plan(self, specs: SpareSpec | list[SpareSpec] | None) -> None:
-        """What the slot's next workers start with, in order (one spec: all of them alike); None or [] when
-        the slot will need no worker after the current one. The spares already waiting are the first ones:
-        a new spare starts with the spec of its place in line (the last spec beyond the list's end)."""
-        self.specs = [specs] if isinstance(specs, SpareSpec) else list(specs or [])
+    def plan(self, spec: SpareSpec | None) -> None:
+        """What later spares start with; None when the slot will need no worker after the current one."""
+        self.spec = spec
 
     def start_one(self) -> None:
         """Start a spare (none beyond `depth`, none when no more workers are needed)."""
-        if self.closed or not self.specs or len(self.spares) >= self.depth:
+        if self.closed or self.spec is None or len(self.spares) >= self.depth:
             return
-        spec = self.specs[min(len(self.spares), len(self.specs) - 1)]
-        spare = Spare.start(spec.env, spec.device, spec.profiler, spec.imports, spec.late_read)
+        spare = Spare.start(self.spec.env, self.spec.device, self.spec.profiler)
         self._register(spare.proc)
         self.spares.append(spare)
         self.history.append(spare)
 
     def wants_more(self) -> bool:
         """Whether another spare would be started now if the worker were in a long compile."""
-        return not self.closed and bool(self.specs) and len(self.spares) < self.depth
+        return not self.closed and self.spec is not None and len(self.spares) < self.depth
 
     def tick(self, phases: PhaseFile) -> None:
         """Called while the slot's worker runs: top the spares up while it is in a long compile."""
         since = [t for t in (phases.running(name) for name in BEGIN_MARKED) if t is not None]
         if since and time.time() - min(since) >= REFILL_AFTER_S:
-            while self.wants_more():
+            while len(self.spares) < self.depth and self.spec is not None and not self.closed:
                 self.start_one()
 
     def take(self, case_env: dict[str, str], device: str, profiler: bool) -> tuple[Spare | None, str | None]:
         """The oldest spare if it may run a case with `case_env` on `device` (it is then the caller's), else
-        (None, why not). Spares made for another device, or that died, are dropped, and so is one bound to a
-        backend (it imported that backend's modules) that does not fit this case: another slot took the
-        case it was started for. A spare for any case that does not fit is kept for later ones."""
+        (None, why not). Spares made for another device, or that died, are dropped; one whose environment
+        does not fit this case is kept for later ones."""
         now = time.time()
         self.history = [s for s in self.history if s in self.spares or s.warmup_window(now)[1] > now - 3600]
-        why_bound = None
         while self.spares:
             spare = self.spares[0]
             if spare.device != device or spare.profiler != profiler:
@@ -243,16 +221,12 @@ class Prestarter:
             if isinstance(report, str):
                 self._drop(spare)
                 return None, report
-            why = refusal(spare.env, case_env, report.get("watched_modules_imported", []), spare.late_read)
-            if why and spare.imports:
-                why_bound = f"the pre-started worker made for another case's backend does not fit ({why})"
-                self._drop(spare)
-                continue
+            why = refusal(spare.env, case_env, report.get("watched_modules_imported", []))
             if why:
                 return None, why
             self.spares.pop(0)
             return spare, None
-        return None, why_bound
+        return None, None
 
     def warmup_overlap_s(self, start: float, end: float) -> float:
         """Seconds of spares getting ready within [start, end] (epoch seconds), summed over spares."""

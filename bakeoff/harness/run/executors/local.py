@@ -99,8 +99,7 @@ class LocalExecutor:
                     if on_start:
                         on_start(case)
                     record = execute_case(case, work_dir, slot=slot, workers=self.workers, prestarter=prestarter,
-                                          more_cases=not pending.empty(),
-                                          upcoming=_peek(pending, prestarter.depth if prestarter else 0))
+                                          more_cases=not pending.empty())
                 except Exception as exc:  # a harness failure (disk full, ...), not a case failure: stop the run
                     results.put(exc)
                     return
@@ -140,9 +139,3 @@ class LocalExecutor:
         from bakeoff.harness.measure.environment import environment
 
         return environment(device)
-
-
-def _peek(pending: queue.Queue, n: int) -> list[Case]:
-    """The next `n` cases of the queue, left in it (another slot may still take them)."""
-    with pending.mutex:
-        return list(pending.queue)[:n]

@@ -6,15 +6,11 @@ spare does it while the case before it still runs, holding the device's gate sha
 (so its device work never overlaps a timing phase; under `beside_compiles` its imports and the profiler's
 start are host work, harness/run/gate.py), then leaves the gate, writes READY_FILE and waits on stdin.
 
-Unless it is started for a known next case, it imports no compiler: no backend's compiler (Triton, JAX,
-IREE, ONNX Runtime, TensorRT), nor torch's Inductor and Dynamo, so every variable a case sets for them (its
-empty cache folders, TRITON_INTERPRET, XLA_FLAGS) is still read for the first time after the case arrives.
-A spare started for the slot's next worker, whose backend is known (the case's warm run, or the next case
-in the queue), also imports that backend's `Backend.spare_imports` (ENV_SPARE_IMPORTS), having been started
-with that backend's run-wide variables; the variables it cannot have seen yet are the backend's
-`late_read_env`, which those modules read only on use. READY_FILE lists the watched modules it did import,
-and the orchestrator (run/prestart.py) refuses a spare for a case whose environment changes a variable
-that one of those could already have read; that case gets a fresh process.
+It imports no compiler: no backend's compiler (Triton, JAX, IREE, ONNX Runtime, TensorRT), nor torch's
+Inductor and Dynamo, so every variable a case sets for them (its empty cache folders, TRITON_INTERPRET,
+XLA_FLAGS) is still read for the first time after the case arrives. READY_FILE lists the modules it did
+import, and the orchestrator (run/prestart.py) refuses a spare for a case whose environment changes a
+variable that one of those could already have read; that case gets a fresh process.
 
 The case arrives as one JSON line, {"argv": [...], "env": {...}}: the environment replaces this process's
 own wholesale, and the case runs as in a fresh worker (entry.run_case). A spare whose stdin closes before
@@ -33,7 +29,6 @@ from typing import Any, Callable, ContextManager
 
 ENV_SPARE_DEVICE = "BAKEOFF_SPARE_DEVICE"  # the device to make a context on ("cpu": none)
 ENV_SPARE_PROFILER = "BAKEOFF_SPARE_PROFILER"  # "1": start the profiler (CUPTI) once while getting ready
-ENV_SPARE_IMPORTS = "BAKEOFF_SPARE_IMPORTS"  # comma-separated modules of the next case's backend to import
 
 # Modules whose import reads environment variables a case may set; a spare must not have imported them
 # (checked by the orchestrator from READY_FILE's list, run/prestart.py).
@@ -61,16 +56,6 @@ def get_ready(device: str, profiler: bool,
             backend_class(name)
     t1 = time.perf_counter()
     steps = {"imports": t1 - t0}
-    modules = [m for m in os.environ.get(ENV_SPARE_IMPORTS, "").split(",") if m]
-    if modules:
-        import importlib
-
-        note("phase spare_backend_imports")
-        with host_work():
-            for module in modules:
-                importlib.import_module(module)
-        steps["backend_imports"] = time.perf_counter() - t1
-        t1 = time.perf_counter()
     note("phase spare_device_init")
     if device.startswith("cuda") and torch.cuda.is_available():
         from bakeoff.harness.measure.environment import gpu_state
