@@ -7,7 +7,8 @@
 #      statuses, gate policies);
 #   2. benchmarks/validate_timing.py --agreement-only: eager, Inductor and tritongen against do_bench;
 #   3. validate_timing.py --repeats 5: fresh worker processes of $REPRO, the spread of their medians.
-# Each step gets what is left of CALL_S (default 570) seconds, in that order.
+# Each step gets what is left of CALL_S (default 570) seconds, in that order; the resume leaves RESERVE_S
+# (default 300) for 2. and 3.
 set -uo pipefail
 T0=$(date +%s)
 source "$PWD/benchmarks/gpu_preamble.sh"
@@ -17,7 +18,7 @@ python3 -c "from bakeoff.harness.measure.calibrate import measure_ceilings as m;
 mkdir -p results && gunzip -c "$R/results/resume.db.gz" > results/bakeoff.db || exit 2
 export BAKEOFF_GATE_TRACE="$OUT/gate_resume.trace"
 RUN_T0=$(date +%s)
-timeout -s INT -k 20 $(( $(left_s) - 300 )) python3 -m bakeoff run --resume "$RESUME" --jobs "${JOBS:-8}" > "$OUT/resume.log" 2>&1
+timeout -s INT -k 20 $(( $(left_s) - ${RESERVE_S:-300} )) python3 -m bakeoff run --resume "$RESUME" --jobs "${JOBS:-8}" > "$OUT/resume.log" 2>&1
 RUN_S=$(( $(date +%s) - RUN_T0 ))
 echo "resume exited $? after $RUN_S s"; tail -3 "$OUT/resume.log"
 unset BAKEOFF_GATE_TRACE
