@@ -139,10 +139,10 @@ def answer_extension_checks() -> None:
         return
     probe = _worker_probe()
     recorded = probe.get("extension_checks")
-    if os.environ.get(ENV_VEC_ISA_OK) != "1" or not _trust_is_equivalent(probe) or not isinstance(recorded, list):
+    handed = os.environ.get(ENV_VEC_ISA_OK) == "1" and _trust_is_equivalent(probe)
+    if not handed or not isinstance(recorded, list):
         _extensions["why"] = "checked in this process: " + (
-            "the harness did not hand over cpp.vec_isa_ok" if os.environ.get(ENV_VEC_ISA_OK) != "1" or
-            not _trust_is_equivalent(probe) else "the run's probe recorded no extension checks")
+            "the run's probe recorded no extension checks" if handed else "the harness did not hand over cpp.vec_isa_ok")
         return
     import torch
 
