@@ -3,6 +3,7 @@ group, wait for its records to appear in the store, and look for worker processe
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import time
@@ -14,10 +15,13 @@ from conftest import bakeoff_cmd
 
 
 def start_bakeoff(*args: str, cwd: Path) -> subprocess.Popen:
-    """`bakeoff ARGS` in the background, leading a new process group (as a shell runs a job)."""
+    """`bakeoff ARGS` in the background, leading a new process group (as a shell runs a job), with Ctrl-C's
+    default disposition, as an interactive shell gives its jobs: a suite started in the background
+    (`nohup ... &`) has SIGINT ignored, which its children would inherit and Python would keep."""
     env = dict(os.environ, COLUMNS="220")
     return subprocess.Popen(bakeoff_cmd() + list(args), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def count_records(db_file: Path) -> int:
