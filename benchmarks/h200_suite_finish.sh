@@ -8,7 +8,7 @@
 #   2. benchmarks/validate_timing.py --agreement-only: eager, Inductor and tritongen against do_bench;
 #   3. validate_timing.py --repeats 5: fresh worker processes of $REPRO, the spread of their medians.
 # Each step gets what is left of CALL_S (default 570) seconds, in that order; the resume leaves RESERVE_S
-# (default 300) for 2. and 3.
+# (default 300) for 2. and 3. FIRST_RUN_S: the first call's run seconds, so the summary covers the whole run's time.
 set -uo pipefail
 T0=$(date +%s)
 source "$PWD/benchmarks/gpu_preamble.sh"
@@ -24,7 +24,7 @@ echo "resume exited $? after $RUN_S s"; tail -3 "$OUT/resume.log"
 unset BAKEOFF_GATE_TRACE
 python3 -m bakeoff export "$RESUME" > "$OUT/records_full.json"
 python3 "$R/benchmarks/harness_overhead.py" --run-id "$RESUME" > "$OUT/overhead_full.txt" 2>&1; tail -12 "$OUT/overhead_full.txt"
-python3 "$R/benchmarks/speed_summary.py" "$OUT/records_full.json" --run-s "$RUN_S" --run-log "$OUT/resume.log" \
+python3 "$R/benchmarks/speed_summary.py" "$OUT/records_full.json" --run-s "$(( RUN_S + ${FIRST_RUN_S:-0} ))" --run-log "$OUT/resume.log" \
   --json "$OUT/speed_summary_full.json" > "$OUT/speed_summary_full.txt" 2>&1; grep -v -i warn "$OUT/speed_summary_full.txt" | tail -40
 python3 -m bakeoff show "$RESUME" > "$OUT/show.txt" 2>&1; tail -4 "$OUT/show.txt"
 cp results/bakeoff.db "$OUT/bakeoff.db"

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bakeoff.harness.cli.overhead import elapsed_s, phase_table, totals, totals_line  # noqa: E402
+from bakeoff.harness.cli.overhead import elapsed_line, elapsed_s, phase_table, totals, totals_line  # noqa: E402
 from bakeoff.results.store import Store  # noqa: E402
 
 
@@ -74,6 +74,9 @@ def main() -> int:
         console.print(by_backend(records))
         line = totals_line(records, elapsed_s(run))
         console.print(line or "no case has a wall time", highlight=False)
+        over_elapsed = elapsed_line(records, elapsed_s(run))
+        if over_elapsed:
+            console.print(over_elapsed, highlight=False)
         tot = totals(records)
         if tot:
             console.print(f"overhead share (wall - compile - timing) / wall = "

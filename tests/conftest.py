@@ -54,3 +54,23 @@ def smoke_run(tmp_path_factory) -> dict:
     export = bakeoff("export", "latest", "--format", "json", "--db", db, cwd=work, check=True)
     return {"dir": work, "db": db, "stdout": proc.stdout, "records": json.loads(export.stdout), "jobs": SMOKE_JOBS,
             "gate": SMOKE_GATE}
+
+
+# Under pytest-xdist (README's test command: `-n 2 --dist loadgroup`), each module's tests run in one worker
+# so that a module's fixture runs once, and the two modules that read the session's smoke run share a worker
+# (it would otherwise run once per worker). Modules whose fixtures run a whole suite go first, so that the
+# longest one does not start last. Without xdist the markers do nothing and the order is the usual one.
+SHARED_GROUPS = {"test_cli_smoke": "smoke_run", "test_phases": "smoke_run"}
+FIRST = ("test_numerics_suite", "test_cli_smoke", "test_phases", "test_report_real", "test_sweep_adapters",
+         "test_sweep", "test_cli_backends", "test_faults", "test_ray", "test_grad_cli", "test_lease", "test_record")
+
+
+def pytest_collection_modifyitems(config, items):
+    def module(item) -> str:
+        return Path(str(item.fspath)).stem
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(module(item), module(item))))
+    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no":
+        rank = {name: i for i, name in enumerate(FIRST)}
+        items.sort(key=lambda item: rank.get(module(item), len(FIRST)))  # stable: file order otherwise

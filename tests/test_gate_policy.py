@@ -53,3 +53,25 @@ def test_an_explicit_policy_is_kept_and_a_wrong_one_refused():
     with pytest.raises(ValueError, match="auto, exclusive, timers_only, beside_compiles"):
         resolve_gate_policy("sometimes", "cpu", ON, True, "eager")
     assert TimingConfig().gate == "auto"
+
+
+@pytest.mark.parametrize("workload, tuned", [
+    ("ew_sigmoid_relu", False), ("ew_gelu_silu_gate", False), ("layernorm_gelu", True), ("softmax", True),
+    ("gemm_bias_gelu", True), ("attention", True), ("mlp_block", True)])
+def test_xla_holds_the_gate_only_for_graphs_its_autotuner_has_something_to_time_in(workload, tuned):
+    """XLA tunes GEMMs, convolutions and fused attention; an elementwise forward graph (and the process
+    warm-up's tiny graph, for every case) compiles beside timers, a training step or a reduction keeps the gate."""
+    from bakeoff.harness.run.worker.process_setup import setup_graph_for
+    from bakeoff.workloads.ir import bind
+    from bakeoff.workloads.suite import builtin_workloads
+
+    xla = backend_class("xla")
+    w = builtin_workloads()[workload]
+    graph = bind(w.graph, w.presets["smoke"], "bfloat16")
+    assert (xla.graph_compile_times_on_device(graph, {}) is not None) == tuned, workload
+    assert xla.graph_compile_times_on_device(graph, {}, grad=True) is not None  # backward: reductions, GEMMs
+    assert xla.graph_compile_times_on_device(setup_graph_for(graph), {}) is None
+    # Other backends decide by their options alone, whatever the graph.
+    for name, options in (("tritongen", {}), ("inductor", {}), ("iree", {})):
+        cls = backend_class(name)
+        assert cls.graph_compile_times_on_device(graph, options) == cls.compile_times_on_device(options)

@@ -93,8 +93,27 @@ def test_the_reference_is_computed_once_per_group(phases_run):
 
 def test_show_ends_with_the_run_totals(phases_run):
     shown = bakeoff("show", "--db", phases_run["db"], cwd=phases_run["dir"], check=True).stdout
-    last = shown.strip().splitlines()[-1]
-    assert "cases ran for" in last and "compiling" in last and "timing" in last and "overhead" in last, last
+    totals, elapsed = shown.strip().splitlines()[-2:]
+    assert "cases ran for" in totals and "compiling" in totals and "timing" in totals and "overhead" in totals, totals
+    assert elapsed.startswith("of the ") and "some case was compiling or timing during" in elapsed, elapsed
+
+
+def test_compile_windows_lie_in_the_run_and_match_the_compile_phases(phases_run):
+    """Each process's compile_setup and compile are kept as epoch windows (the elapsed overhead share's input)."""
+    from bakeoff.harness.cli.overhead import elapsed_split
+
+    for r in phases_run["records"]:
+        if r["status"] != "ok":
+            continue
+        windows, phases = r["compile_windows"], r["phases_s"]
+        assert len(windows) == (4 if r["backend"] != "eager" else 2), (r["case_id"], windows)
+        assert all(a <= b for a, b in windows)
+        seconds = sum(phases.get(p, 0.0) for p in ("compile_setup", "compile", "warm_compile_setup", "warm_compile"))
+        assert sum(b - a for a, b in windows) == pytest.approx(seconds, rel=0.01, abs=0.01), r["case_id"]
+        for a, b in r.get("timing_windows") or []:  # timing follows the cold compile
+            assert a >= windows[1][1] - 1e-3, r["case_id"]
+    split = elapsed_split(phases_run["records"], 1e6)  # a long elapsed time: the union is what the cases did
+    assert 0 < split["timing_s"] < split["measuring_s"] < 1e6 and split["overhead_share"] > 0.99
 
 
 GATE_CONFIG = """
@@ -131,3 +150,16 @@ def test_the_gate_policy_comes_from_the_config_or_the_command_line(tmp_path):
     (tmp_path / "g.yaml").write_text(GATE_CONFIG.replace("gate: timers_only", "gate: always"))
     refused = bakeoff("run", "g.yaml", "--db", db, cwd=tmp_path)
     assert refused.returncode == 2 and "gate" in refused.stderr
+
+
+def test_the_elapsed_share_counts_each_second_once_however_many_cases_overlap():
+    from bakeoff.harness.cli.overhead import elapsed_line, elapsed_split
+
+    records = [{"compile_windows": [[0, 1], [5, 6]], "timing_windows": [[1, 2]]},
+               {"compile_windows": [[0.5, 1.5]], "details": {"timing_windows": [[1.8, 3]]}},  # as stored
+               {"status": "skipped"}]
+    split = elapsed_split(records, 10.0)
+    assert split == {"elapsed_s": 10.0, "measuring_s": 4.0, "timing_s": 2.0, "overhead_share": 0.6}
+    assert "during 40% (timing 20%): overhead 60%" in elapsed_line(records, 10.0)
+    assert elapsed_split([{"timing_windows": [[0, 1]]}], 10.0) is None  # a run recorded before compile_windows
+    assert elapsed_line(records, None) is None

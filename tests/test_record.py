@@ -137,13 +137,14 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
 
 def test_gpu_timing_fields_are_declared(monkeypatch):
     from bakeoff.harness.measure.noise import assess
+    from bakeoff.harness.measure.figures import TOP_UP_S
 
     out = _gpu_figures(monkeypatch, profiled=True)
     assert out["headline_method"] == "cupti-span" and out["kernel_times"][0]["name"] == "triton_poi_fused_0"
     out.update(assess(out, 0.05, paired=True))
     rec = ColdOutput.model_validate({**out, "status": "ok"})  # every CUPTI, clock, pipelined field is declared
     assert rec.kernel_times[0].launches == 1.0 and rec.eager_kernel_times and rec.sm_clock_mhz_min == 1755
-    assert rec.device_span_samples == [0.8] * 4 and rec.eager_profiled_calls == 4 and rec.sustained_s == 1.0
+    assert rec.device_span_samples == [0.8] * 4 and rec.eager_profiled_calls == 4 and rec.sustained_s == pytest.approx(0.5 + TOP_UP_S)
     # a 1 ms call (the timer's median): two calls per captured graph (about 2 ms of work)
     assert rec.graph_latency_method == "cuda-graph-replay x2" and rec.graph_replays == 3
     fallback = _gpu_figures(monkeypatch, profiled=False)

@@ -213,6 +213,14 @@ class Backend(ABC):
         backend `marks_device_work`). A backend that says nothing is taken to time on the device."""
         return f"{cls.name} does not declare its compile free of device timing"
 
+    @classmethod
+    def graph_compile_times_on_device(cls, graph: Graph, options: Mapping[str, Any] | BackendOptions | None,
+                                      grad: bool = False) -> str | None:
+        """`compile_times_on_device` for compiling `graph` (the training step's when `grad`): a backend whose
+        autotuner times only some ops (XLA: GEMMs, convolutions, fused attention) says None for a graph
+        without them. By default the options decide alone."""
+        return cls.compile_times_on_device(options)
+
     # Why this backend serves a shape sweep with one compile per shape (backends/sweep.py), in words.
     sweep_per_shape_reason: ClassVar[str] = "the adapter has no dynamic-shape path"
 

@@ -24,11 +24,14 @@ from typing import Any, Literal, Mapping, Sequence
 from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
+from bakeoff.workloads.ops import kind
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, clip
 from bakeoff.backends.sweep import SweepServer
 
+# Op kinds (workloads/ops.py) that XLA's GPU autotuner has nothing to time in.
+_UNTUNED_KINDS = ("source", "unary", "binary", "layout")
 _FLAG = re.compile(r"--[A-Za-z0-9_]+(=\S*)?")
 
 
@@ -208,6 +211,17 @@ class XlaBackend(Backend):
         if "--xla_gpu_autotune_level=0" in flags:
             return None
         return "XLA's GPU autotuner times GEMM and fusion candidates on the device while compiling"
+
+    @classmethod
+    def graph_compile_times_on_device(cls, graph: Graph, options: Any, grad: bool = False) -> str | None:
+        """None for a forward graph of elementwise and layout ops only (the process warm-up's tiny graph, the
+        elementwise workloads): XLA's autotuner times GEMMs, convolutions and fused attention (their
+        algorithms, tactics and Triton tilings), and such a graph compiles to loop fusions, none of which it
+        tunes (benchmarks/xla_autotune_check.py reads XLA's own dump of what it autotuned). Reductions keep
+        the gate: XLA may emit and tune them as Triton fusions."""
+        if not grad and all(kind(n.op) in _UNTUNED_KINDS for n in graph.nodes):
+            return None
+        return cls.compile_times_on_device(options)
     grad = True
     warmup_in_case_reason = ("JAX reads its persistent compilation cache's folder once per process, when the "
                              "cache is first used: a warm-up in a folder of its own would put the case's "

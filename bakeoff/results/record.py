@@ -257,7 +257,8 @@ class TimingFields(_Group):
                                                             "the headline method, below)")
     timer_speedup_vs_eager: float | None = doc("eager's timer median over the backend's")
     sustained_s: float | None = doc("seconds of continuous load run before timing and profiling, together "
-                                    "(timing.sustained_s: auto = 0.3 s each on a GPU, none on the CPU)")
+                                    "(timing.sustained_s: auto = 0.3 s before the timer and a 0.05 s top-up "
+                                    "before the CUPTI pass on a GPU, none on the CPU)")
     # one synchronized call, host clock, dispatch included
     host_latency_ms: float | None = doc("median ms of one call synchronized before and after")
     host_latency_p20_ms: float | None = doc("its 20th percentile, ms")
@@ -331,6 +332,9 @@ class TimingFields(_Group):
     gate_wait_s: float | None = doc("seconds waited for the timing gate before timing")
     timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held "
                                                            "alone")
+    compile_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds of the cold and warm "
+                                                            "processes' compiles (compile_setup, compile), gate "
+                                                            "waits inside them not counted")
     achieved_gbps: Annotated[float | None, COLUMN] = doc("bytes_moved per headline call, GB/s")
     achieved_tflops: Annotated[float | None, COLUMN] = doc("flops per headline call, TFLOP/s")
     break_even_calls: Annotated[float | None, COLUMN] = doc("compile_total_s over the headline time saved per "

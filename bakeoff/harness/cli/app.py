@@ -167,11 +167,12 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when 
 
 def _print_totals(run: dict, records: list[dict]) -> None:
     """The run's wall time and its shares compiling, timing and overhead (cli/overhead.py)."""
-    from bakeoff.harness.cli.overhead import elapsed_s, totals_line
+    from bakeoff.harness.cli.overhead import elapsed_line, elapsed_s, totals_line
 
-    line = totals_line(records, elapsed_s(run))
-    if line:
-        console.print(line, highlight=False, markup=False)
+    elapsed = elapsed_s(run)
+    for line in (totals_line(records, elapsed), elapsed_line(records, elapsed)):
+        if line:
+            console.print(line, highlight=False, markup=False)
 
 
 @app.command()

@@ -5,6 +5,11 @@ Measuring is compiling (cold and warm) and timing (the timed samples, host laten
 profiled pass); everything else (process start, imports, inputs, baseline, reference, checks, gate wait,
 ...) is the harness's overhead. Records without `phases_s` (older runs) fall back on `compile_total_s`,
 `compile_warm_total_s` and the timing windows.
+
+Two shares, which agree for one worker: over the cases' worker time (summed, so with N workers on one device
+a worker waiting for another's timing counts that wait as overhead: `gate_wait`), and over the run's elapsed
+time (`elapsed_split`: the share of the elapsed seconds during which no case was compiling or timing, from the
+records' `compile_windows` and `timing_windows`: what the run spent doing neither, whatever the parallelism).
 """
 from __future__ import annotations
 
@@ -55,6 +60,42 @@ def totals(records: Iterable[dict[str, Any]]) -> dict[str, float] | None:
     wall, compile_s, timing_s = (sum(s[i] for s in splits) for i in range(3))
     return {"cases": len(splits), "wall_s": wall, "compile_s": compile_s, "timing_s": timing_s,
             "overhead_s": wall - compile_s - timing_s}
+
+
+def _union_s(windows: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of (start, end) windows."""
+    covered, end = 0.0, float("-inf")
+    for a, b in sorted(windows):
+        if b <= end:
+            continue
+        covered += b - max(a, end)
+        end = b
+    return covered
+
+
+def elapsed_split(records: Iterable[dict[str, Any]], elapsed_s: float) -> dict[str, float] | None:
+    """Over `elapsed_s` seconds of a run (its sessions' time, without the pauses between them): the seconds during
+    which some case was compiling or timing (`measuring_s`, the union of the records' compile and timing
+    windows), of which timing (`timing_s`), and `overhead_share` = 1 - measuring / elapsed. None when no record
+    has `compile_windows` (runs recorded before them) or `elapsed_s` is unknown."""
+    rows = [_flat(r) for r in records]
+    if not elapsed_s or not any(r.get("compile_windows") for r in rows):
+        return None
+    timing = [tuple(w) for r in rows for w in r.get("timing_windows") or []]
+    both = timing + [tuple(w) for r in rows for w in r.get("compile_windows") or []]
+    measuring = min(_union_s(both), elapsed_s)
+    return {"elapsed_s": elapsed_s, "measuring_s": measuring, "timing_s": min(_union_s(timing), elapsed_s),
+            "overhead_share": 1.0 - measuring / elapsed_s}
+
+
+def elapsed_line(records: list[dict[str, Any]], elapsed_s: float | None) -> str | None:
+    """'of the E s elapsed, a case was compiling or timing during m% (timing t%): overhead o%'; None when unknown."""
+    split = elapsed_split(records, elapsed_s) if elapsed_s else None
+    if split is None:
+        return None
+    e = split["elapsed_s"]
+    return (f"of the {e:.1f} s elapsed, some case was compiling or timing during {100 * split['measuring_s'] / e:.0f}%"
+            f" (timing {100 * split['timing_s'] / e:.0f}%): overhead {100 * split['overhead_share']:.0f}%")
 
 
 def totals_line(records: list[dict[str, Any]], elapsed_s: float | None = None) -> str | None:

@@ -63,8 +63,8 @@ class TimingConfig(_Strict):
     cuda_graph: bool = True
     profile: bool = True
     # Calls profiled by CUPTI per target (the headline's distribution on a GPU), and seconds of continuous
-    # load before the timer and before the CUPTI pass (auto: measure.figures.AUTO_SUSTAINED_S on a GPU, none
-    # on the CPU; the clock during sampling is recorded either way).
+    # load before the timer (auto: measure.figures.AUTO_SUSTAINED_S on a GPU, none on the CPU), topped up
+    # before the CUPTI pass (at most TOP_UP_S); the clock during sampling is recorded either way.
     profile_calls: int = Field(20, ge=3, le=10_000)
     sustained_s: Annotated[float, Field(ge=0, le=600)] | Literal["auto"] = "auto"
     # What a timing phase waits for (harness/run/gate.py): exclusive = every other worker on the device;

@@ -112,6 +112,7 @@ class WorkerRun:
     start: str  # "prestarted" or "fresh"
     fresh_reason: str | None = None
     warmup_overlap_compile_s: float | None = None  # spares getting ready while it compiled, seconds
+    compile_windows: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # epoch (start, end)
 
     def start_fields(self, suffix: str) -> dict[str, Any]:
         """worker_start{suffix}, and where known its _reason and warmup_overlap_compile{suffix}_s; suffix is ""
@@ -167,8 +168,8 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         written = read_phases(phases_file)
         phases = _process_phases(written, t_begin, t_exit)
         overlap = None
+        windows = [w for w in (written.window(name, t_exit) for name in BEGIN_MARKED) if w is not None]
         if prestarter is not None:
-            windows = [w for w in (written.window(name, t_exit) for name in BEGIN_MARKED) if w is not None]
             overlap = sum(prestarter.warmup_overlap_s(start, end) for start, end in windows) if windows else None
         gate_wait_s = waited_s(wait_file)
         if timed_out:
@@ -184,7 +185,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
             record = _death_record(rc, phase, tail, oom_before, oom_kill_counts(),
                                    killed_by_harness=workers is not None and workers.closed)
     phases["collect"] = time.time() - t_exit  # reading its record and output, deleting its folder
-    return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh, overlap)
+    return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh, overlap, windows)
 
 
 def _choose_spare(prestarter: Prestarter | None, env: dict[str, str], device: str, profiler: bool,
@@ -286,12 +287,14 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
         cold = _run_worker(run_case, "cold", env, staged, workers, prestarter,
                            base if (warm_planned or more_cases) else None)
         record = cold.record
+        compile_windows = list(cold.compile_windows)
         _add_phases(phases, cold.phases_s, "")
         record.update(cold.start_fields(""))
         compiled = record.get("status") in ("ok", "mismatch")
         if warm_planned and compiled:
             warm = _run_worker(run_case, "warm", env, None, workers, prestarter, base if more_cases else None)
             _add_phases(phases, warm.phases_s, "warm_")
+            compile_windows += warm.compile_windows
             record.update(warm.start_fields("_warm"))
             warm_tail = warm.record.pop("stderr_tail", None)
             if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
@@ -305,6 +308,8 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
             prestarter.drop()  # started for a warm run that will not happen, and no case follows
         if staged.exists():
             record["artifacts_dir"] = str(final_dir(work_dir, case))
+        if compile_windows:
+            record["compile_windows"] = [[round(a, 6), round(b, 6)] for a, b in compile_windows]
     finally:
         t_cleanup = time.perf_counter()
         shutil.rmtree(cache_root, ignore_errors=True)
@@ -324,7 +329,8 @@ def _gate_policy(case: Case) -> tuple[str, str]:
 
     try:
         cls = backend_class(case.backend)
-        events, on_device = bool(cls.timed_with_events), cls.compile_times_on_device(case.options)
+        events = bool(cls.timed_with_events)
+        on_device = cls.graph_compile_times_on_device(case.bound_graph(), case.options, case.grad)
     except Exception:  # noqa: BLE001 - a backend that cannot load fails on its own; time it alone meanwhile
         return "exclusive", f"{case.backend} could not be loaded to choose a policy: it times alone"
     return resolve_gate_policy(case.timing.get("gate"), case.device, case.timing, events, case.backend, on_device)

@@ -17,7 +17,7 @@ from bakeoff.harness.measure.noise import assess as assess_noise
 from bakeoff.harness.run.gate import timing_exclusive
 from bakeoff.harness.run.worker.inputs import make_inputs
 from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.process_setup import warm_up_process
+from bakeoff.harness.run.worker.process_setup import setup_graph_for, warm_up_process
 from bakeoff.harness.run.worker.shared_reference import shared_reference
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, latency_fields, measure_figures  # noqa: F401
@@ -182,12 +182,12 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
     group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases, case.grad)
     rec["reference_source"] = {str(case.seeds[0]): group.source}
     rec["cache_files_before_cold"] = count_cache_files(backend.cache_env)  # 0: its own, empty folders
-    with phases.phase("compile_setup"), compiling(backend, case):
+    with phases.phase("compile_setup"), compiling(backend, case, setup_graph_for(graph)):
         rec.update(warm_up_process(backend, case, graph, count_cache_files))  # the process's one-time start
     cache_before = count_cache_files(backend.cache_env)
     poison_allocator(graph, case.device, case.grad)
     try:
-        with phases.phase("compile"), compiling(backend, case):
+        with phases.phase("compile"), compiling(backend, case, graph):
             compiled, prepared, raw, compile_s, total_s = compile_and_first_run(backend, graph, specs, case, inputs)
     except Exception as exc:
         return {**rec, **error_record("compile_error", exc)}

@@ -47,7 +47,7 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     from bakeoff.harness.measure.extra_checks import extra_check_fields
     from bakeoff.harness.run.worker.cold import output_names
     from bakeoff.harness.run.worker.inputs import make_inputs
-    from bakeoff.harness.run.worker.process_setup import warm_up_process
+    from bakeoff.harness.run.worker.process_setup import setup_graph_for, warm_up_process
     from bakeoff.harness.run.worker.shared_reference import shared_reference
 
     graph = case.bound_graph()
@@ -61,12 +61,12 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     with phases.phase("eager_baseline"):
         eager_out = get_backend("eager").compile_case(graph, specs, case.device, {}, case.grad)(*inputs)
     group = shared_reference(graph, case.seeds[0], inputs, eager_out, case.device, phases, case.grad)
-    with phases.phase("compile_setup"), compiling(backend, case):
+    with phases.phase("compile_setup"), compiling(backend, case, setup_graph_for(graph)):
         setup = warm_up_process(backend, case, graph, count_cache_files, phase="_warm")
     before = count_cache_files(backend.cache_env)
     torch.manual_seed(case.seeds[0])
     poison_allocator(graph, case.device, case.grad)
-    with phases.phase("compile"), compiling(backend, case):
+    with phases.phase("compile"), compiling(backend, case, graph):
         compiled, _, raw, seconds, total_seconds = compile_and_first_run(backend, graph, specs, case, inputs)
     after = count_cache_files(backend.cache_env)
     with phases.phase("output_check"):  # `warm_output_check` in the record

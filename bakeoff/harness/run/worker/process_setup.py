@@ -34,6 +34,12 @@ def setup_graph(dtype: str, avoid_digest: str | None = None) -> Graph:
     raise AssertionError("unreachable: two graphs of different shapes share a digest")
 
 
+def setup_graph_for(case_graph: Graph) -> Graph:
+    """The tiny warm-up graph for a case of `case_graph`: in the dtype of its first input, never its digest."""
+    dtype = next((n.dtype for n in case_graph.inputs), "float32")
+    return setup_graph(dtype, case_graph.digest())
+
+
 def warm_up_process(backend: Any, case: Any, case_graph: Graph, count_files: Any, phase: str = "") -> dict[str, Any]:
     """Compile, prepare and run the tiny graph once with `backend` and the case's options; returns
     `compile_process_setup{phase}_s` (seconds) and `cache_files_setup{phase}` (files it wrote in the cache
@@ -42,8 +48,7 @@ def warm_up_process(backend: Any, case: Any, case_graph: Graph, count_files: Any
     from bakeoff.backends.base import TensorSpec
     from bakeoff.harness.run.worker.inputs import make_inputs
 
-    dtype = next((n.dtype for n in case_graph.inputs), "float32")
-    graph = setup_graph(dtype, case_graph.digest())
+    graph = setup_graph_for(case_graph)
     options = {k: v for k, v in dict(case.options).items() if k not in _ARTIFACT_OPTIONS}
     grad = bool(getattr(case, "grad", False))  # a training step warms up the backward's compiler too
     before = count_files(backend.cache_env)

@@ -102,15 +102,16 @@ def compile_seconds(compiled, total_s: float, first_run_s: float) -> float:
 
 
 @contextmanager
-def compiling(backend: Any, case: Case) -> Iterator[None]:
-    """A compile step of `case` (the process warm-up or the case's compile and first run): outside the device's
-    gate under the `beside_compiles` policy when the backend's compile times nothing on the device
-    (Backend.compile_times_on_device) or marks what it times (Backend.marks_device_work), so other cases may
-    time meanwhile; inside it otherwise."""
+def compiling(backend: Any, case: Case, graph: Any) -> Iterator[None]:
+    """A compile step of `case` that compiles `graph` (the process warm-up's tiny graph, or the case's own with
+    its first run): outside the device's gate under the `beside_compiles` policy when the backend's compile of
+    that graph times nothing on the device (Backend.graph_compile_times_on_device) or the backend marks what it
+    times (Backend.marks_device_work), so other cases may time meanwhile; inside it otherwise."""
     from bakeoff.harness.run.gate import host_work
 
     cls = type(backend)
-    if cls.compile_times_on_device(case.options) is not None and not cls.marks_device_work:
+    on_device = cls.graph_compile_times_on_device(graph, case.options, bool(getattr(case, "grad", False)))
+    if on_device is not None and not cls.marks_device_work:
         yield
         return
     with host_work():  # what it marks as device work rejoins the gate (main.py installs Gate.device_work)
