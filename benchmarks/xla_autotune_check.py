@@ -3,8 +3,9 @@
 `XlaBackend.graph_compile_times_on_device` lets an elementwise forward graph (the process warm-up's tiny graph,
 the elementwise workloads) compile beside other cases' timing: this checks that XLA autotuned nothing for
 them, and that it did for graphs that keep the gate. Each graph compiles in a fresh process (XLA reads
-XLA_FLAGS once) through bakeoff's own XLA adapter, with `--xla_gpu_dump_autotune_results_to=FILE.textproto`;
-the table counts the `results` entries XLA wrote (no file: nothing autotuned).
+XLA_FLAGS once) through bakeoff's own XLA adapter, with `--xla_gpu_dump_autotune_results_to=FILE.textproto`
+(the config XLA chose per fusion: `entries`, and the backends chosen) and `--xla_gpu_dump_autotune_logs_to`
+(every candidate it ran and timed: `run_time` in the logs).
 
     python benchmarks/xla_autotune_check.py [--dtype bfloat16] [--preset gpu]   # on a GPU machine, repo root
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -44,15 +46,19 @@ def _one(name: str, preset: str, dtype: str, dump: str) -> dict:
     graph = _graph(name, preset, dtype)
     t0 = time.perf_counter()
     backend = get_backend("xla")
+    logs = dump + ".logs.textproto"
     compiled = backend.compile(graph, TensorSpec.of_inputs(graph), "cuda",
-                               {"xla_flags": f"--xla_gpu_dump_autotune_results_to={dump}"})
+                               {"xla_flags": f"--xla_gpu_dump_autotune_results_to={dump} "
+                                             f"--xla_gpu_dump_autotune_logs_to={logs}"})
     compiled.run(compiled.prepare(make_inputs(graph, 0, "cuda")))
     compiled.sync()
-    text = Path(dump).read_text() if Path(dump).exists() else None
+    text = Path(dump).read_text() if Path(dump).exists() else ""
+    log_text = Path(logs).read_text() if Path(logs).exists() else ""
     holds = backend_class("xla").graph_compile_times_on_device(graph, {})
-    return {"graph": name, "compile_s": round(time.perf_counter() - t0, 2), "dump_written": text is not None,
-            "autotune_results": text.count("results {") if text else 0, "bakeoff_holds_gate": holds is not None,
-            "dump_head": (text or "")[:300]}
+    return {"graph": name, "compile_s": round(time.perf_counter() - t0, 2),
+            "entries": text.count("entries {"), "chosen": sorted(set(re.findall(r"backend: (\w+)", text))),
+            "timed_candidates": log_text.count("run_time"), "bakeoff_holds_gate": holds is not None,
+            "logs_head": log_text[:400]}
 
 
 def main() -> int:
@@ -77,16 +83,16 @@ def main() -> int:
                 continue
             row = json.loads(proc.stdout.strip().splitlines()[-1])
             # A graph compiled beside timers must have nothing autotuned.
-            row["consistent"] = row["bakeoff_holds_gate"] or row["autotune_results"] == 0
+            row["consistent"] = row["bakeoff_holds_gate"] or row["timed_candidates"] == 0
             wrong += not row["consistent"]
             rows.append(row)
-    print(f"{'graph':<20} {'holds gate':>10} {'dump':>5} {'results':>8} {'compile s':>9}  consistent")
+    print(f"{'graph':<20} {'holds gate':>10} {'entries':>7} {'timed':>5} {'compile s':>9}  consistent  chosen")
     for r in rows:
         if "error" in r:
             print(f"{r['graph']:<20} error: {r['error']}")
             continue
-        print(f"{r['graph']:<20} {str(r['bakeoff_holds_gate']):>10} {str(r['dump_written']):>5} "
-              f"{r['autotune_results']:>8} {r['compile_s']:>9}  {r['consistent']}")
+        print(f"{r['graph']:<20} {str(r['bakeoff_holds_gate']):>10} {r['entries']:>7} {r['timed_candidates']:>5} "
+              f"{r['compile_s']:>9}  {str(r['consistent']):<10}  {','.join(r['chosen'])}")
     print(json.dumps(rows))
     return 1 if wrong else 0
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 
 from bakeoff.harness.run.case_process import Workers, execute_case, references_dir
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.plan.order import longest_first
 from bakeoff.harness.run.prestart import Prestarter
 from bakeoff.harness.run.slots import Slot
 
@@ -25,7 +26,8 @@ RESULT_POLL_S = 0.2  # the main thread wakes this often (seconds), so Ctrl-C is 
 
 
 class LocalExecutor:
-    """Cases over `slots`, in order, each taking the next case when its worker ends."""
+    """Cases over `slots` (with two or more, longest first: plan/order.py), each slot taking the next case
+    when its worker ends."""
 
     def __init__(self, slots: list[Slot], prestart: bool = True) -> None:
         self.slots = slots
@@ -40,7 +42,7 @@ class LocalExecutor:
             on_start: Callable[[Case], None] | None = None) -> Iterator[tuple[Case, dict[str, Any]]]:
         self._work_dir = work_dir
         pending: queue.Queue[Case] = queue.Queue()
-        for case in cases:
+        for case in longest_first(cases) if len(self.slots) > 1 else cases:  # plan/order.py
             pending.put(case)
         results = self._results
         self._threads = [threading.Thread(target=self._slot_loop, args=(slot, pending, results, work_dir, on_start),
