@@ -54,18 +54,3 @@ def smoke_run(tmp_path_factory) -> dict:
     export = bakeoff("export", "latest", "--format", "json", "--db", db, cwd=work, check=True)
     return {"dir": work, "db": db, "stdout": proc.stdout, "records": json.loads(export.stdout), "jobs": SMOKE_JOBS,
             "gate": SMOKE_GATE}
-
-
-# Under pytest-xdist (README's test command: `-n 2 --dist loadfile`) each file's tests run in one worker, so a
-# module's fixture runs once (the session's smoke run too: every test of it is in tests/test_cli_smoke.py).
-# Files whose fixtures run a whole suite go first, so that the longest one does not start last. (`--dist
-# loadgroup` cannot merge files here: pytest-xdist 3.8 renames node ids through an attribute pytest 9 no
-# longer reads.) Without xdist the order is the usual one.
-FIRST = ("test_numerics_suite", "test_cli_smoke", "test_report_real", "test_sweep", "test_cli_backends", "test_faults",
-         "test_ray", "test_grad_cli", "test_record", "test_lease", "test_sweep_adapters")
-
-
-def pytest_collection_modifyitems(config, items):
-    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no":
-        rank = {name: i for i, name in enumerate(FIRST)}
-        items.sort(key=lambda item: rank.get(Path(str(item.fspath)).stem, len(FIRST)))  # stable: file order else

@@ -86,9 +86,9 @@ def test_unknown_run_id_is_exit_2(smoke_run):
 
 # Where the smoke run's time goes: every record's `phases_s` covers its `wall_s`, workers after the first are
 # pre-started, a pre-started cold compile is still cold (an empty cache, no hit) and the warm one a verified
-# hit, the float64 reference is shared within a group, and `show` ends with the totals. (Here rather than in
-# tests/test_phases.py so that the smoke run, a session fixture, runs once under pytest-xdist's --dist
-# loadfile; a crashed worker's phases: tests/test_faults.py.)
+# hit, the float64 reference is shared within a group, and `show` ends with the totals. (Every test of the smoke
+# run is in this file, so that a per-file parallel runner such as pytest-xdist's --dist loadfile runs it once; a
+# crashed worker's phases: tests/test_faults.py.)
 OTHER_FLOOR_S = 0.05  # seconds of a case's wall time its phases may leave unnamed, however short the case
 
 

@@ -1,6 +1,5 @@
 """Where a case's time goes: the gate policy a run's cases get, and the run's elapsed overhead share. The
-smoke run's phases are checked in tests/test_cli_smoke.py (the run is a session fixture: one file keeps it
-to one pytest-xdist worker). A crashed worker's phases: tests/test_faults.py."""
+smoke run's phases are checked in tests/test_cli_smoke.py (every test of that session fixture in one file). A crashed worker's phases: tests/test_faults.py."""
 from __future__ import annotations
 
 import json
