@@ -72,9 +72,10 @@ def main() -> int:
         run, records = store.run(run_id), store.records(run_id)
         console.print(phase_table(records, title=f"run {run_id} ({run['config_name']}, {run['device']})"))
         console.print(by_backend(records))
-        line = totals_line(records, elapsed_s(run))
+        elapsed = elapsed_s(run)
+        line = totals_line(records, elapsed)
         console.print(line or "no case has a wall time", highlight=False)
-        over_elapsed = elapsed_line(records, elapsed_s(run))
+        over_elapsed = elapsed_line(records, elapsed)
         if over_elapsed:
             console.print(over_elapsed, highlight=False)
         tot = totals(records)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bakeoff.harness.cli.overhead import elapsed_split, overhead_phases, totals  # noqa: E402
+from bakeoff.harness.cli.overhead import elapsed_line, elapsed_split, overhead_phases, totals  # noqa: E402
 
 
 def per_backend(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -103,12 +103,9 @@ def main() -> int:
                   f"{summary['cases_per_min'] or 0:.2f} cases/min; "
                   f"wall {summary['wall_s_per_case'] or 0:.1f} s/case; noisy {summary['noisy']}; "
                   f"run cut short: {summary.get('interrupted')}", highlight=False)
-    split = summary["elapsed_split"]
-    if split:
-        console.print(f"over the {split['elapsed_s']:.0f} s elapsed: some case compiling or timing "
-                      f"{100 * split['measuring_s'] / split['elapsed_s']:.1f}%, timing "
-                      f"{100 * split['timing_s'] / split['elapsed_s']:.1f}%; elapsed overhead share "
-                      f"{split['overhead_share']:.3f} (target 0.25)", highlight=False)
+    if summary["elapsed_split"]:
+        console.print(f"{elapsed_line(records, args.run_s)} (share {summary['elapsed_split']['overhead_share']:.3f}, "
+                      "target 0.25)", highlight=False)
     console.print(f"statuses: {summary['statuses']}", highlight=False)
     c = summary["cache"]
     console.print(f"cache: {c['cold_compiles']} cold compiles, not empty before: "

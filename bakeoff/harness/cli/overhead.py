@@ -73,7 +73,7 @@ def _union_s(windows: list[tuple[float, float]]) -> float:
     return covered
 
 
-def elapsed_split(records: Iterable[dict[str, Any]], elapsed_s: float) -> dict[str, float] | None:
+def elapsed_split(records: Iterable[dict[str, Any]], elapsed_s: float | None) -> dict[str, float] | None:
     """Over `elapsed_s` seconds of a run (its sessions' time, without the pauses between them): the seconds during
     which some case was compiling or timing (`measuring_s`, the union of the records' compile and timing
     windows), of which timing (`timing_s`), and `overhead_share` = 1 - measuring / elapsed. None when no record
@@ -90,7 +90,7 @@ def elapsed_split(records: Iterable[dict[str, Any]], elapsed_s: float) -> dict[s
 
 def elapsed_line(records: list[dict[str, Any]], elapsed_s: float | None) -> str | None:
     """'of the E s elapsed, a case was compiling or timing during m% (timing t%): overhead o%'; None when unknown."""
-    split = elapsed_split(records, elapsed_s) if elapsed_s else None
+    split = elapsed_split(records, elapsed_s)
     if split is None:
         return None
     e = split["elapsed_s"]

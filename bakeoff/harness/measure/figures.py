@@ -134,8 +134,8 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, ti
 # does after (on the H200, GEMM and attention figures taken right after a compile read 3-9% below
 # triton.testing.do_bench's 350 ms loop; benchmarks/dobench_gap.py), and a model's steady loop sees the latter.
 AUTO_SUSTAINED_S = 0.3
-# Before the CUPTI pass the device has just run the timer, the host figures and the graph replay back to back
-# (half a second or more after the first load); a short top-up covers the gap before the pass, instead of the
+# Before the CUPTI pass the device has just run the timer, the host figures and the graph replay, which keep it
+# busy (half a second or more after the first load); a short top-up covers the gap before the pass, instead of the
 # whole load again (until 2026-12-02: another AUTO_SUSTAINED_S, 0.25 s more per case on the device).
 TOP_UP_S = 0.05
 
