@@ -140,6 +140,15 @@ def test_calls_in_flight_are_bounded_by_time_and_memory():
     assert pipeline_calls(10.0, 1) == 5             # 20 ms of work is 2 calls: the lower bound wins
     assert pipeline_calls(0.1, 2**30) == 4          # 4 GiB of outputs in flight at most
     assert pipeline_calls(0.1, 2**33) == 2          # but always at least two calls
+    assert pipeline_calls(25.0, 1) == 4             # fewer than 5 calls hold 100 ms of work: that many
+    assert pipeline_calls(1000.0, 1) == 2           # a 1 s call: two calls, not five
+
+
+def test_a_long_call_is_its_own_lead_in():
+    from bakeoff.harness.measure.device_time import LEAD_IN_NONE_FROM_MS, lead_in_calls
+
+    assert lead_in_calls(0.01) == 8 and lead_in_calls(1.7) == 2 and lead_in_calls(20.0) == 1
+    assert lead_in_calls(LEAD_IN_NONE_FROM_MS) == 0 and lead_in_calls(1000.0) == 0
 
 
 def test_clock_sampler_reads_the_sm_clock_through_the_window(monkeypatch):

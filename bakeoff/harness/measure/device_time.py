@@ -10,7 +10,8 @@ apart on the device timeline by marker kernels (`torch.cuda._sleep`, which CUPTI
 so the kernels of call j are those that start after its first marker and before its second; the cache flush
 (a kernel too) lies outside every pair. Synchronizing around each marker keeps kernels on other streams from
 overlapping it. The lead-in (LEAD_IN_MS of the target's own calls, unprofiled in effect: outside every
-marker pair) keeps the device loaded between profiled calls, as a steady loop does: after a pause a
+marker pair; none for a call of LEAD_IN_NONE_FROM_MS or more, which loads the device itself) keeps the
+device loaded between profiled calls, as a steady loop does: after a pause a
 power-capped GPU runs a compute-bound call at a higher clock than it keeps under load (benchmarks/
 dobench_gap.py), and the pass would otherwise time every call after the pause of the syncs around the one
 before it. Memory copies and memsets are not kernels (`is_kernel_event`) and count in neither number.
@@ -30,6 +31,10 @@ MARK_CYCLES = 1000
 # Before each profiled call, about this much of the target's own calls (at most LEAD_IN_CALLS calls, at least 1).
 LEAD_IN_MS = 2.0
 LEAD_IN_CALLS = 8
+# A call at least this long gets no lead-in: the profiled call before it (the other target's, or its own) loaded
+# the device for that long, and the pause between two profiled calls (the syncs, the markers and the flush, tenths
+# of a millisecond) is then under 1% of the load; a lead-in would double the pass of a 1 s call for nothing.
+LEAD_IN_NONE_FROM_MS = 50.0
 MARK_NAME = "spin_kernel"
 SPAN_METHOD = "cupti-span"
 SUM_METHOD = "cupti-kernel-sum"
@@ -83,9 +88,12 @@ class DeviceFigures:
 
 def lead_in_calls(single_call_ms: float) -> int:
     """Lead-in calls before each profiled call of a call that took `single_call_ms` (host clock, synchronized):
-    about LEAD_IN_MS of work, 1 to LEAD_IN_CALLS calls (none when LEAD_IN_CALLS is 0)."""
+    about LEAD_IN_MS of work, 1 to LEAD_IN_CALLS calls (none when LEAD_IN_CALLS is 0, or for a call of
+    LEAD_IN_NONE_FROM_MS or longer)."""
     if not single_call_ms > 0:
         return LEAD_IN_CALLS
+    if single_call_ms >= LEAD_IN_NONE_FROM_MS:
+        return 0
     return min(LEAD_IN_CALLS, max(1, math.ceil(LEAD_IN_MS / single_call_ms)))
 
 

@@ -11,6 +11,7 @@ too, the CUPTI device time is in device_time.py, and figures.py picks the headli
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -170,16 +171,22 @@ def host_latency(call: Callable[[], object], sync: Callable[[], None], device: s
 
 HOST_SINGLE_METHOD = "host-clock, synchronized per call"
 PIPELINED_METHOD = "host-clock, pipelined"
-# A pipelined batch aims at this much wall time, within these bounds on the number of calls.
+# A pipelined batch aims at this much wall time, within these bounds on the number of calls. The lower bound
+# (the first call's dispatch is exposed, the others' hidden) gives way to 2 calls where fewer than 5 already
+# hold PIPELINE_LONG_BATCH_S of work: a dispatch (a millisecond at most) is then under 1% of the batch, and a
+# 1 s call is not run ten times for this figure.
 PIPELINE_BATCH_S = 0.02
 PIPELINE_CALLS = (5, 200)
+PIPELINE_LONG_BATCH_S = 0.1
 
 
 def pipeline_calls(single_call_ms: float, bytes_per_call: int, memory_cap_bytes: int = 4 * 2**30) -> int:
-    """Calls per pipelined batch: about PIPELINE_BATCH_S of work, at least 2, and few enough that what calls
-    in flight allocate (each may allocate its outputs, as XLA's do; `bytes_per_call` at most) stays under
-    `memory_cap_bytes`."""
+    """Calls per pipelined batch: about PIPELINE_BATCH_S of work, at least PIPELINE_CALLS[0] calls or, fewer,
+    PIPELINE_LONG_BATCH_S of work (at least 2 calls), and few enough that what calls in flight allocate (each may
+    allocate its outputs, as XLA's do; `bytes_per_call` at most) stays under `memory_cap_bytes`."""
     lo, hi = PIPELINE_CALLS
+    if single_call_ms > 0:
+        lo = min(lo, max(2, math.ceil(PIPELINE_LONG_BATCH_S * 1e3 / single_call_ms)))
     want = int(PIPELINE_BATCH_S * 1e3 / single_call_ms) if single_call_ms > 0 else hi
     by_memory = max(2, memory_cap_bytes // max(bytes_per_call, 1))
     return max(2, min(max(lo, min(hi, want)), by_memory))
