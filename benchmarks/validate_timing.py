@@ -103,7 +103,7 @@ def reproducibility(dtype: str, repeats: int, workload: str, backend: str) -> di
             "timing: {warmup_s: 0.1, budget_s: 1.0, min_reps: 20, target_iqr: 0.02}\n")
     cfg, where = parse_config(text, "<repro>")
     (case,) = plan_cases(cfg, resolve_workloads(cfg, where, "gpu"), "cuda")
-    medians, headlines = [], []
+    medians, headlines, speedups, clocks = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeats):
             record = execute_case(case, Path(tmp))
@@ -111,10 +111,17 @@ def reproducibility(dtype: str, repeats: int, workload: str, backend: str) -> di
                 raise RuntimeError(f"case failed: {record.get('status')}: {record.get('reason')}")
             medians.append(record["latency_ms_median"])
             headlines.append(record["headline_ms"])
+            # eager ran interleaved in the same process: the ratio of the two headlines, and the SM clock
+            speedups.append(record.get("speedup_vs_eager") or float("nan"))
+            clocks.append(record.get("sm_clock_mhz"))
             print(f"fresh worker {len(medians)}: {workload}/{backend} timer {medians[-1]:.4f} ms, headline "
-                  f"{headlines[-1]:.4f} ms ({record.get('headline_method')})", flush=True)
+                  f"{headlines[-1]:.4f} ms ({record.get('headline_method')}), eager's headline "
+                  f"{record.get('eager_headline_ms')} ms, speedup {speedups[-1]:.4f}, SM clock {clocks[-1]} MHz "
+                  f"({record.get('sm_clock_mhz_min')}-{record.get('sm_clock_mhz_max')})", flush=True)
     return {"workload": workload, "backend": backend, "medians_ms": medians, "headlines_ms": headlines,
-            "spread": max(medians) / min(medians) - 1, "headline_spread": max(headlines) / min(headlines) - 1}
+            "speedups": speedups, "sm_clock_mhz": clocks,
+            "spread": max(medians) / min(medians) - 1, "headline_spread": max(headlines) / min(headlines) - 1,
+            "speedup_spread": max(speedups) / min(speedups) - 1}
 
 
 def main() -> None:
@@ -144,7 +151,8 @@ def main() -> None:
         print(f"  {name:28s} {value:10.1f} {unit}   {method}")
     print(f"\n{'fresh-process repeats':26s} {'figure':9s} {'medians ms':52s} spread  <2%?")
     for r in repro:
-        for figure, key, spread in (("timer", "medians_ms", "spread"), ("headline", "headlines_ms", "headline_spread")):
+        for figure, key, spread in (("timer", "medians_ms", "spread"), ("headline", "headlines_ms", "headline_spread"),
+                                    ("speedup", "speedups", "speedup_spread")):
             meds = ", ".join(f"{m:.4f}" for m in r[key])
             print(f"{r['workload'] + '/' + r['backend']:26s} {figure:9s} {meds:52s} {100 * r[spread]:5.2f}%  "
                   f"{'yes' if r[spread] < 0.02 else 'NO'}")
