@@ -23,6 +23,9 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q --upgrade pip uv
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[all]'
+# The extras through uv: the same versions as pip resolves (checked: identical `pip freeze`), in about 11 s
+# instead of 47 s on the 2-core machine; uv keeps the torch installed above, which satisfies every requirement.
+# pip, if uv fails.
+.venv/bin/uv pip install -q --python .venv/bin/python -e '.[all]' || .venv/bin/pip install -q -e '.[all]'
