@@ -103,8 +103,9 @@ def test_phases_cover_the_wall_time_of_every_case(phases_run):
     for r in phases_run["records"]:
         phases, wall = r["phases_s"], r["wall_s"]
         assert abs(sum(phases.values()) - wall) <= 0.05 * wall, (r["case_id"], phases, wall)
-        # Named phases explain >= 95%; a prestarted eager case lasts half a second, and handing it over leaves
-        # some 10-30 ms unnamed, so "other" may also be up to OTHER_FLOOR_S.
+        # Named phases explain >= 95%. A prestarted eager case lasts half a second; the worker's own time is all
+        # named (its time between phases too), and what the orchestrator's steps leave unnamed, 5-20 ms on this
+        # machine, may be up to OTHER_FLOOR_S however short the case.
         assert phases["other"] <= max(0.05 * wall, OTHER_FLOOR_S), (r["case_id"], phases, wall)
         assert all(v >= 0 for v in phases.values())
         if r["status"] == "ok":

@@ -35,3 +35,28 @@ def test_a_cut_short_phase_file_gives_what_it_holds(tmp_path):
     assert read.running("compile") == 100.0  # the second compile began and never ended
     missing = read_phases(tmp_path / "missing.txt")
     assert missing.totals == {} and missing.end is None
+
+
+def test_time_between_phases_is_named_and_the_phases_cover_the_worker(tmp_path):
+    """What the worker does outside every phase is `between_phases`, less the gate waits there; a phase inside
+    another adds none; phases, waits and time between sum to the log's span."""
+    waited = [0.0]
+    t0 = time.perf_counter()
+    log = PhaseLog(str(tmp_path / "phases.txt"), lambda: waited[0])
+    time.sleep(0.03)  # outside any phase
+    with log.phase("inputs"):
+        time.sleep(0.01)
+    time.sleep(0.04)
+    waited[0] += 0.02  # a gate wait outside any phase (the sleep above stands for part of it)
+    log.take_gate_wait()
+    with log.phase("timing"):
+        time.sleep(0.01)
+        with log.phase("profiling"):  # nested: its time is already the outer phase's
+            time.sleep(0.01)
+    log.end()
+    span = time.perf_counter() - t0
+    between = log.totals["between_phases"]
+    assert 0.03 + 0.04 - 0.02 <= between < 0.03 + 0.04 - 0.02 + 0.03, log.totals
+    named = sum(v for k, v in log.totals.items() if k != "profiling")
+    assert abs(named - span) < 0.005, (log.totals, span)
+    assert abs(read_phases(tmp_path / "phases.txt").totals["between_phases"] - between) < 1e-5

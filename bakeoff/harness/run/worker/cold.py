@@ -167,7 +167,8 @@ def _save_artifacts(compiled: Compiled, artifacts_dir: Path | None) -> dict[str,
 
 def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[str, Any]:
     """The whole case in this (fresh) process. Returns the record's measured fields."""
-    graph = case.bound_graph()
+    with phases.phase("case_load"):
+        graph = case.bound_graph()
     with phases.phase("imports"):
         backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)

@@ -34,9 +34,9 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def run_case(argv: list[str], started_at: float) -> int:
-    """Join the gate, import the worker, run the case of `argv`; `started_at` is when this process began the
-    case (epoch seconds). Phases go to the phase file named in the environment."""
+def run_case(argv: list[str]) -> int:
+    """Join the gate, import the worker, run the case of `argv`. Phases go to the phase file named in the
+    environment; `process_start` lasts from the spawn (or hand-over) until here."""
     from bakeoff.harness.run.gate import current_gate
     from bakeoff.harness.run.worker.phases import ENV_PHASES_FILE, PhaseLog, spawned_at
 
@@ -44,7 +44,9 @@ def run_case(argv: list[str], started_at: float) -> int:
     phases = PhaseLog(os.environ.get(ENV_PHASES_FILE), lambda: gate.waited_s if gate is not None else 0.0)
     born = spawned_at()
     if born is not None:
-        phases.add("process_start", max(started_at - born, 0.0))
+        # Up to now, not to `started_at`: this worker's own modules (gate, phases; the entry module again in a
+        # spare), read from source where no bytecode was written, belong to its start, not to no phase.
+        phases.add("process_start", max(time.time() - born, 0.0))
     if gate is not None:
         gate.enter_shared()
     # Importing is host work: beside other cases' timing under `beside_compiles` (harness/run/gate.py).
@@ -70,13 +72,12 @@ def finish(code: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    started_at = time.time()
     die_with_parent()
     if argv and argv[0] == "--spare":
         from bakeoff.harness.run.worker.spare import serve
 
         finish(serve(argv[1]))
-    finish(run_case(argv, started_at))
+    finish(run_case(argv))
     return 0  # not reached
 
 

@@ -50,7 +50,8 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
     from bakeoff.harness.run.worker.process_setup import setup_graph_for, warm_up_process
     from bakeoff.harness.run.worker.shared_reference import shared_reference
 
-    graph = case.bound_graph()
+    with phases.phase("case_load"):
+        graph = case.bound_graph()
     with phases.phase("imports"):
         backend = get_backend(case.backend)
     specs = TensorSpec.of_inputs(graph)
@@ -81,10 +82,11 @@ def run_warm(case: Case, phases: PhaseLog) -> dict[str, Any]:
 
 
 def main(argv: list[str], phases: PhaseLog | None = None) -> int:
-    case = Case.from_json(Path(argv[0]).read_text())
+    phases = phases or PhaseLog(None)
+    with phases.phase("case_load"):
+        case = Case.from_json(Path(argv[0]).read_text())
     out_path, phase = Path(argv[1]), argv[2]
     artifacts_dir = Path(argv[3]) if len(argv) > 3 else None
-    phases = phases or PhaseLog(None)
     gate_note(f"case {phase} {case.backend} {case.case_id}")
     set_device_work(gate_device_work)  # a compile's marked device work rejoins the gate (Backend.marks_device_work)
     limit_host_memory(case)
@@ -94,17 +96,18 @@ def main(argv: list[str], phases: PhaseLog | None = None) -> int:
         if phase == "warm":
             record = run_warm(case, phases)
         else:
-            from bakeoff.harness.run.worker.cold import run_cold
-            from bakeoff.harness.run.worker.sweep import run_sweep
-
+            with phases.phase("imports"):
+                from bakeoff.harness.run.worker.cold import run_cold
+                from bakeoff.harness.run.worker.sweep import run_sweep
             record = (run_sweep if case.sweep else run_cold)(case, artifacts_dir, phases)
     except BaseException as exc:  # a failure outside the guarded steps is still a record
         if isinstance(exc, KeyboardInterrupt):
             raise
         record = error_record("runtime_error", exc)
-    tmp = out_path.with_suffix(".part")
-    tmp.write_text(serialize(record, WarmOutput if phase == "warm" else ColdOutput))
-    os.replace(tmp, out_path)
+    with phases.phase("record"):  # through the record model, then written atomically
+        tmp = out_path.with_suffix(".part")
+        tmp.write_text(serialize(record, WarmOutput if phase == "warm" else ColdOutput))
+        os.replace(tmp, out_path)
     phases.end()
     return 0
 

@@ -9,7 +9,9 @@ orchestrator adds its own (setup, collect, cleanup), prefixes the warm process's
 what no phase covers in ``other``: the record's `phases_s` sums to its `wall_s`.
 
 Time spent waiting for the device's timing gate inside a phase is taken out of that phase and counted as
-``gate_wait`` (the gate's own tally, `Gate.waited_s`), so no second is counted twice.
+``gate_wait`` (the gate's own tally, `Gate.waited_s`), so no second is counted twice. The worker's time
+between two of its phases is ``between_phases``: together they cover the worker from the end of
+``process_start`` to its end mark, and ``other`` is only what the orchestrator's own steps leave unnamed.
 """
 from __future__ import annotations
 
@@ -27,15 +29,16 @@ ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds: when the orchestrator st
 END_MARK = "end"  # the last line: epoch seconds at which the worker finished writing its record
 BEGIN_MARK = "begin"  # "begin NAME EPOCH": when a phase of BEGIN_MARKED started
 BEGIN_MARKED = ("compile_setup", "compile")  # the compiles: a slot's spares get ready while they run
+BETWEEN = "between_phases"  # the worker's time outside every named phase (PhaseLog._count_between)
 
 # The phases, in the order a case goes through them (the table of benchmarks/harness_overhead.py).
 # Measuring = what the case is for (compile and timing); the rest is the harness's overhead.
 COMPILE_PHASES = ("compile_setup", "compile", "warm_compile_setup", "warm_compile")
 TIMING_PHASES = ("timing", "host_latency", "graph_replay", "profiling")
-PROCESS_PHASES = ("process_start", "imports", "device_init", "gpu_state", "inputs", "eager_baseline",
+PROCESS_PHASES = ("process_start", "case_load", "imports", "device_init", "gpu_state", "inputs", "eager_baseline",
                   "reference_wait", "reference", "compile_setup", "compile", "checks", "output_check", "artifacts",
-                  "timing", "host_latency", "graph_replay", "profiling", "post_timing_check", "gate_wait", "exit",
-                  "collect", "unfinished")
+                  "timing", "host_latency", "graph_replay", "profiling", "post_timing_check", "gate_wait", "record",
+                  BETWEEN, "exit", "collect", "unfinished")
 ORCHESTRATOR_PHASES = ("setup", "cleanup", "other")
 
 
@@ -48,6 +51,10 @@ class PhaseLog:
         self.gate_waited = gate_waited
         self.totals: dict[str, float] = {}
         self._gate_counted = 0.0
+        self._outside_since = time.perf_counter()  # when the worker last left a phase (or began logging)
+        self._depth = 0  # phases open now (a phase inside another is not time between phases)
+        self._pending = ""  # a line not written yet
+        self._waited_outside = 0.0  # gate waits counted since the worker last left a phase
 
     def add(self, name: str, seconds: float) -> None:
         """Count `seconds` for phase `name` (appended to the phase file at once)."""
@@ -58,6 +65,9 @@ class PhaseLog:
     def phase(self, name: str) -> Iterator[None]:
         """Time the body as phase `name`, less any gate wait inside it (counted as gate_wait)."""
         self.take_gate_wait()  # a wait before the phase began is not part of it
+        if self._depth == 0:
+            self._count_between()
+        self._depth += 1
         gate_note(f"phase {name}")
         if name in BEGIN_MARKED:
             self._write(f"{BEGIN_MARK} {name} {time.time():.6f}\n")
@@ -69,12 +79,27 @@ class PhaseLog:
             waited = self.take_gate_wait()
             self.add(name, max(span - waited, 0.0))
             gate_note(f"end {name}")
+            self._depth -= 1
+            self._outside_since = time.perf_counter()
+
+    def _count_between(self) -> None:
+        """Count the time since the worker left its last phase, less the gate waits in it, as BETWEEN: the
+        worker's own steps between its named ones (this log's writes, handing results from one step to the
+        next), a few tenths of a millisecond each, which on a case of half a second add up to some percent."""
+        now = time.perf_counter()
+        between = now - self._outside_since - self._waited_outside
+        self._outside_since, self._waited_outside = now, 0.0
+        if between > 0:  # written with the next line (one write fewer per phase)
+            self.totals[BETWEEN] = self.totals.get(BETWEEN, 0.0) + between
+            self._pending += f"{BETWEEN} {between:.6f}\n"
 
     def take_gate_wait(self) -> float:
         """Count the gate wait not counted yet as gate_wait; returns it (seconds)."""
         waited = self.gate_waited() - self._gate_counted
         if waited > 0:
             self._gate_counted += waited
+            if self._depth == 0:
+                self._waited_outside += waited
             self.add("gate_wait", waited)
             return waited
         return 0.0
@@ -83,9 +108,11 @@ class PhaseLog:
         """The last line: when the worker finished its record (epoch seconds), so the orchestrator can tell
         the process's exit apart."""
         self.take_gate_wait()
+        self._count_between()
         self._write(f"{END_MARK} {time.time():.6f}\n")
 
     def _write(self, line: str) -> None:
+        line, self._pending = self._pending + line, ""
         if self.path:
             with open(self.path, "a") as f:
                 f.write(line)

@@ -114,7 +114,6 @@ def serve(ready_file: str) -> int:
     line = sys.stdin.readline()
     if not line.strip():
         return 0  # the orchestrator closed us without a case
-    started_at = time.time()
     message = json.loads(line)
     os.environ.clear()
     os.environ.update(message["env"])
@@ -123,4 +122,4 @@ def serve(ready_file: str) -> int:
         gate.rebind(os.environ.get(ENV_WAIT_FILE), os.environ.get(ENV_POLICY))
     from bakeoff.harness.run.worker.entry import run_case
 
-    return run_case(message["argv"], started_at)
+    return run_case(message["argv"])
