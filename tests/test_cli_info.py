@@ -64,3 +64,15 @@ def test_importing_the_harness_loads_no_optional_backend_library():
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_worker_imports_neither_the_store_nor_the_report():
+    """Every case's process imports the worker: SQLAlchemy (0.3 s of a worker's start on the 2-core machine),
+    pandas and plotly are the orchestrator's, not the worker's."""
+    code = ("import sys, bakeoff.harness.run.worker.entry, bakeoff.harness.run.worker.cold, "
+            "bakeoff.harness.run.worker.main, bakeoff.harness.run.worker.spare\n"
+            "from bakeoff.backends import REGISTRY, backend_class\n"
+            "[backend_class(n) for n in REGISTRY]\n"
+            "print(sorted(m for m in ('sqlalchemy', 'pandas', 'plotly', 'rich', 'typer') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -1,4 +1,3 @@
-"""The results store (SQLAlchemy Core; SQLite at results/bakeoff.db by default) and its exports."""
-from bakeoff.results.store import Store, StoreError, default_url
-
-__all__ = ["Store", "StoreError", "default_url"]
+"""The results store (SQLAlchemy Core; SQLite at results/bakeoff.db by default: `bakeoff.results.store`), the
+record model and its exports. Nothing is imported here: a worker imports `results.record` and
+`results.hardware` without loading SQLAlchemy."""
