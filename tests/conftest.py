@@ -16,6 +16,21 @@ from store_urls import store_url  # noqa: F401  (fixture: an empty SQLite or Pos
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def probe_cache(tmp_path_factory):
+    """Inductor's CPU probe answer kept for this session only (bakeoff/backends/inductor_cpu_cache.py): the first
+    run that needs it probes, later runs read it back, and no test reads or writes the user's own cache."""
+    from bakeoff.backends.inductor_cpu_cache import ENV_CACHE
+
+    before = os.environ.get(ENV_CACHE)
+    os.environ[ENV_CACHE] = str(tmp_path_factory.mktemp("probe_cache"))
+    yield os.environ[ENV_CACHE]
+    if before is None:
+        os.environ.pop(ENV_CACHE, None)
+    else:
+        os.environ[ENV_CACHE] = before
+
+
 def bakeoff_cmd() -> list[str]:
     """The installed `bakeoff` entry point beside this Python, else `python -m bakeoff`."""
     exe = Path(sys.executable).parent / "bakeoff"

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bakeoff.backends import inductor_cpu
+from bakeoff.backends import inductor_cpu, inductor_cpu_cache
 from bakeoff.backends.inductor import InductorBackend
 
 ISAS = ["avx512 avx512_vnni amx_tile", "avx512", "avx2"]
@@ -39,6 +39,7 @@ def test_nothing_is_handed_on_a_gpu(monkeypatch):
 
 
 def test_a_failed_probe_is_an_error_entry_not_an_exception(monkeypatch, tmp_path):
+    monkeypatch.setenv(inductor_cpu_cache.ENV_CACHE, str(tmp_path / "kept"))  # nothing kept to read back
     inductor_cpu._probe.cache_clear()
     monkeypatch.setattr(inductor_cpu.sys, "executable", str(tmp_path / "no-such-python"))
     assert inductor_cpu._probe()["error"].startswith("the probe did not start")
@@ -46,6 +47,58 @@ def test_a_failed_probe_is_an_error_entry_not_an_exception(monkeypatch, tmp_path
     monkeypatch.setattr(inductor_cpu.sys, "executable", "/bin/false")
     assert inductor_cpu._probe()["error"].startswith("the probe exited 1")
     inductor_cpu._probe.cache_clear()
+
+
+def test_the_probe_is_kept_per_machine_and_probed_again_when_the_key_changes(monkeypatch, tmp_path):
+    """A run reads back the answer an earlier run of this machine kept under the same key, and probes again
+    when the CPU, the compiler or an Inductor variable differs; a failed probe is never kept, and
+    BAKEOFF_PROBE_CACHE=0 keeps nothing."""
+    probed: list[dict] = []
+    answer = [PASSED]
+
+    def run_probe() -> dict:
+        probed.append(answer[0])
+        return answer[0]
+
+    def probe() -> dict:
+        inductor_cpu._probe.cache_clear()  # a new run: the answer is cached per process
+        return inductor_cpu._probe()
+
+    monkeypatch.setattr(inductor_cpu, "_run_probe", run_probe)
+    monkeypatch.setenv(inductor_cpu_cache.ENV_CACHE, str(tmp_path / "kept"))
+    try:
+        assert probe() == PASSED and len(probed) == 1
+        kept = probe()  # the next run reads it back, and says from where
+        assert len(probed) == 1 and kept["cached"]["file"].startswith(str(tmp_path / "kept"))
+        assert {k: v for k, v in kept.items() if k != "cached"} == PASSED and kept["cached"]["probed_at"]
+        real_cpu = inductor_cpu_cache._cpu()
+        monkeypatch.setattr(inductor_cpu_cache, "_cpu", lambda: {**real_cpu, "flags": "sse2"})  # another CPU
+        assert "cached" not in probe() and len(probed) == 2
+        monkeypatch.setenv("CXX", "/bin/true")  # another compiler
+        assert "cached" not in probe() and len(probed) == 3
+        monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # an Inductor variable
+        answer[0] = {"error": "the probe exited 1"}
+        assert probe() == answer[0] and probe() == answer[0] and len(probed) == 5  # not kept: probed again
+        monkeypatch.setenv(inductor_cpu_cache.ENV_CACHE, "0")
+        answer[0] = PASSED
+        assert probe() == PASSED and probe() == PASSED and len(probed) == 7
+        assert len(list((tmp_path / "kept").glob(inductor_cpu_cache.FILE_PREFIX + "*.json"))) == 3
+    finally:
+        inductor_cpu._probe.cache_clear()
+
+
+def test_a_kept_answer_is_quoted_with_its_file_and_date(monkeypatch):
+    from torch._inductor import config
+
+    kept = {**PASSED, "cached": {"file": "/k/inductor_cpu_probe-x.json", "probed_at": "2026-12-03T04:00:00+0000"}}
+    monkeypatch.setattr(inductor_cpu, "_headers", {"why": "not shared: test"})
+    monkeypatch.setenv(inductor_cpu.ENV_PROBE, json.dumps(kept))
+    monkeypatch.setenv(inductor_cpu.ENV_VEC_ISA_OK, "1")
+    with config.patch({"cpp.vec_isa_ok": True}):
+        note = inductor_cpu.startup_notes()[0]
+    assert note.startswith("cpp.vec_isa_ok=True (TORCHINDUCTOR_VEC_ISA_OK=1, set by the harness from this machine's "
+                           "probe of 2026-12-03T04:00:00+0000, kept in /k/inductor_cpu_probe-x.json"), note
+    assert "which took 9.0 s" in note
 
 
 def test_worker_links_its_header_folder_to_the_runs_and_notes_it(monkeypatch, tmp_path):

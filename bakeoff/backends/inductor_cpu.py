@@ -13,7 +13,8 @@ machine, torch 2.13, benchmarks/inductor_cpu_startup.py):
   folder, side by side (inductor_cpu_probe.py, which says why that decides the question), and hands
   `TORCHINDUCTOR_VEC_ISA_OK=1` to the workers only when every one passed, i.e. when trusting the flags picks
   the ISA and arch flags that checking picks; otherwise every worker checks as before. Each Inductor
-  record's `compile_notes` says which it was, with the probe's result.
+  record's `compile_notes` says which it was, with the probe's result. The answer is kept per machine
+  (inductor_cpu_cache.py): a later run with the same torch, compiler, CPU and settings reads it back.
 - Precompiled headers (codecache._precompile_header). Inductor precompiles its C++ kernel prelude
   (cpp_prefix.h, about 150 MB) into `<temporary folder>/torchinductor_<user>/precompiled_headers`, outside
   its cache folder on purpose ("these headers need to be global, rather than ignored by fresh_cache"),
@@ -73,8 +74,21 @@ def _trust_is_equivalent(probe: dict[str, Any]) -> bool:
 
 @functools.cache
 def _probe() -> dict[str, Any]:
-    """inductor_cpu_probe.py in a child process with a scratch cache folder; {"error": ...} when it fails (the
-    workers then check for themselves)."""
+    """The probe's answer: kept from an earlier run of this machine under the same key (inductor_cpu_cache.py),
+    else probed now and kept; {"error": ...} when it fails (the workers then check for themselves)."""
+    from bakeoff.backends import inductor_cpu_cache
+
+    key = inductor_cpu_cache.machine_key()
+    kept = inductor_cpu_cache.read(key)
+    if kept is not None:
+        return kept
+    probe = _run_probe()
+    inductor_cpu_cache.write(key, probe)
+    return probe
+
+
+def _run_probe() -> dict[str, Any]:
+    """inductor_cpu_probe.py in a child process with a scratch cache folder; {"error": ...} when it fails."""
     from bakeoff.harness.run.leftovers import CASE_TMP_PREFIX, owned_prefix  # named for leftovers' sweep
 
     with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as scratch:
@@ -200,8 +214,12 @@ def startup_notes() -> list[str]:
     probe = _worker_probe()
     ok = config.cpp.vec_isa_ok
     if ok is True and os.environ.get(ENV_VEC_ISA_OK) == "1" and _trust_is_equivalent(probe):
-        isa = (f"cpp.vec_isa_ok=True (TORCHINDUCTOR_VEC_ISA_OK=1, set by the harness from its once-per-run "
-               f"probe in {probe.get('seconds')} s: Inductor's base check built and loaded for every ISA it "
+        cached = probe.get("cached") or {}
+        source = (f"this machine's probe of {cached.get('probed_at')}, kept in {cached.get('file')} under the "
+                  f"torch, compiler, CPU flags and Inductor checks of this run (inductor_cpu_cache.py), which took "
+                  if cached else "its once-per-run probe in ")
+        isa = (f"cpp.vec_isa_ok=True (TORCHINDUCTOR_VEC_ISA_OK=1, set by the harness from {source}"
+               f"{probe.get('seconds')} s: Inductor's base check built and loaded for every ISA it "
                f"accepts, {', '.join(probe['trusted'])}; it picks {probe['picked']}; torch {probe.get('torch')}, "
                f"{probe.get('compiler')}); the ISA extension checks ran in this process")
     elif ok is None:
