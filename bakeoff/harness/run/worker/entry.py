@@ -44,8 +44,8 @@ def run_case(argv: list[str]) -> int:
     phases = PhaseLog(os.environ.get(ENV_PHASES_FILE), lambda: gate.waited_s if gate is not None else 0.0)
     born = spawned_at()
     if born is not None:
-        # Up to now, not to `started_at`: this worker's own modules (gate, phases; the entry module again in a
-        # spare), read from source where no bytecode was written, belong to its start, not to no phase.
+        # Up to now: this worker's own first modules (gate, phases; the entry module again in a spare) are part
+        # of its start; ending it where the process began left them in no phase (tens of ms without bytecode).
         phases.add("process_start", max(time.time() - born, 0.0))
     if gate is not None:
         gate.enter_shared()
