@@ -55,24 +55,25 @@ def test_calibrate_then_a_run_carries_pct_of_ceiling(tmp_path):
     assert record["pct_of_ceiling"] > 0 and record["achieved_gbps"] > 0
 
 
-def test_importing_the_harness_loads_no_optional_backend_library():
-    code = ("import sys, bakeoff.harness.cli.app, bakeoff.harness.run.orchestrator, bakeoff.harness.run.worker.cold, "
-            "bakeoff.harness.run.worker.main, bakeoff.backends, bakeoff.results.store\n"
+def _loaded_after(modules: tuple[str, ...], watched: tuple[str, ...]) -> list[str]:
+    """Which of `watched` a fresh Python has loaded after importing `modules` and every backend adapter."""
+    code = (f"import sys, {', '.join(modules)}\n"
             "from bakeoff.backends import REGISTRY, backend_class\n"
             "[backend_class(n) for n in REGISTRY]\n"
-            "print(sorted(m for m in ('jax', 'jaxlib', 'iree', 'onnx', 'onnxruntime', 'tensorrt', 'ray', 'plotly')"
-            " if m in sys.modules))")
+            f"print(' '.join(sorted(m for m in {watched!r} if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    return out.stdout.split()
+
+
+def test_importing_the_harness_loads_no_optional_backend_library():
+    assert _loaded_after(("bakeoff.harness.cli.app", "bakeoff.harness.run.orchestrator", "bakeoff.harness.run.worker.cold",
+                          "bakeoff.harness.run.worker.main", "bakeoff.backends", "bakeoff.results.store"),
+                         ("jax", "jaxlib", "iree", "onnx", "onnxruntime", "tensorrt", "ray", "plotly")) == []
 
 
 def test_a_worker_imports_neither_the_store_nor_the_report():
     """Every case's process imports the worker: SQLAlchemy (0.3 s of a worker's start on the 2-core machine),
     pandas and plotly are the orchestrator's, not the worker's."""
-    code = ("import sys, bakeoff.harness.run.worker.entry, bakeoff.harness.run.worker.cold, "
-            "bakeoff.harness.run.worker.main, bakeoff.harness.run.worker.spare\n"
-            "from bakeoff.backends import REGISTRY, backend_class\n"
-            "[backend_class(n) for n in REGISTRY]\n"
-            "print(sorted(m for m in ('sqlalchemy', 'pandas', 'plotly', 'rich', 'typer') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert _loaded_after(("bakeoff.harness.run.worker.entry", "bakeoff.harness.run.worker.cold",
+                          "bakeoff.harness.run.worker.main", "bakeoff.harness.run.worker.spare"),
+                         ("sqlalchemy", "pandas", "plotly", "rich", "typer")) == []
