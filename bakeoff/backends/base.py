@@ -37,9 +37,11 @@ subclass, or takes a name already taken (a built-in, or another plugin) is not u
 """
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, ClassVar, ContextManager, Mapping, Sequence
 
 from pydantic import ValidationError
@@ -262,6 +264,13 @@ class Backend(ABC):
         if grad:
             return self.compile_grad(graph, specs, device, options)
         return self.compile(graph, specs, device, options)
+
+
+def user_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/bakeoff, else ~/.cache/bakeoff: where the backends keep, across runs, what they learned
+    about this machine (probe answers)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bakeoff"
 
 
 def dist_version(dist: str) -> str | None:

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bakeoff.backends.base import dist_version, user_cache_dir
+
 ENV_CACHE = "BAKEOFF_PROBE_CACHE"  # a folder; "0" keeps nothing
 ENV_VARIABLES = ("CC", "CXX", "CPATH", "TORCH_INDUCTOR_INSTALL_GXX")
 FILE_PREFIX = "inductor_cpu_probe-"
@@ -44,10 +46,7 @@ def cache_folder() -> Path | None:
     chosen = os.environ.get(ENV_CACHE)
     if chosen == "0":
         return None
-    if chosen:
-        return Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "bakeoff"
+    return Path(chosen) if chosen else user_cache_dir()
 
 
 def machine_key() -> dict[str, Any]:
@@ -55,7 +54,7 @@ def machine_key() -> dict[str, Any]:
     torch_dir = _torch_dir()
     compiler = os.environ.get("CXX") or "g++"
     return {
-        "torch": _torch_version(),
+        "torch": dist_version("torch"),
         "cpu_vec_isa_sha256": _sha256(torch_dir / "_inductor" / "cpu_vec_isa.py") if torch_dir else None,
         "codecache_sha256": _sha256(torch_dir / "_inductor" / "codecache.py") if torch_dir else None,
         "compiler": _compiler(compiler),
@@ -110,15 +109,6 @@ def _torch_dir() -> Path | None:
     spec = importlib.util.find_spec("torch")
     locations = list(spec.submodule_search_locations or []) if spec else []
     return Path(locations[0]) if locations else None
-
-
-def _torch_version() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _sha256(path: Path) -> str | None:

@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 
-from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
+from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, user_cache_dir
 from bakeoff.backends.options import BackendOptions, clip
 from bakeoff.backends.sweep import SweepServer
 
@@ -85,8 +85,7 @@ def _compiler_version() -> str:
 
 
 def _probe_cache_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "bakeoff" / "iree_cuda_targets.json"
+    return user_cache_dir() / "iree_cuda_targets.json"
 
 
 def _accepts(target: str) -> bool:

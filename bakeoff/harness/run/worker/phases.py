@@ -80,7 +80,8 @@ class PhaseLog:
             self.add(name, max(span - waited, 0.0))
             gate_note(f"end {name}")
             self._depth -= 1
-            self._outside_since = time.perf_counter()
+            if self._depth == 0:
+                self._outside_since = time.perf_counter()
 
     def _count_between(self) -> None:
         """Count the time since the worker left its last phase, less the gate waits in it, as BETWEEN: the
