@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bakeoff.results import leases, migrations, schema
+from bakeoff.results.deferred_interrupt import sigint_deferred
 from bakeoff.results.hardware import hardware_id
 from bakeoff.results.leases import LeaseClaim, LeaseHolder
 from bakeoff.results.record import CaseRecord, StoredRecord
@@ -94,8 +95,9 @@ class Store:
     @contextmanager
     def _write(self, run_id: str | None = None, lease: str | None = None) -> Iterator[Connection]:
         """A write transaction; with `lease`, first checks that this token still holds `run_id`'s lease and
-        keeps that row locked until commit (raises leases.LeaseLost). SQLite: BEGIN IMMEDIATE."""
-        with self.engine.connect() as conn:
+        keeps that row locked until commit (raises leases.LeaseLost). SQLite: BEGIN IMMEDIATE. Ctrl-C takes
+        effect after it (deferred_interrupt.py)."""
+        with sigint_deferred(), self.engine.connect() as conn:
             conn.execution_options(bakeoff_immediate=True)
             with conn.begin():
                 if lease is not None and run_id is not None:
@@ -105,8 +107,8 @@ class Store:
     @contextmanager
     def _exclusive(self) -> Iterator[Connection]:
         """A transaction that no other process's `_exclusive` overlaps (SQLite: BEGIN IMMEDIATE; PostgreSQL:
-        a transaction-scoped advisory lock)."""
-        with self.engine.connect() as conn:
+        a transaction-scoped advisory lock). Ctrl-C takes effect after it."""
+        with sigint_deferred(), self.engine.connect() as conn:
             conn.execution_options(bakeoff_immediate=True)
             with conn.begin():
                 if conn.dialect.name == "postgresql":
@@ -259,7 +261,7 @@ class Store:
     def add_ceilings(self, fingerprint: str, device: str, values: Iterable[tuple[str, float, str, str]],
                      environment: dict[str, Any]) -> None:
         """Store (name, value, unit, method) ceilings measured now for `fingerprint`."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             for name, value, unit, method in values:
                 conn.execute(insert(ceilings).values(fingerprint=fingerprint, device=device, name=name, value=value,
                                                      unit=unit, method=method, measured_at=_now(),
