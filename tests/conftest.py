@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import background_runs
 from pgserver import postgres_server, postgres_url  # noqa: F401  (fixtures: a throwaway PostgreSQL)
 from store_urls import store_url  # noqa: F401  (fixture: an empty SQLite or PostgreSQL store)
 
@@ -29,6 +30,17 @@ def probe_cache(tmp_path_factory):
         os.environ.pop(ENV_CACHE, None)
     else:
         os.environ[ENV_CACHE] = before
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what they do
+def pytest_collection_modifyitems(session, config, items):
+    """Start the background runs of the collected modules that declare one (tests/background_runs.py)."""
+    if not config.option.collectonly:
+        items[:] = background_runs.start_for(items, bakeoff_cmd())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    background_runs.stop_all()
 
 
 def bakeoff_cmd() -> list[str]:

@@ -3,7 +3,7 @@ against the fp64 reference, or is skipped with the reason."""
 import json
 import shutil
 
-from conftest import REPO, bakeoff
+from conftest import REPO, SMOKE_GATE, SMOKE_JOBS, bakeoff
 
 BACKENDS = ("xla", "iree", "onnxruntime", "tensorrt")
 
@@ -11,7 +11,9 @@ BACKENDS = ("xla", "iree", "onnxruntime", "tensorrt")
 def test_smoke_config_on_all_backends(tmp_path):
     shutil.copytree(REPO / "configs", tmp_path / "configs")
     db = f"sqlite:///{tmp_path / 'b.db'}"
-    args = ["run", "configs/smoke.yaml", "--db", db, "-w", "layernorm_gelu", "-w", "attn_block"]
+    # Two slots, as the smoke run (conftest.py): nothing here judges timing.
+    args = ["run", "configs/smoke.yaml", "--db", db, "-w", "layernorm_gelu", "-w", "attn_block",
+            "--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE]
     for b in BACKENDS:
         args += ["--backend", b]
     bakeoff(*args, cwd=tmp_path, check=True)

@@ -7,37 +7,44 @@ import json
 import math
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
+import background_runs
 from backend_check import INSTALLED_IN_CI
 from conftest import REPO, bakeoff
 from bakeoff.results.report.robustness import grade
 from bakeoff.workloads.traps import numerics_workloads
 
 BACKENDS = sorted(INSTALLED_IN_CI)
-RUN_TIMEOUT_S = 3000  # 108 cases; minutes on two idle cores, far longer on a loaded machine
-# The whole run is this module's fixture: the first test's time limit must hold it.
+RUN_TIMEOUT_S = 3000  # 108 cases, from the session's start; minutes on two idle cores, far longer on a loaded machine
+# The whole run is this module's fixture: the first test's time limit must hold what is left of it.
 pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 F32_1E8 = 9.99999993922529e-09  # 1e-8 rounded to float32: what the reference sums
 
 
-@pytest.fixture(scope="module")
-def suite_run(tmp_path_factory) -> dict:
-    work = tmp_path_factory.mktemp("numerics")
+def background_run_args(work: Path) -> list[str]:
+    """The run this module checks: started as the session begins, at low priority, on the CPU time the other
+    tests leave idle (tests/background_runs.py), since it judges no timing."""
     shutil.copytree(REPO / "configs", work / "configs")
-    db = f"sqlite:///{work / 'n.db'}"
     # This suite is about the numbers: it asserts no timing figure, so one case's compile may run while another
     # times (`--gate timers_only`; on the CPU `auto` is exclusive, which tests/test_phases.py's smoke run keeps).
     args = ["run", "configs/numerics.yaml", "--preset", "smoke", "--device", "cpu", "--jobs", "2",
-            "--gate", "timers_only", "--db", db]
+            "--gate", "timers_only", "--db", f"sqlite:///{work / 'n.db'}"]
     for b in BACKENDS:
         args += ["--backend", b]
-    proc = bakeoff(*args, cwd=work, check=True, timeout=RUN_TIMEOUT_S)
+    return args
+
+
+@pytest.fixture(scope="module")
+def suite_run() -> dict:
+    work, stdout = background_runs.collect(__name__, RUN_TIMEOUT_S)
+    db = f"sqlite:///{work / 'n.db'}"
     records = json.loads(bakeoff("export", "latest", "--format", "json", "--db", db, cwd=work, check=True).stdout)
     report = work / "r.html"
     bakeoff("report", records[0]["run_id"], "-o", str(report), "--cdn", "--db", db, cwd=work, check=True)
-    return {"stdout": proc.stdout, "records": records, "html": report.read_text()}
+    return {"stdout": stdout, "records": records, "html": report.read_text()}
 
 
 def _by(records, workload, backend=None, dtype=None):

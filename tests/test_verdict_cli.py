@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import bakeoff
+from conftest import SMOKE_GATE, SMOKE_JOBS, bakeoff
 
 CONFIG = """
 name: verdict
@@ -47,8 +47,10 @@ def _run(tmp_path, *args: str) -> dict[str, dict]:
 
 def test_each_wrong_answer_is_a_mismatch_through_the_cli(tmp_path):
     (tmp_path / "verdict.yaml").write_text(CONFIG)
-    got = _run(tmp_path, "--workload", "masked_log", *[f"--backend={b}" for b in (
-        "eager", "correct", "nonfinite_zero", "spike", "wrong_after", "stale_cache")])
+    labels = ("eager", "correct", "nonfinite_zero", "spike", "wrong_after", "stale_cache")
+    # Two slots, as the smoke run (conftest.py): verdicts do not depend on timing.
+    got = _run(tmp_path, "--workload", "masked_log", "--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE,
+               *[f"--backend={b}" for b in labels])
     status = {k: (r["status"], r.get("reason")) for k, r in got.items()}
     assert status["eager"][0] == "ok" and status["correct"][0] == "ok", status
     assert got["correct"]["warm_check"] == "ok" and got["correct"]["post_timing_check"] == "ok"
