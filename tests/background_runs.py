@@ -7,7 +7,8 @@ tests are collected and moves the module's tests to the end of the session, wher
 the run's output (`collect`). The assertions are the same as when the fixture ran it in the foreground.
 
 The run is kept out of the other tests' way:
-- at the lowest CPU priority (nice 19, inherited by its workers): a test's processes take a core first;
+- at the lowest CPU priority (nice 19; the workers carry it to their own sessions' scheduling groups): a
+  test's processes take a core first;
 - with its own temporary folder (its workers' folders, Inductor's headers; no other run's leftover sweep
   sees them), its own timing-gate folder (no foreground case waits for its slow, deprioritized compiles,
   nor it for theirs) and its own Inductor probe folder;
@@ -47,7 +48,7 @@ class BackgroundRun:
         with self.log.open("w") as out:  # a file, not a pipe: nobody reads it until the run has ended
             self.proc = subprocess.Popen(command + self.args, cwd=self.work, env=env, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                         start_new_session=True, preexec_fn=lambda: os.nice(NICE))
+                                         start_new_session=True, preexec_fn=_lowest_priority)
 
     def collect(self, timeout_s: float) -> str:
         """Wait for the run to end; its output. Fails, with the output's tail, if it exited non-zero."""
@@ -68,6 +69,17 @@ class BackgroundRun:
             except ProcessLookupError:
                 pass
             self.proc.wait()
+
+
+def _lowest_priority() -> None:
+    """nice 19 for the process and, under autogroup scheduling, for its new session's group (as its workers
+    do for theirs: bakeoff/harness/run/worker/entry.py, keep_niceness); else the session competes as an equal."""
+    os.nice(NICE)
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(NICE))
+    except OSError:
+        pass
 
 
 _runs: dict[str, BackgroundRun] = {}

@@ -3,7 +3,8 @@
 ``python -m bakeoff.harness.run.worker.entry CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` takes the same arguments as
 `worker.main`. Before anything heavy (importing torch and the compiler is itself a load on the CPU)
 it (1) asks Linux to kill it if the process that started it dies, so an orchestrator killed with SIGKILL
-leaves no worker behind, and (2) joins the gate named in the environment as a shared holder
+leaves no worker behind, (2) gives its own session's scheduling group the nice value it inherited
+(`keep_niceness`), and (3) joins the gate named in the environment as a shared holder
 (harness/gate.py); it holds it until it exits, and exclusively while it times.
 
 ``python -m bakeoff.harness.run.worker.entry --spare READY_FILE`` starts a pre-started worker instead
@@ -32,6 +33,28 @@ def die_with_parent() -> None:
     expected = os.environ.get(ENV_PARENT)
     if expected and os.getppid() != int(expected):  # the parent died before prctl took effect
         os._exit(1)
+
+
+def keep_niceness() -> None:
+    """Carry the nice value this worker inherited to its scheduling group (Linux).
+
+    A worker leads a session of its own (so that its whole process group can be killed), and where the
+    kernel groups processes by session for scheduling (autogroup, the default of most distributions) a new
+    session is a new group at nice 0, which competes with every other session as an equal: the process's
+    inherited nice then only ranks it within its own group. So `nice bakeoff run ...` would leave the
+    workers, which do all the work, at full priority. Giving the group the process's nice value makes a niced
+    run yield the CPU as any niced program does. Never raises a priority; nothing to do at nice 0 or
+    without autogroup."""
+    if not sys.platform.startswith("linux"):
+        return
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice <= 0:
+        return
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:  # a kernel without autogroup: the process's nice value already applies
+        pass
 
 
 def run_case(argv: list[str]) -> int:
@@ -73,6 +96,7 @@ def finish(code: int) -> None:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
+    keep_niceness()
     if argv and argv[0] == "--spare":
         from bakeoff.harness.run.worker.spare import serve
 
