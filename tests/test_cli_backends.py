@@ -2,22 +2,36 @@
 against the fp64 reference, or is skipped with the reason."""
 import json
 import shutil
+from pathlib import Path
 
+import pytest
+
+import background_runs
 from conftest import REPO, SMOKE_GATE, SMOKE_JOBS, bakeoff
 
 BACKENDS = ("xla", "iree", "onnxruntime", "tensorrt")
+RUN_TIMEOUT_S = 1800  # from the session's start: the run waits for the CPU the other tests leave idle
 
 
-def test_smoke_config_on_all_backends(tmp_path):
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
-    db = f"sqlite:///{tmp_path / 'b.db'}"
-    # Two slots, as the smoke run (conftest.py): nothing here judges timing.
-    args = ["run", "configs/smoke.yaml", "--db", db, "-w", "layernorm_gelu", "-w", "attn_block",
-            "--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE]
+def background_run_args(work: Path) -> list[str]:
+    """The run this module checks, started as the session begins at low priority (tests/background_runs.py),
+    with two slots as the smoke run (conftest.py): nothing here judges timing."""
+    shutil.copytree(REPO / "configs", work / "configs")
+    args = ["run", "configs/smoke.yaml", "--db", f"sqlite:///{work / 'b.db'}", "-w", "layernorm_gelu",
+            "-w", "attn_block", "--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE]
     for b in BACKENDS:
         args += ["--backend", b]
-    bakeoff(*args, cwd=tmp_path, check=True)
-    records = json.loads(bakeoff("export", "latest", "--db", db, cwd=tmp_path, check=True).stdout)
+    return args
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    work, _ = background_runs.collect(__name__, RUN_TIMEOUT_S)
+    db = f"sqlite:///{work / 'b.db'}"
+    return json.loads(bakeoff("export", "latest", "--db", db, cwd=work, check=True).stdout)
+
+
+def test_smoke_config_on_all_backends(records):
     by = {(r["workload"], r["backend"]): r for r in records}
     assert len(by) == 2 * len(BACKENDS)
     for (workload, backend), r in by.items():
