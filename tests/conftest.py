@@ -1,4 +1,5 @@
-"""Fixtures shared by the CLI tests: a way to call the real `bakeoff` command, and one smoke run."""
+"""Fixtures shared by the CLI tests: a way to call the real `bakeoff` command, one smoke run, and the hooks
+that start the long background runs (tests/background_runs.py)."""
 from __future__ import annotations
 
 import json
