@@ -1,9 +1,9 @@
 """CLI runs that start as the test session begins, on the CPU time the other tests leave idle.
 
 The suite is CPU-bound on CI's two cores, yet most tests drive one CLI process at a time and leave about a
-core idle. A test module whose fixture is one long `bakeoff run` that judges no timing (the numerics suite, the training steps, the smoke config on the other backends)
-declares `background_run_args(work: Path) -> list[str]`; tests/conftest.py then starts that run once the
-tests are collected and moves the module's tests to the end of the session, where its fixture collects
+core idle. A test module whose fixture is one long `bakeoff run` that judges no timing (the numerics suite,
+the training steps, the smoke config on the other backends) declares `background_run_args(work: Path) ->
+list[str]`; tests/conftest.py then starts that run once the tests are collected and moves the module's tests to the end of the session, where its fixture collects
 the run's output (`collect`). The assertions are the same as when the fixture ran it in the foreground.
 
 The run is kept out of the other tests' way:
@@ -12,7 +12,8 @@ The run is kept out of the other tests' way:
 - with its own temporary folder (its workers' folders, Inductor's headers; no other run's leftover sweep
   sees them), its own timing-gate folder (no foreground case waits for its slow, deprioritized compiles,
   nor it for theirs) and its own Inductor probe folder;
-- in its own process group, killed at the end of the session if it is still running.
+- in its own process group, killed at the end of the session if it is still running (its workers die with
+  their orchestrator: worker/entry.py, die_with_parent).
 A foreground case's record may say that other processes used the CPU during its timing: that is true.
 """
 from __future__ import annotations
