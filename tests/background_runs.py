@@ -4,7 +4,8 @@ The suite is CPU-bound on CI's two cores, yet most tests drive one CLI process a
 core idle. A test module whose fixture is one long `bakeoff run` that judges no timing (the numerics suite,
 the training steps, the smoke config on the other backends) declares `background_run_args(work: Path) ->
 list[str]`; tests/conftest.py then starts that run once the tests are collected and moves the module's
-tests to the end of the session, where its fixture collects the run's output (`collect`). The assertions are the same as when the fixture ran it in the foreground.
+tests to the end of the session, where its fixture collects the run's output (`collect`). The assertions
+are the same as when the fixture ran it in the foreground.
 
 The run is kept out of the other tests' way:
 - at the lowest CPU priority (nice 19; the workers carry it to their own sessions' scheduling groups): a
