@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bakeoff.harness.run.worker.entry import keep_niceness
+
 NICE = 19
 
 
@@ -74,14 +76,9 @@ class BackgroundRun:
 
 
 def _lowest_priority() -> None:
-    """nice 19 for the process and, under autogroup scheduling, for its new session's group (as its workers
-    do for theirs: bakeoff/harness/run/worker/entry.py, keep_niceness); else the session competes as an equal."""
+    """nice 19 for the process and its new session's scheduling group, as its workers carry theirs."""
     os.nice(NICE)
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write(str(NICE))
-    except OSError:
-        pass
+    keep_niceness()
 
 
 _runs: dict[str, BackgroundRun] = {}
