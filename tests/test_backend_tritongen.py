@@ -301,6 +301,7 @@ def _compile_with(graph, pick, dtype):
 _TMA = lambda src, cfg: {**cfg, "TMA": 1} if src.variant == "tma" else cfg  # noqa: E731
 _PTMA = lambda src, cfg: {**cfg, "TMA": 2, "NUM_SMS": 3} if src.variant == "tma" else cfg  # noqa: E731
 _ROWS = lambda src, cfg: {**cfg, "ROWS": 1, "NUM_PROGRAMS": 3} if src.variant == "persistent" else cfg  # noqa: E731
+_S3 = lambda src, cfg: {**cfg, "BLOCK_K": 16, "CHAIN": 2, "SPLIT": 1, "TMA": 1} if src.split else cfg  # noqa: E731
 
 
 @pytest.mark.parametrize("workload, dtype, pick, suffix", [
@@ -310,6 +311,8 @@ _ROWS = lambda src, cfg: {**cfg, "ROWS": 1, "NUM_PROGRAMS": 3} if src.variant ==
     ("gemm_bias_gelu", "float32", _PTMA, "_ptma"), ("mlp_block", "float16", _PTMA, "_ptma"),
     ("layernorm_gelu", "float32", _ROWS, "_rows"), ("rmsnorm", "bfloat16", _ROWS, "_rows"),
     ("softmax", "float32", _ROWS, "_rows"), ("attn_block", "float32", _ROWS, "_rows"),
+    ("gemm_bias_residual", "float32", _S3, "_s3"),    # pre-split 3xTF32: planes through descriptors, CHAIN sums
+    ("mlp_block", "float32", _S3, "_s3"),
 ])
 def test_gpu_kernel_twins_match_reference_under_the_interpreter(workload, dtype, pick, suffix):
     w = builtin_workloads()[workload]
@@ -382,7 +385,7 @@ def test_pruned_search_is_the_head_of_the_wide_one_and_every_twin_is_searched_wi
         wide, pruned = candidates(src, dtype, sms=132), candidates(src, dtype, sms=132, wide=False)
         assert pruned == wide[:PRUNED[src.kernel.kind]] and len(pruned) <= PRUNED[src.kernel.kind] < len(wide) + 1
         assert len({str(c) for c in wide}) == len(wide)
-        fns = {kernel_fn(type("M", (), {n: n for n in (src.fn, src.fn + "_tma", src.fn + "_ptma", src.fn + "_rows")}),
+        fns = {kernel_fn(type("M", (), {src.fn + x: src.fn + x for x in ("", "_tma", "_ptma", "_rows", "_s3")}),
                          src, c) for c in wide}
         assert all(f"def {f}(" in src.text for f in fns)
 
@@ -403,3 +406,76 @@ def test_offline_report_compiles_for_sm90_without_a_gpu(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     line = out.stdout.splitlines()[0]
     assert line.startswith("k0_pointwise") and "regs=" in line and "instr/elem" in line and "FAILED" not in line
+
+
+def _trap_errors(name: str, preset: str, dtype: str = "float32") -> tuple[float, float]:
+    """(tritongen's, eager's) relative L2 error against float64 on the numerics trap `name` at `preset` sizes."""
+    from bakeoff.workloads.traps import numerics_workloads
+
+    w = numerics_workloads()[name]
+    g = bind(w.graph, w.presets[preset], dtype)
+    xs = make_inputs(g, 0, "cpu")
+    ref = lower_torch(bind(w.graph, w.presets[preset], "float64"))(*[x.double() for x in xs])[0]
+    got = _compile(g)(*xs)[0]
+    eager = lower_torch(g)(*xs)[0]
+    rel = lambda out: float((out.double() - ref).norm() / ref.norm())  # noqa: E731
+    return rel(got), rel(eager)
+
+
+def test_long_row_sum_absorbs_no_small_terms():
+    """[1.0, 1e-8 x 65535] rows take the looped form (65536 > max_row_block): a plain running sum per lane kept
+    1.0 in lane 0 and dropped the 1e-8 terms added to it (1e-5 relative, over 100x eager's error); the
+    compensated lanes keep them."""
+    ours, eager = _trap_errors("sum_absorption_large", "smoke")
+    assert ours <= max(2 * eager, 1e-7), (ours, eager)
+
+
+def test_long_softmax_denominator_is_compensated():
+    from bakeoff.backends.tritongen.codegen import generate
+    from bakeoff.backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.source import CodegenTarget
+
+    b = GraphBuilder("softmax_long")
+    g = bind(b.finish([b.softmax(b.input("x", (3, 65536)))]), {}, "float32")
+    plan = fuse(g)
+    assert "l_comp" in generate(plan, plan.kernels[0], CodegenTarget(True, "float32")).text
+    xs = make_inputs(g, 3, "cpu")
+    ref = torch.softmax(xs[0].double(), -1)
+    got = _compile(g)(*xs)[0].double()
+    assert float((got - ref).norm() / ref.norm()) < 1e-6
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's inf - inf inside the interpreter (where() drops it)
+def test_split_planes_hold_tf32_parts_that_sum_to_the_operand():
+    """The pre-split twin's split launches: hi is x rounded to nearest TF32 (low 13 bits clear), lo the rest
+    rounded again, so hi + lo is x to about 2^-22; B is written transposed (K contiguous); infinities keep lo 0."""
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen.configs import launches
+    from bakeoff.backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.tune import cache_dir, load_kernels
+
+    b = GraphBuilder("mm")
+    x, w = b.input("x", (37, 70)), b.input("w", (70, 45))
+    g = bind(b.finish([b.matmul(x, w)]), {}, "float32")
+    plan = fuse(g)
+    from bakeoff.backends.tritongen.source import CodegenTarget
+
+    src = generate_all(plan, CodegenTarget(True, "float32", tma=True))[0]
+    assert src.split and src.split["kp"] == 72 and "_s3" in src.text
+    module = load_kernels([src], cache_dir())[0]
+    xs = make_inputs(g, 2, "cpu")
+    xs[0][0, :3] = torch.tensor([float("inf"), -float("inf"), 1.0 + 2.0 ** -20])
+    tensors = {"in_x": xs[0], "in_w": xs[1]}
+    tensors.update({name: torch.full(shape, float("nan")) for name, shape in src.scratch()})
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4, "num_warps": 4, "num_stages": 1,
+           "CHAIN": 1, "SPLIT": 1, "TMA": 1}
+    for fn, grid, params, kwargs in launches(src, cfg)[:2]:
+        getattr(module, fn)[grid](*[tensors[p] for p in params], **kwargs)
+    for operand, hi, lo in ((xs[0], "k0_matmul_ahi", "k0_matmul_alo"), (xs[1].T, "k0_matmul_bhi", "k0_matmul_blo")):
+        h, l = tensors[hi][:, :70], tensors[lo][:, :70]
+        assert (h.view(torch.int32) & 0x1FFF).eq(0).all() and (l.view(torch.int32) & 0x1FFF).eq(0).all()
+        finite = torch.isfinite(operand)
+        assert torch.equal(h[~finite], operand[~finite]) and l[~finite].eq(0).all()
+        exact = operand.double()[finite]
+        assert ((h.double()[finite] + l.double()[finite] - exact).abs() <= 2.0 ** -21 * exact.abs()).all()
+    assert tensors["k0_matmul_ahi"][0, 2] == 1.0 and tensors["k0_matmul_alo"][0, 2] == 2.0 ** -20

@@ -4,6 +4,13 @@ Tiles BLOCK_M x BLOCK_N over K in BLOCK_K steps with `tl.dot` (fp32 accumulation
 groups of GROUP_M tile rows so neighbouring programs share A and B tiles in L2. Ragged M/N edges wrap the
 load indices (no load masks) and mask the store; a ragged K masks the last step (EVEN_K says it is not).
 Batch dims fold into M when B has none and A's rows are evenly strided; otherwise axis 1 of the grid walks them.
+
+float32 on the GPU also gets a pre-split 3xTF32 twin (`_s3`): two pointwise launches split A
+and B^T once into TF32 hi/lo planes (x = hi + lo, each rounded to nearest), row-major with K contiguous, which is
+the K-major layout TF32 wgmma wants for both operands; the matmul then loads the four tiles through TMA and runs
+three TF32 dots per K step, the small products first (lo*hi, hi*lo, hi*hi), into a partial sum that starts from
+zero every CHAIN K steps and is added to the float32 accumulator in registers (the tensor cores' accumulation
+truncates). Relative error per product about 2^-21, against 2^-11 for plain TF32.
 """
 from __future__ import annotations
 
@@ -50,11 +57,30 @@ def _tma_ok(plan: Plan, o: dict) -> bool:
             and (b.strides[-2] * size) % 16 == 0 and (a.offset * size) % 16 == 0 and (b.offset * size) % 16 == 0)
 
 
-def _mainloop(o: dict, target: CodegenTarget, i64: str, tma: bool) -> list[str]:
-    """The K loop: pointer loads (wrapped M/N edges, masked ragged K) or TMA descriptor loads (zero-filled edges)."""
+def _mainloop(o: dict, target: CodegenTarget, i64: str, tma: bool, split: bool = False) -> list[str]:
+    """The K loop: pointer loads (wrapped M/N edges, masked ragged K), TMA descriptor loads (zero-filled edges), or
+    the pre-split planes' four tiles through TMA and three TF32 dots (`split`)."""
     a, b, m, n, k = o["a"], o["b"], o["m"], o["n"], o["k"]
     kw = target.dot_kwargs("matmul")
     dot = f"        acc = tl.dot({target.dot_operand('a')}, {target.dot_operand('b')}, acc{kw})"
+    if split:  # the tensor cores' own accumulation truncates (measured: 35x SGEMM's error when all of K went
+        # into one wgmma accumulator), so each CHAIN K steps start from zero and are added in float32 registers
+        tf32 = '' if target.interpret else ', input_precision="tf32"'
+        return [
+            "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            f"    for kk in range(0, tl.cdiv({k}, BLOCK_K * CHAIN)):",
+            "        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "        for j in tl.static_range(CHAIN):",
+            "            kc = (kk * CHAIN + j) * BLOCK_K",
+            "            ah = ahi_desc.load([pid_m * BLOCK_M, kc])",
+            "            al = alo_desc.load([pid_m * BLOCK_M, kc])",
+            "            bh = bhi_desc.load([pid_n * BLOCK_N, kc])",
+            "            bl = blo_desc.load([pid_n * BLOCK_N, kc])",
+            f"            part = tl.dot(al, tl.trans(bh), part{tf32})  # small products first",
+            f"            part = tl.dot(ah, tl.trans(bl), part{tf32})",
+            f"            part = tl.dot(ah, tl.trans(bh), part{tf32})",
+            "        acc += part  # float32 add, rounded to nearest",
+        ]
     if tma:
         return [
             "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
@@ -162,27 +188,38 @@ def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str, descs: dict | None 
 
 
 _MODES = {"": "pointer loads", "_tma": "TMA loads (and TMA epilogue tiles where layouts allow)",
-          "_ptma": "TMA loads, persistent over NUM_SMS programs"}
+          "_ptma": "TMA loads, persistent over NUM_SMS programs",
+          "_s3": "3xTF32 on pre-split TF32 hi/lo planes through TMA (and TMA epilogue tiles where layouts allow)"}
 
 
 def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: str) -> list[str]:
-    """One jit function: mode '' (pointer loads), '_tma' (TMA descriptors) or '_ptma' (persistent + TMA)."""
+    """One jit function: mode '' (pointer loads), '_tma' (TMA descriptors), '_ptma' (persistent + TMA) or '_s3'
+    (pre-split 3xTF32 through TMA)."""
     m, n, k = o["m"], o["n"], o["k"]
     a, b = o["a"], o["b"]
     i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
     persistent = mode == "_ptma"
+    split = mode == "_s3"
+    params = kernel.buffers() + (tuple(f"{kernel.name}_{w}" for w in ("ahi", "alo", "bhi", "blo")) if split else ())
     lines = [
         "@triton.jit",
-        f"def {kernel.name}{mode}({', '.join(kernel.buffers())}, BLOCK_M: tl.constexpr, "
+        f"def {kernel.name}{mode}({', '.join(params)}, BLOCK_M: tl.constexpr, "
         "BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr"
-        + (", NUM_SMS: tl.constexpr):" if persistent else "):"),
+        + (", CHAIN: tl.constexpr" if split else "") + (", NUM_SMS: tl.constexpr):" if persistent else "):"),
         f'    """Matmul {o["nb"]} x ({m} x {k}) @ ({k} x {n}) + epilogue, {_MODES[mode]}; '
         f'one {"loop step" if persistent else "program"} = one BLOCK_M x BLOCK_N tile."""',
         f"    num_pid_m = tl.cdiv({m}, BLOCK_M)",
         f"    num_pid_n = tl.cdiv({n}, BLOCK_N)",
         "    num_pid_in_group = GROUP_M * num_pid_n",
     ]
-    if mode:
+    if split:  # the planes are contiguous (m x kp and n x kp); kp pads K to 16-byte rows
+        kp = _padded_k(k)
+        lines += [f"    {w}_desc = tl.make_tensor_descriptor({kernel.name}_{w}, shape=[{rows}, {k}], strides=[{kp}, 1], "
+                  f"block_shape=[{blk}, BLOCK_K])" for w, rows, blk in
+                  (("ahi", m, "BLOCK_M"), ("alo", m, "BLOCK_M"), ("bhi", n, "BLOCK_N"), ("blo", n, "BLOCK_N"))]
+        descs = _epilogue_descs(plan, kernel, o) if mode == "_s3" else {}
+        lines += list(descs.values())
+    elif mode:
         lines += [
             f"    a_desc = tl.make_tensor_descriptor({a.buffer} + {o['a_off']}, shape=[{m}, {k}], "
             f"strides=[{o['sam']}, 1], block_shape=[BLOCK_M, BLOCK_K])",
@@ -203,7 +240,7 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
         "    pid_n = (pid % num_pid_in_group) // group_size_m",
         "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        *_mainloop(o, target, i64, bool(mode)),
+        *_mainloop(o, target, i64, bool(mode), split),
         *_epilogue(plan, kernel, o, i64, descs),
     ]
     if persistent:  # flatten: the next tile's loads can start while this tile's epilogue runs
@@ -215,13 +252,52 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
     return lines
 
 
+def _padded_k(k) -> int:
+    """K rounded up to 4 float32 elements: TMA wants 16-byte-aligned row strides."""
+    return -(-int(k) // 4) * 4
+
+
+def _split_function(plan: Plan, kernel: Kernel, o: dict, which: str, i64: str) -> list[str]:
+    """`<name>_split_a` (A, m x k) or `<name>_split_b` (B^T, n x k): each element into its TF32 hi and lo parts,
+    written row-major with K contiguous (rows padded to kp); reads the operand through its strides."""
+    a, b, m, n, k = o["a"], o["b"], o["m"], o["n"], o["k"]
+    kp = _padded_k(k)
+    if which == "a":
+        src, rows, what = a.buffer, m, "A"
+        at = f"{a.buffer} + {o['a_off']} + r * {o['sam']} + c * {a.strides[-1]}"
+    else:
+        src, rows, what = b.buffer, n, "B^T"
+        at = f"{b.buffer} + {o['b_off']} + c * {b.strides[-2]} + r * {b.strides[-1]}"
+    hi, lo = (f"{kernel.name}_{which}{w}" for w in ("hi", "lo"))
+    return [
+        "@triton.jit",
+        f"def {kernel.name}_split_{which}({src}, {hi}, {lo}, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):",
+        f'    """{what} ({rows} x {k}) into TF32 parts hi + lo (each rounded to nearest), row-major, rows of {kp}."""',
+        f"    r = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)){i64}[:, None]",
+        f"    c = (tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)){i64}[None, :]",
+        f"    mask = (r < {rows}) & (c < {k})",
+        f"    x = tl.load({at}, mask=mask, other=0.0).to(tl.float32)",
+        "    h = _tf32(x)",
+        f"    tl.store({hi} + r * {kp} + c, h, mask=mask)",
+        f"    tl.store({lo} + r * {kp} + c, tl.where(h == x, 0.0, _tf32(x - h)), mask=mask)  # inf: lo 0, not NaN",
+    ]
+
+
 def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     o = _operands(plan, kernel)
     tma = target.tma and _tma_ok(plan, o)
+    split = target.split_tf32("matmul") and o["nb"] == 1
     lines = _function(plan, kernel, target, o, "")
     if tma:
         for mode in ("_tma", "_ptma"):
             lines += ["", ""] + _function(plan, kernel, target, o, mode)
+    if split:
+        i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
+        for which in ("a", "b"):
+            lines += ["", ""] + _split_function(plan, kernel, o, which, i64)
+        lines += ["", ""] + _function(plan, kernel, target, o, "_s3")
     text = header(f"matmul kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     sizes = {"m": o["m"], "n": o["n"], "k": o["k"], "batch": o["nb"]}
-    return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, "tma" if tma else "")
+    info = ({"a": o["a"].buffer, "b": o["b"].buffer, "m": o["m"], "n": o["n"], "k": o["k"], "kp": _padded_k(o["k"])}
+            if split else None)
+    return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, "tma" if tma else "", split=info)

@@ -6,7 +6,10 @@ row blocks: per-column operands (LayerNorm's weight and bias) are loaded and con
 next row block's loads are issued before this one is reduced, so loads stay in flight while rows are finished. Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone
 from the inputs (re-reads hit L2), then a last loop that computes and stores the full-width outputs; softmax's
 max and sum(exp(y - max)) share one online loop (running max, rescaled running sum).
-Reductions accumulate in float32 whatever the input dtype.
+Reductions accumulate in float32 whatever the input dtype. The looped form's running sums are compensated
+(Kahan): each lane's sum over many column chunks keeps what a plain add would drop, so a long row absorbs no
+small terms (one large term and many small ones lost them all in a plain per-lane sum); the lanes then meet in
+Triton's tree reduction.
 """
 from __future__ import annotations
 
@@ -165,19 +168,25 @@ def _online_pairs(g: Graph, kernel: Kernel) -> dict[int, int]:
 
 
 def _online_loop(row: _Row, mid: int, sid: int, y: int, loop: list[str], cone: list[str]) -> list[str]:
-    """One pass for max(y) and sum(exp(y - max)): a running max and a sum rescaled when the max grows."""
+    """One pass for max(y) and sum(exp(y - max)): a running max and a compensated (Kahan) running sum of the
+    blocks' sums, both rescaled when the max grows."""
     ind = "        "
     return [
         f'    m_run{mid} = tl.full([BLOCK_M, 1], -float("inf"), tl.float32)',
         f"    l_run{sid} = tl.zeros([BLOCK_M, 1], dtype=tl.float32)",
+        f"    l_comp{sid} = tl.zeros([BLOCK_M, 1], dtype=tl.float32)",
         *loop, *cone,
         f'{ind}y = tl.where(cmask, v{y}, -float("inf"))',
         f"{ind}m_new = tl.maximum(m_run{mid}, tl.max(y, axis=1, keep_dims=True))",
         f'{ind}m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows all -inf so far: no NaN',
-        f"{ind}l_run{sid} = l_run{sid} * _exp(m_run{mid} - m_safe) + tl.sum(_exp(y - m_safe), axis=1, keep_dims=True)",
+        f"{ind}alpha = _exp(m_run{mid} - m_safe)",
+        f"{ind}old = l_run{sid} * alpha",
+        f"{ind}part = tl.sum(_exp(y - m_safe), axis=1, keep_dims=True) - l_comp{sid} * alpha",
+        f"{ind}l_run{sid} = old + part",
+        f"{ind}l_comp{sid} = (l_run{sid} - old) - part  # what the add dropped",
         f"{ind}m_run{mid} = m_new",
         f"    v{mid} = m_run{mid}",
-        f"    v{sid} = l_run{sid}",
+        f"    v{sid} = l_run{sid} - l_comp{sid}",
     ]
 
 
@@ -208,14 +217,20 @@ def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
         x = n.inputs[0]
         acc = f"acc{nid}"
         lines.append(f"    {acc} = tl.full([BLOCK_M, BLOCK_N], {_REDUCE_INIT[n.op]}, tl.float32)")
+        comp = f"comp{nid}"
+        if n.op != "max":
+            lines.append(f"    {comp} = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)")
         lines += loop + cone_lines([x])
         if n.op == "max":
             lines.append(f'{ind}{acc} = tl.maximum({acc}, tl.where(cmask, v{x}, -float("inf")))')
             lines.append(f"    v{nid} = tl.max({acc}, axis=1, keep_dims=True)")
-        else:
-            lines.append(f"{ind}{acc} += tl.where(cmask, v{x}, 0.0)")
+        else:  # compensated (Kahan) running sums per lane: a lane's sum over many blocks absorbs nothing
+            lines += [f"{ind}y = tl.where(cmask, v{x}, 0.0) - {comp}",
+                      f"{ind}t = {acc} + y",
+                      f"{ind}{comp} = (t - {acc}) - y  # what the add dropped",
+                      f"{ind}{acc} = t"]
             scale = f" / {float(row.n)!r}" if n.op == "mean" else ""
-            lines.append(f"    v{nid} = tl.sum({acc}, axis=1, keep_dims=True){scale}")
+            lines.append(f"    v{nid} = tl.sum({acc} - {comp}, axis=1, keep_dims=True){scale}")
     lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores if row.is_stat(nid)]
     full = [(nid, v) for nid, v in kernel.stores if not row.is_stat(nid)]
     if full:

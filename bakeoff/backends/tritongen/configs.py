@@ -76,6 +76,8 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
                if m <= max(64, _pow2(s["m"])) and n <= max(64, _pow2(s["n"])) and k <= max(32, _pow2(s["k"]))]
         big = [c for c in out if c["BLOCK_M"] * c["BLOCK_N"] >= 128 * 128]
         out = (big if s["m"] * s["n"] >= 2048 * 2048 and big else out)[:2]
+        if src.split:  # float32: the pre-split 3xTF32 twins first, then the SIMT pointer kernel, then the rest
+            return _split_tiles(src) + out[:1] + _tma_twins(src, dtype, device, sms, out[1:])
         if src.variant == "tma":  # 16-bit: persistent TMA first (it won on the H200), pointers, then the rest;
             sms = sms or _sm_count(device)  # float32: pointers first (TMA lost there)
             ptma = [{**c, "TMA": 2, "NUM_SMS": sms} for c in out[:2]]
@@ -83,6 +85,32 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
             out = ([out[0], ptma[0]] if dtype == "float32" else [ptma[0], out[0]]) + ptma[1:] + out[1:] + tma
         return out or [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
     return _attention(src, dtype)
+
+
+def _tma_twins(src: KernelSource, dtype: str, device: str, sms: int | None, rest: list[Config]) -> list[Config]:
+    """`rest` (pointer configs) and, where the matmul has TMA twins, their persistent and plain TMA forms."""
+    if src.variant != "tma" or not rest:
+        return rest
+    sms = sms or _sm_count(device)
+    return rest + [{**rest[0], "TMA": 2, "NUM_SMS": sms}, {**rest[0], "TMA": 1}]
+
+
+# The pre-split twin's tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, CHAIN): four float32 tiles a K step in
+# shared memory, (2 * BM + 2 * BN) * BK * 4 bytes a stage, within ~227 KB on an H100/H200; an accumulator and a
+# CHAIN partial sum in registers. Persistent forms ran 1.7x slower on the H200 and are not generated. Order: the
+# H200's fastest at 8192^3 first (10.8 ms; the next three within 1.5%; CHAIN 1-4 gave the same error there).
+_SPLIT_TILES = ((128, 128, 32, 8, 3, 1), (128, 128, 16, 4, 4, 2), (64, 128, 32, 4, 4, 1), (128, 128, 32, 8, 2, 1),
+                (64, 64, 32, 4, 3, 1))
+
+
+def _split_tiles(src: KernelSource) -> list[Config]:
+    """The pre-split 3xTF32 twin's configs (SPLIT=1, TMA=1), trimmed to the problem."""
+    s = src.sizes
+    out = [{"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "num_warps": w, "num_stages": st, "CHAIN": ch,
+            "SPLIT": 1, "TMA": 1} for m, n, k, w, st, ch in _SPLIT_TILES
+           if m <= max(64, _pow2(s["m"])) and n <= max(64, _pow2(s["n"])) and k * ch <= max(16, _pow2(s["k"]))]
+    big = [c for c in out if c["BLOCK_M"] * c["BLOCK_N"] >= 128 * 128]
+    return (big if s["m"] * s["n"] >= 2048 * 2048 and big else out) or out[-1:]
 
 
 def _attention(src: KernelSource, dtype: str) -> list[Config]:
@@ -125,17 +153,51 @@ def _grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
 def constexprs(src: KernelSource, cfg: Config) -> dict[str, int]:
     """The keyword arguments of a launch: constexprs (block sizes, derived flags; no num_warps/num_stages) and
     the source's runtime integer arguments (`src.runtime`: a sweep's swept dim)."""
-    out = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages", "TMA", "ROWS")}
+    out = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages", "TMA", "ROWS", "SPLIT")}
     if src.kernel.kind == "matmul":
         out["EVEN_K"] = bool(src.sizes["k"] % cfg["BLOCK_K"] == 0)
-    return {**out, **{name: int(value) for name, value in src.runtime.items()}}
+    return {**out, **_runtime(src)}
+
+
+def _runtime(src: KernelSource) -> dict[str, int]:
+    return {name: int(value) for name, value in src.runtime.items()}
+
+
+def suffix(cfg: Config) -> str:
+    """The name suffix of the jit function `cfg` picks: '' (the template), `_tma`/`_ptma` (TMA, persistent TMA),
+    `_s3` (pre-split 3xTF32) or `_rows` (row loop)."""
+    if cfg.get("ROWS"):
+        return "_rows"
+    if cfg.get("SPLIT"):
+        return "_s3"
+    return {0: "", 1: "_tma", 2: "_ptma"}[cfg.get("TMA", 0)]
 
 
 def kernel_fn(module: object, src: KernelSource, cfg: Config):
-    """The jit function `cfg` launches: the template's, its TMA twin (TMA=1, persistent TMA=2) or its row-loop
-    twin (ROWS=1)."""
-    suffix = "_rows" if cfg.get("ROWS") else {0: "", 1: "_tma", 2: "_ptma"}[cfg.get("TMA", 0)]
-    return getattr(module, src.fn + suffix)
+    """The jit function `cfg` launches last (the kernel itself; a pre-split twin's split launches come first)."""
+    return getattr(module, src.fn + suffix(cfg))
+
+
+_SPLIT_BLOCK = {"BLOCK_R": 64, "BLOCK_C": 64, "num_warps": 4, "num_stages": 1}
+
+
+def launches(src: KernelSource, cfg: Config) -> list[tuple[str, tuple[int, ...], tuple[str, ...], dict[str, int]]]:
+    """Every launch `cfg` makes, in order: (jit function name, grid, pointer parameters, keyword arguments with
+    num_warps and num_stages). A pre-split config (SPLIT=1) splits A and B^T into their TF32 planes first."""
+    main = (src.fn + suffix(cfg), grid(src, cfg), src.params,
+            {**constexprs(src, cfg), "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+    if not cfg.get("SPLIT"):
+        return [main]
+    s, planes = src.split, [name for name, _ in src.scratch()]
+    tiles = lambda rows: (_cdiv(int(rows), 64), _cdiv(int(s["k"]), 64))  # noqa: E731
+    return [(f"{src.fn}_split_a", tiles(s["m"]), (s["a"], *planes[:2]), {**_SPLIT_BLOCK, **_runtime(src)}),
+            (f"{src.fn}_split_b", tiles(s["n"]), (s["b"], *planes[2:]), {**_SPLIT_BLOCK, **_runtime(src)}),
+            (main[0], main[1], src.params + tuple(planes), main[3])]
+
+
+def scratch(sources, configs) -> list[tuple[str, tuple[int, int]]]:
+    """(name, shape) of the float32 buffers the chosen configs' launches write beside the plan's buffers."""
+    return [b for src, cfg in zip(sources, configs) if cfg.get("SPLIT") for b in src.scratch()]
 
 
 def _sm_count(device: str = "cuda") -> int:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 from bakeoff.backends.base import Compiled, CompileInfo
 
 from bakeoff.backends.tritongen.source import KernelSource
-from bakeoff.backends.tritongen.configs import Config, constexprs, grid, kernel_fn
+from bakeoff.backends.tritongen.configs import Config, launches
 from bakeoff.backends.tritongen.kernel_plan import Plan
 
 
@@ -26,17 +26,17 @@ class Step:
 
 
 def build_steps(sources: Sequence[KernelSource], modules: Sequence[Any], configs: Sequence[Config]) -> list[Step]:
-    """One launch per kernel, in plan order, under its chosen config."""
-    return [Step(kernel_fn(mod, src, cfg), grid(src, cfg), src.params,
-                 {**constexprs(src, cfg), "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
-            for src, mod, cfg in zip(sources, modules, configs)]
+    """Every kernel's launches, in plan order, under its chosen config (one each; a pre-split float32 matmul
+    splits its operands first)."""
+    return [Step(getattr(mod, fn), grid, params, kwargs)
+            for src, mod, cfg in zip(sources, modules, configs) for fn, grid, params, kwargs in launches(src, cfg)]
 
 
 class TritonGenCompiled(Compiled):
     """The executable: a plan's buffers and kernel launches."""
 
     def __init__(self, plan: Plan, steps: list[Step], device: str, info: CompileInfo,
-                 artifacts: dict[str, Any]) -> None:
+                 artifacts: dict[str, Any], scratch: Sequence[tuple[str, tuple[int, ...]]] = ()) -> None:
         import torch
 
         from bakeoff.workloads.lower_torch import TORCH_DTYPES
@@ -46,6 +46,7 @@ class TritonGenCompiled(Compiled):
         self._inputs = [(b.name, b.index) for b in plan.buffers if b.role == "input"]
         ints = lambda xs: tuple(int(x) for x in xs)  # noqa: E731 (a sweep's SymDims as plain ints)
         self._allocs = [(b.name, ints(b.shape), TORCH_DTYPES[b.dtype]) for b in plan.buffers if b.role != "input"]
+        self._allocs += [(name, ints(shape), torch.float32) for name, shape in scratch]  # split operand planes
         self._outs = [(v.buffer, ints(v.shape), ints(v.strides), int(v.offset)) for v in plan.outputs]
         self._torch = torch
 

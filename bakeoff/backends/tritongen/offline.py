@@ -30,14 +30,15 @@ def compile_offline(module: Any, src: Any, cfg: dict, plan: Any, arch: int = 90)
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from bakeoff.backends.tritongen.configs import constexprs, kernel_fn
+    from bakeoff.backends.tritongen.configs import launches
 
-    fn = kernel_fn(module, src, cfg)
-    consts = constexprs(src, cfg)
-    sig = {p: _PTR[plan.buffer(p).dtype] for p in src.params} | {k: "constexpr" for k in consts}
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(src.params))}
-    ast = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
-    opts = {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+    name, _, params, kwargs = launches(src, cfg)[-1]  # the kernel itself (a pre-split twin's split is pointwise)
+    consts = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
+    planes = {name: "*fp32" for name, _ in src.scratch()}
+    sig = {p: planes.get(p) or _PTR[plan.buffer(p).dtype] for p in params} | {k: "constexpr" for k in consts}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(params))}
+    ast = ASTSource(getattr(module, name), sig, constexprs=consts, attrs=attrs)
+    opts = {"num_warps": kwargs["num_warps"], "num_stages": kwargs["num_stages"]}
     return triton.compile(ast, target=GPUTarget("cuda", arch, 32), options=opts)
 
 

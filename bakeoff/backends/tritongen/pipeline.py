@@ -12,6 +12,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.tritongen import artifacts, tune
 from bakeoff.backends.tritongen.codegen import generate_all
+from bakeoff.backends.tritongen.configs import scratch
 from bakeoff.backends.tritongen.source import CodegenTarget
 from bakeoff.backends.tritongen.fusion import fuse
 from bakeoff.backends.tritongen.launcher import TritonGenCompiled, build_steps
@@ -37,8 +38,9 @@ def compile_graph(graph: Graph, device: str, target: CodegenTarget, search: bool
     sources = t("codegen", generate_all, plan, target)                                # 2. source per kernel
     modules, configs, hit, log, compiled = tuned_kernels(t, plan, sources, device, target, search, device_name)
     steps = build_steps(sources, modules, configs)                                    # 4. the launcher
-    info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log))
-    return TritonGenCompiled(plan, steps, device, info, artifacts.collect(plan, sources, configs, compiled, log))
+    info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log, configs))
+    return TritonGenCompiled(plan, steps, device, info, artifacts.collect(plan, sources, configs, compiled, log),
+                             scratch(sources, configs))
 
 
 def tuned_kernels(t: "Stages", plan: Any, sources: list, device: str, target: CodegenTarget, search: bool,
@@ -56,18 +58,39 @@ def tuned_kernels(t: "Stages", plan: Any, sources: list, device: str, target: Co
     return modules, configs, hit, log, compiled
 
 
-def _notes(plan, target: CodegenTarget, device_name: str, log: list[str]) -> list[str]:
+_PRECISION = {"tf32x3": "3xTF32 split, float32 accuracy", "ieee": "SIMT float32",
+              "tf32": "plain TF32: 10-bit mantissa products, below float32 accuracy"}
+
+
+def _dot_notes(plan, target: CodegenTarget, configs) -> str | None:
+    """How float32 products ran, per kernel kind, from the chosen configs: a matmul whose config picked the
+    pre-split twin ran 3xTF32 on split operand planes, the others at the kind's input_precision."""
+    kinds = sorted({k.kind for k in plan.kernels} & {"matmul", "attention"})
+    if target.dtype != "float32" or not kinds:
+        return None
+    if target.interpret:
+        return "float32 dots: full float32 (interpreter)"
+    parts = []
+    for kind in kinds:
+        cfgs = [c for k, c in zip(plan.kernels, configs or [{}] * len(plan.kernels)) if k.kind == kind]
+        split = sum(1 for c in cfgs if c.get("SPLIT"))
+        if split:
+            parts.append(f"{kind} 3xTF32 on operands pre-split into TF32 hi/lo planes (float32 accuracy) in {split} "
+                         f"of {len(cfgs)} kernels")
+        if split < len(cfgs):
+            p = target.fp32_precision(kind)
+            parts.append(f"{kind} input_precision={p} ({_PRECISION[p]})")
+    return "float32 dots: " + "; ".join(parts)
+
+
+def _notes(plan, target: CodegenTarget, device_name: str, log: list[str], configs=None) -> list[str]:
     """Short facts for the record; per-candidate tuning times stay in the artifacts."""
     notes = [f"{len(plan.kernels)} kernels", "Triton interpreter" if target.interpret else device_name]
     if target.interpret and target.dtype == "bfloat16":
         notes.append("bf16 dot operands upcast to fp32 (Triton's interpreter multiplies bf16 as raw bits)")
-    kinds = sorted({k.kind for k in plan.kernels} & {"matmul", "attention"})
-    if target.dtype == "float32" and kinds:
-        what = {"tf32x3": "3xTF32 split, float32 accuracy", "ieee": "SIMT float32",
-                "tf32": "plain TF32: 10-bit mantissa products, below float32 accuracy"}
-        notes.append("float32 dots: full float32 (interpreter)" if target.interpret else "float32 dots: " + "; ".join(
-            f"{kind} input_precision={target.fp32_precision(kind)} ({what[target.fp32_precision(kind)]})"
-            for kind in kinds))
+    dots = _dot_notes(plan, target, configs)
+    if dots:
+        notes.append(dots)
     if not target.interpret:
         notes.append(f"config search: {target.search}")
     timed = [line for line in log if line.startswith("tune ")]

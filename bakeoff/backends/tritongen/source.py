@@ -31,6 +31,15 @@ def _exp(x):
 
 
 @triton.jit
+def _tf32(x):
+    """x rounded to the nearest TF32 value (10-bit mantissa, ties away from zero as cvt.rna.tf32.f32): half the
+    dropped range added to the float32 bit pattern, then its low 13 bits cleared. Infinities stay infinite; a NaN
+    may come out infinite, and then x - _tf32(x) is NaN, so a NaN still reaches the product."""
+    u = x.to(tl.uint32, bitcast=True)
+    return ((u + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _erf(x):
     """erf in float32, branch-free: x * P(x^2) / Q(x^2) on x clamped to [-4, 4] (|error| < 5e-7, the rational
     approximation Eigen and XLA use); about half the instructions of libdevice's erff."""
@@ -72,7 +81,7 @@ _EXP2_INTERP = ("tl.exp2(x)", "tl.exp2 (the interpreter runs no PTX)")
 
 
 def header(what: str, target: "CodegenTarget") -> str:
-    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_exp`, `_erf`, `_gelu_erf` helpers
+    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_exp`, `_tf32`, `_erf`, `_gelu_erf` helpers
     templates call."""
     body, doc = _RCP_INTERP if target.interpret else _RCP_GPU
     ebody, edoc = _EXP2_INTERP if target.interpret else _EXP2_GPU
@@ -103,6 +112,12 @@ class CodegenTarget:
             return self.fp32_dot
         return "tf32x3" if kind == "attention" else "ieee"
 
+    def split_tf32(self, kind: str) -> bool:
+        """Whether float32 `kind` kernels also get the pre-split 3xTF32 twin (GPU with TMA: A and B^T split once
+        into TF32 hi/lo planes, three TF32 wgmma per K step straight from shared memory, float32 accuracy);
+        under "auto" and "tf32x3", for matmul."""
+        return self.dtype == "float32" and self.tma and kind == "matmul" and self.fp32_dot in ("auto", "tf32x3")
+
     def dot_kwargs(self, kind: str) -> str:
         """Keyword text for tl.dot in a `kind` kernel: float32 operands on the GPU get `fp32_precision(kind)`."""
         if self.dtype != "float32" or self.interpret:
@@ -122,6 +137,17 @@ class KernelSource:
     variant: str = ""
     # runtime integer arguments the jit functions take by keyword (a shape sweep's swept dim: symdim.py)
     runtime: dict[str, int] = field(default_factory=dict)
+    # a matmul's pre-split 3xTF32 twin: {"a": A's buffer, "b": B's buffer, "m", "n", "k", "kp": padded K}; the
+    # twin's launches split A into `<fn>_ahi/_alo` (m x kp) and B^T into `<fn>_bhi/_blo` (n x kp) first
+    split: dict | None = None
+
+    def scratch(self) -> tuple[tuple[str, tuple[int, int]], ...]:
+        """(name, shape) of the float32 buffers the pre-split twin's launches write (empty without a twin)."""
+        if not self.split:
+            return ()
+        s = self.split
+        return tuple((f"{self.fn}_{w}", (int(s[r]), int(s["kp"]))) for w, r in
+                     (("ahi", "m"), ("alo", "m"), ("bhi", "n"), ("blo", "n")))
 
 
 def wide(plan: Plan, kernel: Kernel) -> bool:

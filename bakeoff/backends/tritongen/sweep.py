@@ -28,6 +28,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.tritongen import artifacts
 from bakeoff.backends.tritongen.codegen import generate_all
+from bakeoff.backends.tritongen.configs import scratch
 from bakeoff.backends.tritongen.fusion import fuse
 from bakeoff.backends.tritongen.launcher import TritonGenCompiled, build_steps
 from bakeoff.backends.tritongen.pipeline import Stages, tuned_kernels
@@ -114,7 +115,7 @@ class TritonGenSweepServer(SweepServer):
         steps = build_steps(sources, modules, configs)
         notes = self.notes + ([] if fresh else [f"source set {key} reused (generated at an earlier value)"])
         info = CompileInfo(stages_s=stages, cache_hit=hit if fresh else None, notes=notes)
-        return TritonGenCompiled(plan, steps, self.device, info, arts)
+        return TritonGenCompiled(plan, steps, self.device, info, arts, scratch(sources, configs))
 
     def _count_from(self, modules: list) -> None:
         """Note the compiled kernels already cached in newly loaded modules, before the config search compiles."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bakeoff.backends.tritongen.source import KernelSource
-from bakeoff.backends.tritongen.configs import Config, candidates, constexprs, fixed, grid, kernel_fn
+from bakeoff.backends.tritongen.configs import Config, candidates, fixed, launches
 from bakeoff.backends.tritongen.kernel_plan import Plan
 
 CACHE_ENV = "BAKEOFF_TRITONGEN_CACHE_DIR"
@@ -86,10 +86,12 @@ def set_tma_allocator(device: str) -> None:
 
 
 def launch(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, Any]) -> Any:
-    """One launch of `src` under `cfg` on named buffers; returns Triton's compiled kernel (None interpreted)."""
-    args = [tensors[p] for p in src.params]
-    return kernel_fn(module, src, cfg)[grid(src, cfg)](*args, **constexprs(src, cfg), num_warps=cfg["num_warps"],
-                              num_stages=cfg["num_stages"])
+    """The launches of `src` under `cfg` on named buffers (a pre-split config: its split launches, then the
+    matmul); returns the last one's compiled kernel (None interpreted)."""
+    out = None
+    for fn, grid, params, kwargs in launches(src, cfg):
+        out = getattr(module, fn)[grid](*[tensors[p] for p in params], **kwargs)
+    return out
 
 
 def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any], dtype: str,
@@ -106,13 +108,15 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
     from bakeoff.backends.base import device_work
     from bakeoff.workloads.lower_torch import TORCH_DTYPES
 
-    if any(s.variant == "tma" for s in sources):
+    if any(s.variant == "tma" or s.split for s in sources):
         set_tma_allocator(device)
     with device_work():
         gen = torch.Generator(device=device)
         gen.manual_seed(0)
         tensors = {b.name: torch.randn(b.shape, generator=gen, device=device, dtype=torch.float32)
                    .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}
+        tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
+                        for s in sources for name, shape in s.scratch()})
     chosen, notes = [], []
     seen: dict[tuple, Config] = {}  # same kind and sizes (e.g. the Q, K, V projections): one search
     for src, module in zip(sources, modules):
@@ -134,7 +138,7 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
         with device_work():
             for cfg in cfgs:
                 try:
-                    ms = do_bench(lambda: launch(module, src, cfg, tensors), warmup=5, rep=20, return_mode="median")
+                    ms = _median_ms(do_bench, lambda: launch(module, src, cfg, tensors))
                 except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
                     notes.append(_failed(src, cfg, exc))
                     continue
@@ -150,16 +154,31 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
     return chosen, notes
 
 
+SEARCH_REP_MS, SEARCH_MIN_RUNS = 20, 5
+
+
+def _median_ms(do_bench: Any, fn: Any) -> float:
+    """Median ms of `fn` over at least SEARCH_MIN_RUNS timed runs: do_bench fits its repeats into `rep` ms, so a
+    kernel longer than rep / SEARCH_MIN_RUNS is timed again with a longer window (a 25 ms matmul otherwise gets
+    one sample)."""
+    ms = do_bench(fn, warmup=5, rep=SEARCH_REP_MS, return_mode="median")
+    if ms * SEARCH_MIN_RUNS > SEARCH_REP_MS:
+        ms = do_bench(fn, warmup=0, rep=int(ms * SEARCH_MIN_RUNS) + 1, return_mode="median")
+    return ms
+
+
 def _failed(src: KernelSource, cfg: Config, exc: Exception) -> str:
     return f"{src.fn}: config {cfg} failed: {type(exc).__name__}: {str(exc)[:120]}"
 
 
 def precompile(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, Any]) -> Any:
-    """Compile `src` under `cfg` for the buffers `tensors` without launching it (Triton's warmup, with the
-    same arguments as `launch`, so the launch that follows finds it in Triton's cache)."""
-    args = [tensors[p] for p in src.params]
-    return kernel_fn(module, src, cfg).warmup(*args, grid=grid(src, cfg), **constexprs(src, cfg),
-                                              num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    """Compile `src`'s launches under `cfg` for the buffers `tensors` without launching them (Triton's warmup,
+    with the same arguments as `launch`, so the launches that follow find them in Triton's cache); returns the
+    last one's CompiledKernel."""
+    out = None
+    for fn, grid, params, kwargs in launches(src, cfg):
+        out = getattr(module, fn).warmup(*[tensors[p] for p in params], grid=grid, **kwargs)
+    return out
 
 
 def choose_configs(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any], dtype: str,
@@ -189,7 +208,7 @@ def compile_winners(plan: Plan, sources: Sequence[KernelSource], modules: Sequen
         set_tma_allocator(device)
     out = []
     for src, module, cfg in zip(sources, modules, configs):
-        dtypes = [TORCH_DTYPES[plan.buffer(p).dtype] for p in src.params]
-        out.append(kernel_fn(module, src, cfg).warmup(*dtypes, grid=grid(src, cfg), **constexprs(src, cfg), num_warps=cfg["num_warps"],
-                             num_stages=cfg["num_stages"]))
+        dtypes = {p: TORCH_DTYPES[plan.buffer(p).dtype] for p in src.params}
+        dtypes.update({name: TORCH_DTYPES["float32"] for name, _ in src.scratch()})
+        out.append(precompile(module, src, cfg, dtypes))
     return out
