@@ -302,6 +302,7 @@ _TMA = lambda src, cfg: {**cfg, "TMA": 1} if src.variant == "tma" else cfg  # no
 _PTMA = lambda src, cfg: {**cfg, "TMA": 2, "NUM_SMS": 3} if src.variant == "tma" else cfg  # noqa: E731
 _ROWS = lambda src, cfg: {**cfg, "ROWS": 1, "NUM_PROGRAMS": 3} if src.variant == "persistent" else cfg  # noqa: E731
 _S3 = lambda src, cfg: {**cfg, "BLOCK_K": 16, "CHAIN": 2, "SPLIT": 1, "TMA": 1} if src.split else cfg  # noqa: E731
+_S3A = lambda src, cfg: {**cfg, "SPLIT": 1} if src.split and src.kernel.kind == "attention" else cfg  # noqa: E731
 
 
 @pytest.mark.parametrize("workload, dtype, pick, suffix", [
@@ -313,6 +314,8 @@ _S3 = lambda src, cfg: {**cfg, "BLOCK_K": 16, "CHAIN": 2, "SPLIT": 1, "TMA": 1} 
     ("softmax", "float32", _ROWS, "_rows"), ("attn_block", "float32", _ROWS, "_rows"),
     ("gemm_bias_residual", "float32", _S3, "_s3"),    # pre-split 3xTF32: planes through descriptors, CHAIN sums
     ("mlp_block", "float32", _S3, "_s3"),
+    ("attention", "float32", _S3A, "_s3"),            # Q, K, V^T planes through per-head descriptors, P split
+    ("attn_block", "float32", _S3A, "_s3"),
 ])
 def test_gpu_kernel_twins_match_reference_under_the_interpreter(workload, dtype, pick, suffix):
     w = builtin_workloads()[workload]
@@ -461,7 +464,7 @@ def test_split_planes_hold_tf32_parts_that_sum_to_the_operand():
     from bakeoff.backends.tritongen.source import CodegenTarget
 
     src = generate_all(plan, CodegenTarget(True, "float32", tma=True))[0]
-    assert src.split and src.split["kp"] == 72 and "_s3" in src.text
+    assert src.scratch()[0][1] == (37, 72) and "_s3" in src.text
     module = load_kernels([src], cache_dir())[0]
     xs = make_inputs(g, 2, "cpu")
     xs[0][0, :3] = torch.tensor([float("inf"), -float("inf"), 1.0 + 2.0 ** -20])

@@ -3,10 +3,10 @@
 Triton is imported lazily: this package imports without it. On the CPU kernels run in Triton's interpreter,
 which needs TRITON_INTERPRET=1 in the environment before compile (read at compile time, not import time).
 Options: `TritonGenOptions` below (`bakeoff list backends --options`). fp32_dot says how float32 matmul and
-attention products run on the GPU: tf32x3 splits each operand into two TF32 parts on the tensor cores and
-keeps float32 accuracy, ieee is SIMT float32, tf32 is faster and less accurate; auto = tf32x3 for attention,
-ieee for matmul, the faster float32-accurate choice of each on the H200 (the record's notes name what each
-kernel kind used). search: "pruned" (the few configs per kernel kind that won on the H200) or "wide" (the
+attention products run on the GPU: auto and tf32x3 split the operands once into TF32 hi/lo planes and run three
+TF32 products on the tensor cores at float32 accuracy (searched first; Triton's in-kernel tf32x3 for attention
+and SIMT float32 for matmul are the fallbacks the search also times), ieee is SIMT float32 only, tf32 is plain
+TF32, faster and less accurate (the record's notes name what each kernel kind used). search: "pruned" (the few configs per kernel kind that won on the H200) or "wide" (the
 whole space, slower to compile); winners are cached either way.
 """
 from __future__ import annotations
@@ -34,8 +34,9 @@ class TritonGenOptions(BackendOptions):
     matmul_tma: bool = Field(True, description="GPU: also try matmul and attention tiles loaded through TMA "
                                                "descriptors")
     fp32_dot: Literal["auto", "tf32x3", "ieee", "tf32"] = Field(
-        "auto", description="float32 matmul/attention products on the GPU: tf32x3 (float32-accurate), ieee "
-                            "(SIMT), tf32 (faster, less accurate), auto (tf32x3 attention, ieee matmul)")
+        "auto", description="float32 matmul/attention products on the GPU: auto or tf32x3 (3xTF32 on operands "
+                            "pre-split into TF32 planes, float32-accurate), ieee (SIMT), tf32 (plain TF32: faster, "
+                            "less accurate)")
     search: Literal["pruned", "wide"] = Field("pruned", description="config search: the few winners per kernel "
                                                                     "kind (pruned) or the whole space (wide)")
 

@@ -20,6 +20,7 @@ from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarge
 from bakeoff.backends.tritongen.codegen_pointwise import pointwise_arg
 from bakeoff.backends.tritongen.exprs import pointwise_expr
 from bakeoff.backends.tritongen.indexing import linear_offset, merge_dims, row_col_offset
+from bakeoff.backends.tritongen.codegen_split import Planes, padded, split_info
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
 from bakeoff.backends.tritongen.views import broadcast_view
 from bakeoff.backends.tritongen.symdim import dims
@@ -213,7 +214,7 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
         "    num_pid_in_group = GROUP_M * num_pid_n",
     ]
     if split:  # the planes are contiguous (m x kp and n x kp); kp pads K to 16-byte rows
-        kp = _padded_k(k)
+        kp = padded(k)
         lines += [f"    {w}_desc = tl.make_tensor_descriptor({kernel.name}_{w}, shape=[{rows}, {k}], strides=[{kp}, 1], "
                   f"block_shape=[{blk}, BLOCK_K])" for w, rows, blk in
                   (("ahi", m, "BLOCK_M"), ("alo", m, "BLOCK_M"), ("bhi", n, "BLOCK_N"), ("blo", n, "BLOCK_N"))]
@@ -252,52 +253,31 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
     return lines
 
 
-def _padded_k(k) -> int:
-    """K rounded up to 4 float32 elements: TMA wants 16-byte-aligned row strides."""
-    return -(-int(k) // 4) * 4
-
-
-def _split_function(plan: Plan, kernel: Kernel, o: dict, which: str, i64: str) -> list[str]:
-    """`<name>_split_a` (A, m x k) or `<name>_split_b` (B^T, n x k): each element into its TF32 hi and lo parts,
-    written row-major with K contiguous (rows padded to kp); reads the operand through its strides."""
+def _planes(kernel: Kernel, o: dict) -> list[Planes]:
+    """A (m x k) and B^T (n x k), read through their strides, as TF32 planes."""
     a, b, m, n, k = o["a"], o["b"], o["m"], o["n"], o["k"]
-    kp = _padded_k(k)
-    if which == "a":
-        src, rows, what = a.buffer, m, "A"
-        at = f"{a.buffer} + {o['a_off']} + r * {o['sam']} + c * {a.strides[-1]}"
-    else:
-        src, rows, what = b.buffer, n, "B^T"
-        at = f"{b.buffer} + {o['b_off']} + c * {b.strides[-2]} + r * {b.strides[-1]}"
-    hi, lo = (f"{kernel.name}_{which}{w}" for w in ("hi", "lo"))
-    return [
-        "@triton.jit",
-        f"def {kernel.name}_split_{which}({src}, {hi}, {lo}, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):",
-        f'    """{what} ({rows} x {k}) into TF32 parts hi + lo (each rounded to nearest), row-major, rows of {kp}."""',
-        f"    r = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)){i64}[:, None]",
-        f"    c = (tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)){i64}[None, :]",
-        f"    mask = (r < {rows}) & (c < {k})",
-        f"    x = tl.load({at}, mask=mask, other=0.0).to(tl.float32)",
-        "    h = _tf32(x)",
-        f"    tl.store({hi} + r * {kp} + c, h, mask=mask)",
-        f"    tl.store({lo} + r * {kp} + c, tl.where(h == x, 0.0, _tf32(x - h)), mask=mask)  # inf: lo 0, not NaN",
-    ]
+    return [Planes(f"{kernel.name}_a", a.buffer, f"{a.buffer} + {o['a_off']} + r * {o['sam']} + c * {a.strides[-1]}",
+                   1, m, k, "A"),
+            Planes(f"{kernel.name}_b", b.buffer, f"{b.buffer} + {o['b_off']} + c * {b.strides[-2]} + r * {b.strides[-1]}",
+                   1, n, k, "B^T")]
 
 
 def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     o = _operands(plan, kernel)
     tma = target.tma and _tma_ok(plan, o)
-    split = target.split_tf32("matmul") and o["nb"] == 1
+    split = target.split_tf32() and o["nb"] == 1
     lines = _function(plan, kernel, target, o, "")
     if tma:
         for mode in ("_tma", "_ptma"):
             lines += ["", ""] + _function(plan, kernel, target, o, mode)
+    info = None
     if split:
         i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
-        for which in ("a", "b"):
-            lines += ["", ""] + _split_function(plan, kernel, o, which, i64)
+        planes = _planes(kernel, o)
+        info = split_info(kernel.name, planes)
+        for p, (fn, _, _) in zip(planes, info["launches"]):
+            lines += ["", ""] + p.function(fn, i64)
         lines += ["", ""] + _function(plan, kernel, target, o, "_s3")
     text = header(f"matmul kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     sizes = {"m": o["m"], "n": o["n"], "k": o["k"], "batch": o["nb"]}
-    info = ({"a": o["a"].buffer, "b": o["b"].buffer, "m": o["m"], "n": o["n"], "k": o["k"], "kp": _padded_k(o["k"])}
-            if split else None)
     return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, "tma" if tma else "", split=info)

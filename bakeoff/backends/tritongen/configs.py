@@ -4,6 +4,7 @@ A config is a dict of the kernel's constexpr block sizes plus `num_warps` and `n
 """
 from __future__ import annotations
 
+from bakeoff.backends.tritongen.codegen_split import BLOCK
 from bakeoff.backends.tritongen.source import KernelSource
 
 Config = dict[str, int]
@@ -113,6 +114,11 @@ def _split_tiles(src: KernelSource) -> list[Config]:
     return (big if s["m"] * s["n"] >= 2048 * 2048 and big else out) or out[-1:]
 
 
+# The pre-split attention twin's tiles (BLOCK_M, BLOCK_N, warps, stages): Q's two planes stay in shared memory
+# (BM x d x 8 bytes) beside each stage's four K and V^T tiles (BN x d x 16 bytes), within ~227 KB at d = 128.
+_SPLIT_ATTENTION = ((64, 32, 4, 2), (64, 16, 4, 3), (128, 32, 8, 1))  # sm_90 offline: no spills in the first two
+
+
 def _attention(src: KernelSource, dtype: str) -> list[Config]:
     """Flash-attention tiles: 128-row query blocks over 8 warps (two wgmma warpgroups) for 16-bit inputs; float32
     (three TF32 products per dot under tf32x3, whose split operands take registers) gets 64-row blocks.
@@ -124,6 +130,9 @@ def _attention(src: KernelSource, dtype: str) -> list[Config]:
     out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st} for m, n, w, st in tiles
            if m <= max(16, _pow2(s["sq"]))]
     out = (out[:3] if s["sq"] >= 1024 else out) or [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}]
+    if src.split:  # float32: the pre-split 3xTF32 twin first, then Triton's in-kernel tf32x3
+        return [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st, "SPLIT": 1}
+                for m, n, w, st in _SPLIT_ATTENTION if m <= max(16, _pow2(s["sq"]))] + out
     if src.variant == "tma":  # TMA won for float32 (64 x 32 tiles) and lost for 16-bit inputs on the H200
         tma = [{**c, "TMA": 1} for c in out[:2]]
         out = tma[:1] + out[:1] + tma[1:] + out[1:] if dtype == "float32" else out[:2] + tma + out[2:]
@@ -178,21 +187,16 @@ def kernel_fn(module: object, src: KernelSource, cfg: Config):
     return getattr(module, src.fn + suffix(cfg))
 
 
-_SPLIT_BLOCK = {"BLOCK_R": 64, "BLOCK_C": 64, "num_warps": 4, "num_stages": 1}
-
-
 def launches(src: KernelSource, cfg: Config) -> list[tuple[str, tuple[int, ...], tuple[str, ...], dict[str, int]]]:
     """Every launch `cfg` makes, in order: (jit function name, grid, pointer parameters, keyword arguments with
-    num_warps and num_stages). A pre-split config (SPLIT=1) splits A and B^T into their TF32 planes first."""
-    main = (src.fn + suffix(cfg), grid(src, cfg), src.params,
-            {**constexprs(src, cfg), "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+    num_warps and num_stages). A pre-split config (SPLIT=1) first splits the operands into their TF32 planes."""
+    kwargs = {**constexprs(src, cfg), "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
     if not cfg.get("SPLIT"):
-        return [main]
-    s, planes = src.split, [name for name, _ in src.scratch()]
-    tiles = lambda rows: (_cdiv(int(rows), 64), _cdiv(int(s["k"]), 64))  # noqa: E731
-    return [(f"{src.fn}_split_a", tiles(s["m"]), (s["a"], *planes[:2]), {**_SPLIT_BLOCK, **_runtime(src)}),
-            (f"{src.fn}_split_b", tiles(s["n"]), (s["b"], *planes[2:]), {**_SPLIT_BLOCK, **_runtime(src)}),
-            (main[0], main[1], src.params + tuple(planes), main[3])]
+        return [(src.fn + suffix(cfg), grid(src, cfg), src.params, kwargs)]
+    split = {"BLOCK_R": BLOCK, "BLOCK_C": BLOCK, "num_warps": 4, "num_stages": 1, **_runtime(src)}
+    planes = tuple(name for name, _ in src.scratch())
+    return ([(fn, tuple(g), tuple(params), split) for fn, g, params in src.split["launches"]]
+            + [(src.fn + suffix(cfg), grid(src, cfg), src.params + planes, kwargs)])
 
 
 def scratch(sources, configs) -> list[tuple[str, tuple[int, int]]]:

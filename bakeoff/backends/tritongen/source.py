@@ -104,19 +104,19 @@ class CodegenTarget:
         return f"{expr}.to(tl.float32)" if self.interpret and self.dtype == "bfloat16" else expr
 
     def fp32_precision(self, kind: str) -> str:
-        """The input_precision of float32 dots in a `kind` kernel. "auto" takes the faster of the two that keep
-        float32 accuracy, as measured on the H200: tf32x3 (three TF32 products of split operands) for attention,
-        ieee (SIMT float32) for matmul, where Triton's tf32x3 re-splits the operands every K step and ran slower
-        than ieee. Plain tf32 (Triton's default) misses the float32 tolerance: only when asked."""
+        """The input_precision of float32 dots in a `kind` kernel's template (the pre-split twins, `split_tf32`,
+        come first in the search under "auto"). "auto": tf32x3 (three TF32 products of split operands) for
+        attention, ieee (SIMT float32) for matmul, where Triton's tf32x3 re-splits the operands every K step and
+        ran slower than ieee. Plain tf32 (Triton's default) misses the float32 tolerance: only when asked."""
         if self.fp32_dot != "auto":
             return self.fp32_dot
         return "tf32x3" if kind == "attention" else "ieee"
 
-    def split_tf32(self, kind: str) -> bool:
-        """Whether float32 `kind` kernels also get the pre-split 3xTF32 twin (GPU with TMA: A and B^T split once
-        into TF32 hi/lo planes, three TF32 wgmma per K step straight from shared memory, float32 accuracy);
-        under "auto" and "tf32x3", for matmul."""
-        return self.dtype == "float32" and self.tma and kind == "matmul" and self.fp32_dot in ("auto", "tf32x3")
+    def split_tf32(self) -> bool:
+        """Whether float32 matmul and attention kernels also get the pre-split 3xTF32 twin (GPU with TMA: operands
+        split once into TF32 hi/lo planes, three TF32 wgmma per product straight from shared memory, float32
+        accuracy); under "auto" and "tf32x3"."""
+        return self.dtype == "float32" and self.tma and self.fp32_dot in ("auto", "tf32x3")
 
     def dot_kwargs(self, kind: str) -> str:
         """Keyword text for tl.dot in a `kind` kernel: float32 operands on the GPU get `fp32_precision(kind)`."""
@@ -137,17 +137,13 @@ class KernelSource:
     variant: str = ""
     # runtime integer arguments the jit functions take by keyword (a shape sweep's swept dim: symdim.py)
     runtime: dict[str, int] = field(default_factory=dict)
-    # a matmul's pre-split 3xTF32 twin: {"a": A's buffer, "b": B's buffer, "m", "n", "k", "kp": padded K}; the
-    # twin's launches split A into `<fn>_ahi/_alo` (m x kp) and B^T into `<fn>_bhi/_blo` (n x kp) first
+    # a pre-split 3xTF32 twin's split (codegen_split.split_info): {"launches": [(function, grid, params)],
+    # "planes": [(name, shape)]}; the twin's config (SPLIT=1) runs those launches first
     split: dict | None = None
 
     def scratch(self) -> tuple[tuple[str, tuple[int, int]], ...]:
-        """(name, shape) of the float32 buffers the pre-split twin's launches write (empty without a twin)."""
-        if not self.split:
-            return ()
-        s = self.split
-        return tuple((f"{self.fn}_{w}", (int(s[r]), int(s["kp"]))) for w, r in
-                     (("ahi", "m"), ("alo", "m"), ("bhi", "n"), ("blo", "n")))
+        """(name, shape) of the float32 planes the pre-split twin's launches write (empty without a twin)."""
+        return tuple((name, tuple(shape)) for name, shape in self.split["planes"]) if self.split else ()
 
 
 def wide(plan: Plan, kernel: Kernel) -> bool:
