@@ -84,6 +84,7 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
             ptma = [{**c, "TMA": 2, "NUM_SMS": sms} for c in out[:2]]
             tma = [{**c, "TMA": 1} for c in out[:2]]
             out = ([out[0], ptma[0]] if dtype == "float32" else [ptma[0], out[0]]) + ptma[1:] + out[1:] + tma
+            out = [c for c in out if not (s.get("long_k") and c.get("TMA") == 2)]  # no persistent twin then
         return out or [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
     return _attention(src, dtype)
 
@@ -92,6 +93,8 @@ def _tma_twins(src: KernelSource, dtype: str, device: str, sms: int | None, rest
     """`rest` (pointer configs) and, where the matmul has TMA twins, their persistent and plain TMA forms."""
     if src.variant != "tma" or not rest:
         return rest
+    if src.sizes.get("long_k"):
+        return rest + [{**rest[0], "TMA": 1}]
     sms = sms or _sm_count(device)
     return rest + [{**rest[0], "TMA": 2, "NUM_SMS": sms}, {**rest[0], "TMA": 1}]
 
