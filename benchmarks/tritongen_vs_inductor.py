@@ -9,9 +9,12 @@ device-to-device copy (bytes read + written), torch.mm 8192^3 and F.scaled_dot_p
 8x32x4096x128, default backend) in each dtype, eager's settings (no TF32 for float32).
 
     PYTHONUNBUFFERED=1 python benchmarks/tritongen_vs_inductor.py [--dtypes bfloat16 float32] [--workloads a b]
-        [--options '{"search": "wide"}'] [--wide-dtypes bfloat16] [--budget-s 240]
+        [--options '{"search": "wide"}'] [--wide-dtypes bfloat16] [--budget-s 240] [--paired DB_URL]
 
-Prints one table (targets from issue 12, misses marked), writes JSON to $OUT/tritongen_vs_inductor<tag>.json.
+Prints one table (targets beside, misses marked), writes JSON to $OUT/tritongen_vs_inductor<tag>.json.
+`--paired DB_URL`: also print bakeoff's own paired speedups (each backend timed interleaved with eager in its
+case) from the newest run in that store, e.g. one of `bakeoff run configs/h200.yaml --backend eager --backend
+inductor --backend tritongen` in the same dtypes: tritongen and Inductor over eager, and their ratio.
 """
 from __future__ import annotations
 
@@ -42,8 +45,8 @@ from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 
 DTYPES = ("bfloat16", "float16", "float32")
 SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-# issue 12's targets: fraction of copy bandwidth per memory-bound workload; GEMM vs torch.mm; attention vs
-# F.sdpa; blocks vs Inductor; everywhere at least as fast as Inductor and eager; float32 err ratio <= 2
+# targets: fraction of copy bandwidth per memory-bound workload; GEMM vs torch.mm; attention vs F.sdpa; blocks vs
+# Inductor; everywhere at least as fast as Inductor and eager; float32 err ratio <= 2
 COPY_TARGET = {"layernorm_gelu": 0.90, "rmsnorm": 0.92, "softmax": 0.92, "softmax_large": 0.92}
 ELEMENTWISE_TARGET, GEMM_TARGET, ATTN_TARGET, BLOCK_TARGET = 0.95, 1.0, 1.0, 1.15
 GEOMEAN_TARGET, ERR_RATIO_MAX = 1.3, 2.0
@@ -220,7 +223,12 @@ def main() -> None:
     ap.add_argument("--wide-dtypes", nargs="*", default=[], help="dtypes searched with search=wide (tune logs)")
     ap.add_argument("--budget-s", type=float, default=1e9, help="start no new case after this many seconds")
     ap.add_argument("--tag", default="", help="suffix of the JSON file name")
+    ap.add_argument("--paired", default=None, help="a bakeoff store URL: print its newest run's paired speedups")
+    ap.add_argument("--paired-only", action="store_true", help="with --paired: print that table and exit")
     args = ap.parse_args()
+    if args.paired_only:
+        paired_report(args.paired)
+        return
     t_start = time.perf_counter()
     options = json.loads(args.options)
     import triton
@@ -257,6 +265,39 @@ def main() -> None:
             print(f"  {r['workload']:18} {SHORT[r['dtype']]} {k:13} {cfg} regs={v.get('n_regs')} "
                   f"spills={v.get('n_spills')} wgmma={v.get('ptx_wgmma')}")
     report(recs, ceil)
+    if args.paired:
+        paired_report(args.paired, {(r["workload"], r["dtype"]): r for r in recs if "error" not in r})
+
+
+def paired_report(url: str, dobench: dict | None = None) -> None:
+    """bakeoff's paired speedups from the newest run in store `url`: per workload and dtype, tritongen's and
+    Inductor's speedup over eager (each timed interleaved with eager in its own case), their ratio, the headline
+    quality, and beside them this script's do_bench ratio where it measured the same case."""
+    import pandas as pd
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url)
+    run = pd.read_sql_query("select run_id from runs order by started_at desc limit 1", engine)["run_id"][0]
+    cols = "workload, dtype, backend, status, speedup_vs_eager, details"
+    df = pd.read_sql_query(f"select {cols} from records where run_id = '{run}'", engine)
+    df["quality"] = [json.loads(d).get("measurement_quality") if isinstance(d, str) else None for d in df["details"]]
+    print(f"\nbakeoff paired speedups over eager, run {run} ({url})")
+    print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>6} {'do_bench':>8}  quality")
+    ratios: dict[str, list[float]] = {}
+    for (w, d), g in df.groupby(["workload", "dtype"], sort=False):
+        by = {row.backend: row for row in g.itertuples()}
+        tg, ind = by.get("tritongen"), by.get("inductor")
+        if tg is None or ind is None or tg.status != "ok" or ind.status != "ok":
+            print(f"{w:18} {SHORT.get(d, d):4} {'-':>8} {'-':>9} {'-':>6} {'':>8}  "
+                  f"tritongen {getattr(tg, 'status', None)}, inductor {getattr(ind, 'status', None)}")
+            continue
+        ratio = tg.speedup_vs_eager / ind.speedup_vs_eager
+        ratios.setdefault(d, []).append(ratio)
+        db = (dobench or {}).get((w, d))
+        print(f"{w:18} {SHORT.get(d, d):4} {tg.speedup_vs_eager:8.2f} {ind.speedup_vs_eager:9.2f} {ratio:6.2f} "
+              f"{db['vs_inductor'] if db else float('nan'):8.2f}  {tg.quality}/{ind.quality}")
+    for d, xs in ratios.items():
+        print(f"paired geomean tritongen / Inductor {SHORT.get(d, d)}: {geomean(xs):.3f} over {len(xs)}")
 
 
 def save(tag: str, env: dict, ceil: dict, recs: list[dict]) -> None:
