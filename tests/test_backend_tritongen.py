@@ -484,18 +484,25 @@ def test_split_planes_hold_tf32_parts_that_sum_to_the_operand():
     assert tensors["k0_matmul_ahi"][0, 2] == 1.0 and tensors["k0_matmul_alo"][0, 2] == 2.0 ** -20
 
 
-def test_long_k_matmul_sums_chunks_from_zero():
-    """K over LONG_K: the K loop runs in chunks, each summed from zero and added in float32 (the tensor cores'
-    accumulation truncates over a long K); the result still matches float64 at smoke sizes (K = 16384 + 64)."""
+def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
+    """Few output tiles and a long K: split-K configs come first (K over SLICE_K is always split), the partial
+    kernel writes SPLIT_K float32 tiles and the epilogue kernel adds them and runs bias + GELU; forced under the
+    interpreter at smoke sizes it matches float64."""
+    from bakeoff.backends.tritongen import target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
-    from bakeoff.backends.tritongen.codegen_matmul import CHUNK_K, LONG_K
+    from bakeoff.backends.tritongen.codegen_splitk import SLICE_K
+    from bakeoff.backends.tritongen.configs import candidates, launches
     from bakeoff.backends.tritongen.fusion import fuse
-    from bakeoff.backends.tritongen.source import CodegenTarget
 
     b = GraphBuilder("mm_long_k")
-    g = bind(b.finish([b.matmul(b.input("x", (8, LONG_K + 64)), b.input("w", (LONG_K + 64, 8)))]), {}, "float32")
-    text = generate_all(fuse(g), CodegenTarget(True, "float32", tma=True))[0].text
-    assert f"range(0, tl.cdiv({LONG_K + 64}, BLOCK_K), {CHUNK_K} // BLOCK_K)" in text and "acc += part" in text
-    assert "def k0_matmul_ptma" not in text
+    x, w, bias = b.input("x", (40, SLICE_K + 96)), b.input("w", (SLICE_K + 96, 24)), b.input("b", (24,))
+    g = bind(b.finish([b.gelu(b.add(b.matmul(x, w), bias))]), {}, "float32")
+    gpu = generate_all(fuse(g), target_from_options({}, False, "bfloat16"))[0]
+    first = candidates(gpu, "bfloat16", sms=132)[0]
+    assert first["SPLIT_K"] >= 2 and [f for f, *_ in launches(gpu, first)] == ["k0_matmul_skp", "k0_matmul_ske"]
+    compiled = _compile_with(g, lambda src, cfg: {**cfg, "SPLIT_K": 3} if src.kernel.kind == "matmul" else cfg,
+                             "float32")
+    launched = [s.fn.fn.__name__ if hasattr(s.fn, "fn") else str(s.fn) for s in compiled.steps]
+    assert launched == ["k0_matmul_skp", "k0_matmul_ske"], launched
     xs = make_inputs(g, 3, "cpu")
-    assert _rel_l2_vs_fp64(g, _compile(g)(*xs), xs) < 1e-6
+    assert _rel_l2_vs_fp64(g, compiled(*xs), xs) < 1e-6

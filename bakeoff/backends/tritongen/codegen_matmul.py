@@ -20,6 +20,7 @@ from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarge
 from bakeoff.backends.tritongen.codegen_pointwise import pointwise_arg
 from bakeoff.backends.tritongen.exprs import pointwise_expr
 from bakeoff.backends.tritongen.indexing import linear_offset, merge_dims, row_col_offset
+from bakeoff.backends.tritongen import codegen_splitk
 from bakeoff.backends.tritongen.codegen_split import Planes, padded, split_info
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
 from bakeoff.backends.tritongen.views import broadcast_view
@@ -83,14 +84,14 @@ def _mainloop(o: dict, target: CodegenTarget, i64: str, tma: bool, split: bool =
             "        acc += part  # float32 add, rounded to nearest",
         ]
     if tma:
-        return _chunked(k, [
+        return [
             "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
             f"    for kk in range(0, tl.cdiv({k}, BLOCK_K)):",
             "        a = a_desc.load([pid_m * BLOCK_M, kk * BLOCK_K])",
             "        b = b_desc.load([kk * BLOCK_K, pid_n * BLOCK_N])",
             dot,
-        ])
-    return _chunked(k, [
+        ]
+    return [
         f"    offs_am = (offs_m % {m}){i64}",
         f"    offs_bn = (offs_n % {n}){i64}",
         "    offs_k = tl.arange(0, BLOCK_K)",
@@ -107,38 +108,7 @@ def _mainloop(o: dict, target: CodegenTarget, i64: str, tma: bool, split: bool =
         dot,
         f"        a_ptrs += BLOCK_K * {a.strides[-1]}",
         f"        b_ptrs += BLOCK_K * {b.strides[-2]}",
-    ])
-
-
-LONG_K = 16384  # K above this: the K loop sums in chunks of CHUNK_K, each from zero, added in float32
-CHUNK_K = 4096
-
-
-def long_k(k) -> bool:
-    return int(k) > LONG_K
-
-
-def _into_part(line: str) -> str:
-    """A K-loop line with the dot accumulating into `part` instead of `acc`."""
-    if "tl.dot(" not in line:
-        return line
-    return line.replace("acc = tl.dot(", "part = tl.dot(").replace(", acc)", ", part)").replace(", acc,", ", part,")
-
-
-def _chunked(k, lines: list[str]) -> list[str]:
-    """The K loop as written, or for a long K (`long_k`) the same steps in chunks of CHUNK_K: each chunk's
-    products are summed by the tensor cores from zero and added to the accumulator in float32 registers. Their
-    own accumulation truncates, so a running sum over 65536 16-bit products carried twice eager's error."""
-    if not long_k(k):
-        return lines
-    loop = next(i for i, line in enumerate(lines) if line.startswith("    for kk in range("))
-    steps = f"tl.cdiv({k}, BLOCK_K)"
-    return (lines[:loop]
-            + [f"    for k0 in range(0, {steps}, {CHUNK_K} // BLOCK_K):  # chunks of {CHUNK_K} along K",
-               "        part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-               f"        for kk in range(k0, tl.minimum(k0 + {CHUNK_K} // BLOCK_K, {steps})):"]
-            + ["    " + _into_part(line) for line in lines[loop + 1:]]
-            + ["        acc += part  # float32 add, rounded to nearest"])
+    ]
 
 
 def _tile_rows_stride(plan: Plan, view, rows_shape: tuple[int, ...], o: dict) -> int | None:
@@ -219,6 +189,15 @@ def _epilogue(plan: Plan, kernel: Kernel, o: dict, i64: str, descs: dict | None 
     return lines
 
 
+# program id -> this program's output tile (pid_m, pid_n), grouped by GROUP_M tile rows; offs_m, offs_n
+TILE = ["    group_id = pid // num_pid_in_group",
+        "    first_pid_m = group_id * GROUP_M",
+        "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+        "    pid_n = (pid % num_pid_in_group) // group_size_m",
+        "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)"]
+
 _MODES = {"": "pointer loads", "_tma": "TMA loads (and TMA epilogue tiles where layouts allow)",
           "_ptma": "TMA loads, persistent over NUM_SMS programs",
           "_s3": "3xTF32 on pre-split TF32 hi/lo planes through TMA (and TMA epilogue tiles where layouts allow)"}
@@ -265,13 +244,7 @@ def _function(plan: Plan, kernel: Kernel, target: CodegenTarget, o: dict, mode: 
     else:
         descs = {}
     body = [
-        "    group_id = pid // num_pid_in_group",
-        "    first_pid_m = group_id * GROUP_M",
-        "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
-        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
-        "    pid_n = (pid % num_pid_in_group) // group_size_m",
-        "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        *TILE,
         *_mainloop(o, target, i64, bool(mode), split),
         *_epilogue(plan, kernel, o, i64, descs),
     ]
@@ -298,9 +271,12 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     tma = target.tma and _tma_ok(plan, o)
     split = target.split_tf32() and o["nb"] == 1
     lines = _function(plan, kernel, target, o, "")
-    if tma:  # no persistent twin for a long K: its tile loop would hold the chunk loop inside the K loop
-        for mode in ("_tma",) if long_k(o["k"]) else ("_tma", "_ptma"):
+    if tma:
+        for mode in ("_tma", "_ptma"):
             lines += ["", ""] + _function(plan, kernel, target, o, mode)
+    if o["nb"] == 1:  # split-K: partial sums over K slices, then the epilogue kernel adds them
+        i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
+        lines += ["", ""] + codegen_splitk.functions(kernel, target, o, TILE, _epilogue(plan, kernel, o, i64), i64)
     info = None
     if split:
         i64 = ".to(tl.int64)" if wide(plan, kernel) else ""
@@ -310,5 +286,5 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
             lines += ["", ""] + p.function(fn, i64)
         lines += ["", ""] + _function(plan, kernel, target, o, "_s3")
     text = header(f"matmul kernel {kernel.name}", target) + "\n".join(lines) + "\n"
-    sizes = {"m": o["m"], "n": o["n"], "k": o["k"], "batch": o["nb"], "long_k": int(long_k(o["k"]))}
+    sizes = {"m": o["m"], "n": o["n"], "k": o["k"], "batch": o["nb"], "splitk": int(o["nb"] == 1)}
     return KernelSource(kernel, kernel.name, text, kernel.buffers(), sizes, "tma" if tma else "", split=info)

@@ -5,6 +5,7 @@ A config is a dict of the kernel's constexpr block sizes plus `num_warps` and `n
 from __future__ import annotations
 
 from bakeoff.backends.tritongen.codegen_split import BLOCK
+from bakeoff.backends.tritongen.codegen_splitk import split_count
 from bakeoff.backends.tritongen.source import KernelSource
 
 Config = dict[str, int]
@@ -77,24 +78,42 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
                if m <= max(64, _pow2(s["m"])) and n <= max(64, _pow2(s["n"])) and k <= max(32, _pow2(s["k"]))]
         big = [c for c in out if c["BLOCK_M"] * c["BLOCK_N"] >= 128 * 128]
         out = (big if s["m"] * s["n"] >= 2048 * 2048 and big else out)[:2]
+        splitk = _split_k(src, dtype, device, sms, out)
         if src.split:  # float32: the pre-split 3xTF32 twins first, then the SIMT pointer kernel, then the rest
-            return _split_tiles(src) + out[:1] + _tma_twins(src, dtype, device, sms, out[1:])
+            return _split_tiles(src)[:1] + splitk + _split_tiles(src)[1:] + out[:1] + _tma_twins(src, dtype, device,
+                                                                                                 sms, out[1:])
+        if splitk:  # split-K first: the tiles alone leave most multiprocessors idle, or K is too long to chain
+            return splitk + out
         if src.variant == "tma":  # 16-bit: persistent TMA first (it won on the H200), pointers, then the rest;
             sms = sms or _sm_count(device)  # float32: pointers first (TMA lost there)
             ptma = [{**c, "TMA": 2, "NUM_SMS": sms} for c in out[:2]]
             tma = [{**c, "TMA": 1} for c in out[:2]]
             out = ([out[0], ptma[0]] if dtype == "float32" else [ptma[0], out[0]]) + ptma[1:] + out[1:] + tma
-            out = [c for c in out if not (s.get("long_k") and c.get("TMA") == 2)]  # no persistent twin then
         return out or [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
     return _attention(src, dtype)
+
+
+def _split_k(src: KernelSource, dtype: str, device: str, sms: int | None, out: list[Config]) -> list[Config]:
+    """Split-K configs (SPLIT_K > 1: codegen_splitk.py) where the tiles would not fill the device or K is too
+    long for one slice; [] otherwise. Tiles: the template's first, and 64 x 64 for more of them."""
+    s = src.sizes
+    if not s.get("splitk") or not out or int(s["k"]) < 4096:
+        return []
+    sms = sms or _sm_count(device)
+    res = []
+    for c in (out[0], {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64 if dtype != "float32" else 32, "GROUP_M": 8,
+                       "num_warps": 4, "num_stages": 4}):
+        tiles = _cdiv(s["m"], c["BLOCK_M"]) * _cdiv(s["n"], c["BLOCK_N"])
+        n = split_count(s["k"], tiles, sms)
+        if n > 1 and c not in [{k: v for k, v in r.items() if k != "SPLIT_K"} for r in res]:
+            res.append({**c, "SPLIT_K": n})
+    return res
 
 
 def _tma_twins(src: KernelSource, dtype: str, device: str, sms: int | None, rest: list[Config]) -> list[Config]:
     """`rest` (pointer configs) and, where the matmul has TMA twins, their persistent and plain TMA forms."""
     if src.variant != "tma" or not rest:
         return rest
-    if src.sizes.get("long_k"):
-        return rest + [{**rest[0], "TMA": 1}]
     sms = sms or _sm_count(device)
     return rest + [{**rest[0], "TMA": 2, "NUM_SMS": sms}, {**rest[0], "TMA": 1}]
 
@@ -156,6 +175,8 @@ def _grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
         return (min(blocks, cfg["NUM_PROGRAMS"]),) if cfg.get("ROWS") else (blocks,)
     if kind == "matmul":
         tiles = _cdiv(s["m"], cfg["BLOCK_M"]) * _cdiv(s["n"], cfg["BLOCK_N"])
+        if cfg.get("SPLIT_K"):
+            return (tiles, cfg["SPLIT_K"])
         if cfg.get("TMA") == 2:
             return (min(tiles, cfg["NUM_SMS"]), 1)
         return (tiles, s["batch"])
@@ -182,6 +203,8 @@ def suffix(cfg: Config) -> str:
         return "_rows"
     if cfg.get("SPLIT"):
         return "_s3"
+    if cfg.get("SPLIT_K"):
+        return "_skp"
     return {0: "", 1: "_tma", 2: "_ptma"}[cfg.get("TMA", 0)]
 
 
@@ -194,17 +217,34 @@ def launches(src: KernelSource, cfg: Config) -> list[tuple[str, tuple[int, ...],
     """Every launch `cfg` makes, in order: (jit function name, grid, pointer parameters, keyword arguments with
     num_warps and num_stages). A pre-split config (SPLIT=1) first splits the operands into their TF32 planes."""
     kwargs = {**constexprs(src, cfg), "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+    if cfg.get("SPLIT_K"):
+        params = src.params + tuple(name for name, _ in config_scratch(src, cfg))
+        kwargs.pop("EVEN_K")
+        tile = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "GROUP_M", "SPLIT_K")}
+        return [(src.fn + "_skp", grid(src, cfg), params, kwargs),
+                (src.fn + "_ske", grid(src, cfg)[:1], params, {**tile, **_runtime(src), "num_warps": 4,
+                                                                "num_stages": 1})]
     if not cfg.get("SPLIT"):
         return [(src.fn + suffix(cfg), grid(src, cfg), src.params, kwargs)]
     split = {"BLOCK_R": BLOCK, "BLOCK_C": BLOCK, "num_warps": 4, "num_stages": 1, **_runtime(src)}
-    planes = tuple(name for name, _ in src.scratch())
+    planes = tuple(name for name, _ in config_scratch(src, cfg))
     return ([(fn, tuple(g), tuple(params), split) for fn, g, params in src.split["launches"]]
             + [(src.fn + suffix(cfg), grid(src, cfg), src.params + planes, kwargs)])
 
 
-def scratch(sources, configs) -> list[tuple[str, tuple[int, int]]]:
-    """(name, shape) of the float32 buffers the chosen configs' launches write beside the plan's buffers."""
-    return [b for src, cfg in zip(sources, configs) if cfg.get("SPLIT") for b in src.scratch()]
+def config_scratch(src: KernelSource, cfg: Config) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(name, shape) of the float32 buffers `cfg`'s launches write beside the plan's buffers: a pre-split
+    config's operand planes, a split-K config's partial tiles (SPLIT_K x m x n)."""
+    if cfg.get("SPLIT"):
+        return src.scratch()
+    if cfg.get("SPLIT_K"):
+        return ((f"{src.fn}_part", (cfg["SPLIT_K"], int(src.sizes["m"]), int(src.sizes["n"]))),)
+    return ()
+
+
+def scratch(sources, configs) -> list[tuple[str, tuple[int, ...]]]:
+    """The scratch buffers of every kernel under its chosen config."""
+    return [b for src, cfg in zip(sources, configs) for b in config_scratch(src, cfg)]
 
 
 def _sm_count(device: str = "cuda") -> int:

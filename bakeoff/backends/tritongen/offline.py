@@ -30,11 +30,11 @@ def compile_offline(module: Any, src: Any, cfg: dict, plan: Any, arch: int = 90)
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from bakeoff.backends.tritongen.configs import launches
+    from bakeoff.backends.tritongen.configs import config_scratch, launches
 
     name, _, params, kwargs = launches(src, cfg)[-1]  # the kernel itself (a pre-split twin's split is pointwise)
     consts = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
-    planes = {name: "*fp32" for name, _ in src.scratch()}
+    planes = {name: "*fp32" for name, _ in config_scratch(src, cfg)}
     sig = {p: planes.get(p) or _PTR[plan.buffer(p).dtype] for p in params} | {k: "constexpr" for k in consts}
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(params))}
     ast = ASTSource(getattr(module, name), sig, constexprs=consts, attrs=attrs)

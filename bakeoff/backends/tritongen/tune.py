@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bakeoff.backends.tritongen.source import KernelSource
-from bakeoff.backends.tritongen.configs import Config, candidates, fixed, launches
+from bakeoff.backends.tritongen.configs import Config, candidates, config_scratch, fixed, launches
 from bakeoff.backends.tritongen.kernel_plan import Plan
 
 CACHE_ENV = "BAKEOFF_TRITONGEN_CACHE_DIR"
@@ -116,7 +116,7 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
         tensors = {b.name: torch.randn(b.shape, generator=gen, device=device, dtype=torch.float32)
                    .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}
         tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
-                        for s in sources for name, shape in s.scratch()})
+                        for s in sources for name, shape in s.scratch()})  # split-K partials: per config
     chosen, notes = [], []
     seen: dict[tuple, Config] = {}  # same kind and sizes (e.g. the Q, K, V projections): one search
     for src, module in zip(sources, modules):
@@ -127,6 +127,9 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
         cfgs = list(candidates(src, dtype, device, wide=wide))
         unbuilt = []
         for cfg in cfgs:
+            with device_work():
+                tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
+                                for name, shape in config_scratch(src, cfg)})
             try:
                 precompile(module, src, cfg, tensors)
             except Exception as exc:  # its launch below compiles it again and decides (the error is said there)
@@ -209,6 +212,6 @@ def compile_winners(plan: Plan, sources: Sequence[KernelSource], modules: Sequen
     out = []
     for src, module, cfg in zip(sources, modules, configs):
         dtypes = {p: TORCH_DTYPES[plan.buffer(p).dtype] for p in src.params}
-        dtypes.update({name: TORCH_DTYPES["float32"] for name, _ in src.scratch()})
+        dtypes.update({name: TORCH_DTYPES["float32"] for name, _ in config_scratch(src, cfg)})
         out.append(precompile(module, src, cfg, dtypes))
     return out
