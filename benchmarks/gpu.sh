@@ -4,9 +4,10 @@
 #   bash benchmarks/gpu.sh pack            # here, in a checkout: .gpu/ and .gpudeps/ (git-ignored), about 63 MiB
 #   bash benchmarks/gpu.sh JOB [ARGS...]   # on the GPU machine, from the repo root, carrying .gpu and .gpudeps
 #
-# Jobs (each installs .gpu and .gpudeps into /tmp/site first, runs in /tmp/bakeoff-work, writes to $OUT):
-#   suite [RUN ARGS]   configs/h200.yaml narrowed by WORKLOADS, BACKENDS, DTYPES (space-separated; default: five
-#                      workloads on the five GPU backends in the config's dtypes), warm compile on, --jobs $JOBS,
+# Jobs (each installs .gpu and .gpudeps into $SITE (/tmp/site) first, runs in $WORK (/tmp/bakeoff-work), writes
+# to $OUT):
+#   suite [RUN ARGS]   configs/h200.yaml (SUITE_CONFIG) narrowed by WORKLOADS, BACKENDS, DTYPES (space-separated; five
+#                      workloads on the five GPU backends in the config's dtypes by default), warm compile on, --jobs $JOBS,
 #                      cut by Ctrl-C when the call's time runs short (the run stays resumable); then the phase
 #                      table and overhead share, the gate's timeline, cases per minute, the cold/warm cache
 #                      verification and gate policies (speed_summary.py), records.json and bakeoff.db in $OUT.
@@ -55,11 +56,12 @@ setup() {  # on the GPU machine: install what travelled, put the harness on PYTH
   export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
   CALL_S=${CALL_S:-570}; JOBS=${JOBS:-8}
   [ -d "$R/.gpu" ] && [ -f "$R/.gpudeps/pydeps.zip" ] || { echo "carry .gpu and .gpudeps (bash benchmarks/gpu.sh pack)" >&2; exit 2; }
-  python3 "$R/.gpu/install_iree.py" /tmp/site >/dev/null
-  python3 -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$R/.gpudeps/pydeps.zip"
-  export PYTHONPATH=/tmp/site:$R PYTHONUNBUFFERED=1
+  local site=${SITE:-/tmp/site}
+  python3 "$R/.gpu/install_iree.py" "$site" >/dev/null
+  python3 -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$R/.gpudeps/pydeps.zip" "$site"
+  export PYTHONPATH=$site:$R PYTHONUNBUFFERED=1
   [ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
-  mkdir -p /tmp/bakeoff-work && cd /tmp/bakeoff-work || exit 2
+  mkdir -p "${WORK:-/tmp/bakeoff-work}" && cd "${WORK:-/tmp/bakeoff-work}" || exit 2
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
   echo "cores: $(nproc)"
 }
@@ -100,8 +102,8 @@ suite() {
     { gunzip -c "$db" 2>/dev/null || cat "$db"; } > results/bakeoff.db || exit 2
     args=(--resume "$RESUME")
   else
-    subset_config "$R/configs/h200.yaml" /tmp/h200-subset.yaml || exit 2
-    args=(/tmp/h200-subset.yaml)
+    subset_config "$R/${SUITE_CONFIG:-configs/h200.yaml}" "$OUT/suite.yaml" || exit 2
+    args=("$OUT/suite.yaml")
   fi
   local limit=${SUITE_S:-$(( $(left_s) - ${AGREE_S:-120} - 40 ))}
   echo "the run gets ${limit} s, --jobs $JOBS"
