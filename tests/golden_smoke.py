@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 GOLDEN = TESTS / "data" / "golden_smoke.json"
 
 # What decides a case's outcome, beside its status: none of these may change without a deliberate change.
