@@ -1,8 +1,8 @@
 """Does work in other processes disturb timing on this GPU? The evidence for `timing.gate: auto`.
 
-On the lent H200, from the repo root (carry .gpu and .gpudeps, benchmarks/pack_gpu_deps.sh), one call:
+On the lent GPU, from the repo root (carry .gpu and .gpudeps: `bash benchmarks/gpu.sh pack`), one call:
 
-    MODE=disturbance bash benchmarks/h200_speed.sh            # = gpu_preamble.sh, then the line below
+    bash benchmarks/gpu.sh disturbance                        # = the GPU set-up, then the line below
     python3 benchmarks/gate_disturbance.py --compilers 3 --rounds 5 --json $OUT/gate_disturbance.json
 
 Real cases, compiled by the harness's own backends (eager, Inductor, tritongen, XLA, IREE; a backend that

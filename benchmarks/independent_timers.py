@@ -1,4 +1,4 @@
-"""bakeoff's latency figures against independent tools, on a GPU (issue 11): prints a table of ratios.
+"""bakeoff's latency figures against independent tools, on a GPU: prints a table of ratios.
 
 For each workload (the `gpu` preset by default):
 - XLA (bfloat16 by default): bakeoff's figures for the `xla` backend (harness.measure.figures, cache flush

@@ -1,4 +1,4 @@
-"""How long README.md's first command's `bakeoff run` takes (issue 10: 3 minutes or less on the 2-core CPU machine).
+"""How long README.md's first command's `bakeoff run` takes (target: 3 minutes or less on a 2-core CPU machine).
 
     python benchmarks/readme_time.py [--keep DIR] [-- RUN ARGS...]
 

@@ -1,4 +1,4 @@
-"""The closing tables of benchmarks/h200_speed.sh, from a run's exported records (`bakeoff export RUN`).
+"""The closing tables of `benchmarks/gpu.sh suite`, from a run's exported records (`bakeoff export RUN`).
 
     python benchmarks/speed_summary.py RECORDS.json --run-s S [--run-log LOG] [--agreement JSON]
                                        [--agreement-log TXT] [--json OUT.json]

@@ -1,5 +1,5 @@
-"""Does every case end with the same status on two revisions of the harness? (issue 10: "every status matches
-the old path on the same config").
+"""Does every case end with the same status on two revisions of the harness? (a change that should keep
+behaviour: every case's status matches the old revision's on the same config).
 
     python benchmarks/status_match.py OLD.json NEW.json     # `bakeoff export RUN_ID --format json` of each run
 

@@ -1,15 +1,15 @@
-"""Validate bakeoff's timer on a GPU (issue 3): prints a table, writes JSON to $OUT when set.
+"""Validate bakeoff's timer on a GPU: prints a table, writes JSON to $OUT when set.
 
 1. Agreement: our timer (CUDA events, L2 flushed) and our headline (the CUPTI span, L2 flushed), each after
    the sustained load a record on a GPU gets (measure.figures.AUTO_SUSTAINED_S), vs
    `triton.testing.do_bench(return_mode="median")` on the same call, for eager, Inductor and tritongen, on
-   five workloads at `gpu` sizes, in three interleaved rounds. Target (issue 10): within 5%.
+   five workloads at `gpu` sizes, in three interleaved rounds. Target: within 5%.
 2. Reproducibility: a case run 5 times in fresh worker processes (the real worker, a cold compile each);
-   spread of its timer medians and headlines (max/min - 1). Target (issue 10): under 2%.
+   spread of its timer medians and headlines (max/min - 1). Target: under 2%.
 3. Ceilings measured in the same run (copy GB/s, bf16 matmul TFLOP/s).
 
 Usage: python benchmarks/validate_timing.py [--dtype bfloat16] [--repeats 5] [--backend eager ...]
-       python benchmarks/validate_timing.py --agreement-only     # 1. alone (benchmarks/h200_speed.sh)
+       python benchmarks/validate_timing.py --agreement-only     # 1. alone (`benchmarks/gpu.sh suite` and `timing`)
 """
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def main() -> None:
     ap.add_argument("--backend", action="append", help=f"backends to compare with do_bench (default {BACKENDS})")
     ap.add_argument("--agreement-only", action="store_true", help="only 1.: no ceilings, no fresh-process repeats")
     ap.add_argument("--repro", action="append", metavar="WORKLOAD/BACKEND",
-                    help="cases for 2. (default: inductor's ew_sigmoid_relu and softmax, as issue 10 names)")
+                    help="cases for 2. (default: inductor's ew_sigmoid_relu and softmax)")
     ap.add_argument("--no-ceilings", action="store_true", help="skip 3.")
     args = ap.parse_args()
     out = os.environ.get("OUT")

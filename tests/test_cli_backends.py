@@ -8,6 +8,7 @@ import pytest
 
 import background_runs
 from conftest import REPO, SMOKE_GATE, SMOKE_JOBS, bakeoff
+from golden_smoke import GOLDEN, compare, summarize
 
 BACKENDS = ("xla", "iree", "onnxruntime", "tensorrt")
 RUN_TIMEOUT_S = 1800  # from the session's start: the run waits for the CPU the other tests leave idle
@@ -45,3 +46,9 @@ def test_smoke_config_on_all_backends(records):
         assert r["compile_stages_s"], (backend, "stages recorded apart")
     assert by[("layernorm_gelu", "xla")]["cache_hit_warm"] is True
     assert by[("layernorm_gelu", "iree")]["artifacts"]["dispatch_count"] >= 1
+
+
+def test_the_run_behaves_as_the_golden_file_says(records):
+    """As tests/test_cli_smoke.py's test of the same name, for this run (tests/golden_smoke.py)."""
+    problems = compare(json.loads(GOLDEN.read_text())["backends"], summarize(records))
+    assert not problems, "\n".join(problems)

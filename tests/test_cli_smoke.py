@@ -7,6 +7,7 @@ import pandas as pd
 from sqlalchemy import create_engine, text
 
 from conftest import bakeoff
+from golden_smoke import GOLDEN, compare, summarize
 from bakeoff.workloads.suite import builtin_workloads
 
 
@@ -66,7 +67,17 @@ def test_export_csv_and_parquet_match_json(smoke_run, tmp_path):
         bakeoff("export", run_id, "--format", fmt, "-o", str(out), "--db", smoke_run["db"], cwd=smoke_run["dir"], check=True)
         frame = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
         assert len(frame) == len(smoke_run["records"])
+        assert list(frame.columns) == list(smoke_run["records"][0]), fmt
+        golden = json.loads(GOLDEN.read_text())["smoke"]["columns"]
+        assert set(frame.columns) == set(golden), (fmt, sorted(set(golden) ^ set(frame.columns)))
         assert frame["latency_ms_median"].gt(0).all()
+
+
+def test_the_run_behaves_as_the_golden_file_says(smoke_run):
+    """Statuses, verdicts, the figures each case measured and the export's columns, as before (values differ):
+    tests/golden_smoke.py says what is compared and how to regenerate the file after a deliberate change."""
+    problems = compare(json.loads(GOLDEN.read_text())["smoke"], summarize(smoke_run["records"]))
+    assert not problems, "\n".join(problems)
 
 
 def test_run_records_environment_fingerprint(smoke_run):

@@ -14,6 +14,17 @@ from bakeoff.results.deferred_interrupt import sigint_deferred
 from bakeoff.results.store import Store
 
 
+@pytest.fixture(autouse=True)
+def default_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt) for each test, whatever the suite inherited: a process
+    started with SIGINT ignored (`nohup ... &`) keeps it ignored, and the raised signal would then do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_on_select(store: Store) -> dict:
     """Send this process SIGINT right after the next SELECT inside a write transaction, its rows unread."""
     armed = {"on": False}

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# The lent GPU runner: pack what the GPU image lacks here, then run one named job per device call there.
+#
+#   bash benchmarks/gpu.sh pack            # here, in a checkout: .gpu/ and .gpudeps/ (git-ignored), about 63 MiB
+#   bash benchmarks/gpu.sh JOB [ARGS...]   # on the GPU machine, from the repo root, carrying .gpu and .gpudeps
+#
+# Jobs (each installs .gpu and .gpudeps into $SITE (/tmp/site) first, runs in $WORK (/tmp/bakeoff-work), writes
+# to $OUT):
+#   suite [RUN ARGS]   configs/h200.yaml (SUITE_CONFIG) narrowed by WORKLOADS, BACKENDS, DTYPES (space-separated; five
+#                      workloads on the five GPU backends in the config's dtypes by default), warm compile on, --jobs $JOBS,
+#                      cut by Ctrl-C when the call's time runs short (the run stays resumable); then the phase
+#                      table and overhead share, the gate's timeline, cases per minute, the cold/warm cache
+#                      verification and gate policies (speed_summary.py), records.json and bakeoff.db in $OUT.
+#                      RESUME=RUN_ID finishes that run instead, from $RESUME_DB (default results/resume.db.gz,
+#                      gzipped or not) carried in the tree. SUITE_S: seconds the run gets (default: what the
+#                      call leaves after AGREE_S for the do_bench agreement).
+#   config CONFIG [RUN ARGS]   measure the ceilings (bakeoff calibrate), then `bakeoff run CONFIG` (relative to
+#                      the repo root); NO_WARM=1 turns warm compile off; show.txt, records.json, bakeoff.db.
+#   timing             the timer against triton.testing.do_bench (validate_timing.py --agreement-only), then
+#                      REPEATS (5) fresh worker processes of each REPRO case (default
+#                      "softmax/inductor ew_sigmoid_relu/inductor"): the spread of their medians.
+#   quality            configs/sweep.yaml, configs/grad.yaml and configs/numerics.yaml (cpu sizes) on the GPU
+#                      backends, each in its own store with its table; then XLA's and IREE's figures against
+#                      their own tools' timers (independent_timers.py).
+#   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
+#                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
+# Settings (environment): CALL_S seconds the whole call may take (default 570; a device call lasts at most 600),
+# JOBS (8), OUT (/tmp/out). Each step gets a time limit from what is left; bakeoff runs get SIGINT first, so a
+# run keeps the records it finished.
+set -uo pipefail
+R=$(cd "$(dirname "$0")/.." && pwd)
+JOB=${1:-help}; shift || true
+
+pack() {  # IREE 3.13 repacked (from ../shared/gpu) and the pure-Python packages the image lacks, zipped
+  cd "$R" || exit 2
+  local exclude; exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" || exit 2
+  for d in /.gpu/ /.gpudeps/; do grep -qx "$d" "$exclude" 2>/dev/null || echo "$d" >> "$exclude"; done
+  mkdir -p .gpu && cp -r "${GPU_SHARED:-../shared/gpu}"/* .gpu/ && chmod -R u+w .gpu
+  local tmp; tmp=$(mktemp -d)
+  # pydantic and SQLAlchemy (its C extensions dropped: the pure-Python fallback) for the harness; pytest for the
+  # GPU tests (the image has Pygments). CPython 3.12, as on the image.
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp/whl" \
+    pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 sqlalchemy==2.1.9 \
+    pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4 pytest-timeout==2.4.0 || exit 2
+  mkdir "$tmp/site" && (cd "$tmp/site" && for w in "$tmp"/whl/*.whl; do python3 -m zipfile -e "$w" .; done \
+    && find . -path '*sqlalchemy*' -name '*.so' -delete && rm -f ./*.dist-info/RECORD)
+  mkdir -p .gpudeps && rm -f .gpudeps/pydeps.zip && (cd "$tmp/site" && python3 -m zipfile -c "$R/.gpudeps/pydeps.zip" .)
+  rm -rf "$tmp"
+  du -sh .gpu .gpudeps
+  echo 'carry: [".gpu", ".gpudeps"]; then: bash benchmarks/gpu.sh JOB'
+}
+
+setup() {  # on the GPU machine: install what travelled, put the harness on PYTHONPATH, print the GPU's state
+  T0=$(date +%s)
+  export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+  CALL_S=${CALL_S:-570}; JOBS=${JOBS:-8}
+  [ -d "$R/.gpu" ] && [ -f "$R/.gpudeps/pydeps.zip" ] || { echo "carry .gpu and .gpudeps (bash benchmarks/gpu.sh pack)" >&2; exit 2; }
+  local site=${SITE:-/tmp/site}
+  python3 "$R/.gpu/install_iree.py" "$site" >/dev/null
+  python3 -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$R/.gpudeps/pydeps.zip" "$site"
+  export PYTHONPATH=$site:$R PYTHONUNBUFFERED=1
+  [ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
+  mkdir -p "${WORK:-/tmp/bakeoff-work}" && cd "${WORK:-/tmp/bakeoff-work}" || exit 2
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
+  echo "cores: $(nproc)"
+}
+
+left_s() { echo $(( CALL_S - ($(date +%s) - T0) )); }
+B() { python3 -m bakeoff "$@"; }
+run_limited() {  # LIMIT_S LOG ARGS...: bakeoff run under a time limit, SIGINT first (the run stays resumable)
+  local limit=$1 log=$2; shift 2
+  timeout -s INT -k 20 "$limit" python3 -m bakeoff run "$@" > "$log" 2>&1
+  local rc=$?; echo "bakeoff run exited $rc"; grep -E "^run |Resume with|cases:|interrupted" "$log" | tail -4
+}
+
+subset_config() {  # SRC DST: configs/h200.yaml narrowed by WORKLOADS, BACKENDS, DTYPES, warm compile on
+  python3 - "$1" "$2" <<'PY'
+import os, sys, yaml
+src, dst = sys.argv[1:3]
+cfg = yaml.safe_load(open(src))
+listed = cfg["backends"] if isinstance(cfg["backends"], dict) else {b: {} for b in cfg["backends"]}
+workloads = (os.environ.get("WORKLOADS") or "ew_sigmoid_relu layernorm_gelu softmax gemm_bias_gelu mlp_block").split()
+backends = (os.environ.get("BACKENDS") or "eager inductor tritongen xla iree").split()
+dtypes = (os.environ.get("DTYPES") or " ".join(cfg["dtypes"])).split()
+missing = [w for w in workloads if w not in cfg["workloads"]] + [b for b in backends if b not in listed]
+if missing:
+    sys.exit(f"{src}: not in the config: {', '.join(missing)}")
+left_out = sorted(set(cfg["workloads"]) - set(workloads))
+cfg.update(name=f"{cfg.get('name', 'h200')}_subset", workloads=workloads, backends={b: listed[b] for b in backends},
+           dtypes=dtypes, compile={**(cfg.get("compile") or {}), "warm": True})
+yaml.safe_dump(cfg, open(dst, "w"), sort_keys=False)
+print(f"subset of {os.path.basename(src)}: workloads {workloads} (left out: {left_out}), backends {backends}, "
+      f"dtypes {dtypes}, warm compile on: {len(workloads) * len(backends) * len(dtypes)} cases", flush=True)
+PY
+}
+
+suite() {
+  local args
+  if [ -n "${RESUME:-}" ]; then
+    mkdir -p results && local db="$R/${RESUME_DB:-results/resume.db.gz}"
+    { gunzip -c "$db" 2>/dev/null || cat "$db"; } > results/bakeoff.db || exit 2
+    args=(--resume "$RESUME")
+  else
+    subset_config "$R/${SUITE_CONFIG:-configs/h200.yaml}" "$OUT/suite.yaml" || exit 2
+    args=("$OUT/suite.yaml")
+  fi
+  local limit=${SUITE_S:-$(( $(left_s) - ${AGREE_S:-120} - 40 ))}
+  echo "the run gets ${limit} s, --jobs $JOBS"
+  local t0; t0=$(date +%s)
+  BAKEOFF_GATE_TRACE="$OUT/gate.trace" run_limited "$limit" "$OUT/run.log" "${args[@]}" --jobs "$JOBS" "$@"
+  local run_s=$(( $(date +%s) - t0 ))
+  local agree=()
+  if [ "${AGREE_S:-120}" -gt 0 ] && [ "$(left_s)" -gt 60 ]; then
+    timeout -k 10 $(( $(left_s) - 30 )) python3 "$R/benchmarks/validate_timing.py" --agreement-only \
+      > "$OUT/do_bench_agreement.txt" 2>&1
+    echo "do_bench agreement exited $?"
+    agree=(--agreement "$OUT/do_bench_agreement.json" --agreement-log "$OUT/do_bench_agreement.txt")
+  fi
+  local run_id; run_id=$(python3 -c "from bakeoff.results.store import Store; print(Store().latest_run_id())")
+  python3 "$R/benchmarks/harness_overhead.py" --run-id "$run_id" --gate-trace "$OUT/gate.trace" > "$OUT/overhead.txt" 2>&1
+  tail -c 5000 "$OUT/overhead.txt"
+  B show "$run_id" > "$OUT/show.txt" 2>&1
+  B export "$run_id" > "$OUT/records.json"
+  cp results/bakeoff.db "$OUT/bakeoff.db"
+  python3 "$R/benchmarks/speed_summary.py" "$OUT/records.json" --run-s "$(( run_s + ${FIRST_RUN_S:-0} ))" \
+    --run-log "$OUT/run.log" "${agree[@]}" --json "$OUT/speed_summary.json" 2>&1 | grep -v "^gate:" | tail -40
+}
+
+config() {
+  [ $# -ge 1 ] || { echo "usage: gpu.sh config CONFIG [RUN ARGS]" >&2; exit 2; }
+  local cfg="$R/$1"; shift
+  B calibrate --dtype bfloat16 --dtype float32 2>&1 | tail -4
+  if [ -n "${NO_WARM:-}" ]; then sed 's/warm: true/warm: false/' "$cfg" > /tmp/config-cold.yaml; cfg=/tmp/config-cold.yaml; fi
+  run_limited $(( $(left_s) - 20 )) "$OUT/run.log" "$cfg" --jobs "$JOBS" "$@"
+  B show > "$OUT/show.txt" 2>&1; tail -c 6000 "$OUT/show.txt"
+  B export latest > "$OUT/records.json"
+  cp results/bakeoff.db "$OUT/bakeoff.db"
+}
+
+timing() {
+  timeout -k 10 $(( $(left_s) / 2 )) python3 "$R/benchmarks/validate_timing.py" --agreement-only \
+    > "$OUT/agreement.txt" 2>&1
+  echo "agreement exited $?"; grep -v -i warn "$OUT/agreement.txt" | tail -17
+  local repro=()
+  for r in ${REPRO:-softmax/inductor ew_sigmoid_relu/inductor}; do repro+=(--repro "$r"); done
+  SKIP_AGREEMENT=1 timeout -k 10 $(( $(left_s) - 10 )) python3 "$R/benchmarks/validate_timing.py" --no-ceilings \
+    --repeats "${REPEATS:-5}" "${repro[@]}" > "$OUT/fresh.txt" 2>&1
+  echo "fresh workers exited $?"; grep -v -i warn "$OUT/fresh.txt" | tail -16
+}
+
+quality() {
+  one() {  # NAME LIMIT_S ARGS...: one bakeoff run into its own store, then its table
+    local name=$1 limit=$2; shift 2
+    echo "== $name (limit ${limit} s, at $(( $(date +%s) - T0 )) s)"
+    run_limited "$limit" "$OUT/$name.log" "$@" --db "sqlite:///$OUT/$name.db"
+    B show --db "sqlite:///$OUT/$name.db" 2>&1 | tail -n 40
+  }
+  one sweep "${SWEEP_S:-80}" "$R/configs/sweep.yaml" -w attention -b eager -b inductor-dynamic -b inductor-static \
+    -b xla-recompile -b xla-bucket --jobs 4
+  one grad "${GRAD_S:-90}" "$R/configs/grad.yaml" -w attn_block -w mlp_block --jobs 4
+  one numerics "${NUMERICS_S:-130}" "$R/configs/numerics.yaml" --preset cpu --jobs "$JOBS" \
+    -b eager -b inductor -b tritongen -b xla -b iree
+  echo "== independent timers ($(left_s) s left)"
+  timeout $(( $(left_s) - 10 )) python3 "$R/benchmarks/independent_timers.py" \
+    --workloads ew_sigmoid_relu,layernorm_gelu --iree-workloads ew_sigmoid_relu > "$OUT/timers.log" 2>&1
+  tail -c 3500 "$OUT/timers.log"
+}
+
+disturbance() {
+  timeout -k 10 $(( $(left_s) - 15 )) python3 "$R/benchmarks/gate_disturbance.py" \
+    --compilers "${COMPILERS:-$(( JOBS - 1 ))}" --rounds "${ROUNDS:-5}" --json "$OUT/gate_disturbance.json" \
+    > "$OUT/gate_disturbance.txt" 2>&1
+  echo "gate_disturbance exited $?"; tail -c 11000 "$OUT/gate_disturbance.txt"
+}
+
+case "$JOB" in
+  pack) pack ;;
+  suite|config|timing|quality|disturbance) setup; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
+  *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ "$JOB" = help ] || exit 2 ;;
+esac
