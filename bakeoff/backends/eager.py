@@ -21,7 +21,7 @@ class EagerBackend(Backend):
 
     def serve_sweep(self, spec: Any, device: str, options: dict[str, Any]) -> Any:
         """No compile: the PyTorch lowering is built per shape (Python, no compiler), and counted as none."""
-        from bakeoff.backends.sweep import PerShapeServer
+        from bakeoff.backends.shape_sweep import PerShapeServer
 
         return PerShapeServer(self, device, options, "eager compiles nothing (its PyTorch lowering is built per "
                                                     "shape)", counts_compiles=False)

@@ -30,7 +30,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, user_cache_dir
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.sweep import SweepServer
+from bakeoff.backends.shape_sweep import SweepServer
 
 
 class IreeOptions(BackendOptions):
@@ -233,7 +233,7 @@ class IreeBackend(Backend):
     def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
         """One module with the swept dim dynamic (`IreeSweepServer`); where the symbolic export or iree-compile
         refuses it, one compile per shape with that reason."""
-        from bakeoff.backends.sweep import PerShapeServer
+        from bakeoff.backends.shape_sweep import PerShapeServer
         from bakeoff.workloads.lower_torch_dynamic import LowerError
 
         import iree.compiler as ireec

@@ -26,7 +26,7 @@ from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, MIN_OPSET
-from bakeoff.backends.sweep import PerShapeServer, SweepServer
+from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 from bakeoff.backends.options import BackendOptions

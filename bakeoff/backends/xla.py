@@ -28,7 +28,7 @@ from bakeoff.workloads.ops import kind
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.sweep import SweepServer
+from bakeoff.backends.shape_sweep import SweepServer
 
 # Op kinds (workloads/ops.py) that XLA's GPU autotuner has nothing to time in.
 _UNTUNED_KINDS = ("source", "unary", "binary", "layout")
