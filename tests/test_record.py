@@ -46,6 +46,11 @@ def test_record_columns_match_the_golden_list():
     assert RECORD_COLUMNS[-1] == "details"
 
 
+def test_export_columns_match_the_golden_list():
+    # The exports' columns (json, csv, parquet) are a contract with their readers: names and order.
+    assert StoredRecord.export_columns() == (DATA / "export_columns.txt").read_text().split("\n")[:-1]
+
+
 def test_error_stats_fields_are_record_fields():
     stats = error_stats(torch.ones(4), torch.ones(4, dtype=torch.float64))
     for suffix, prefix in (("vs_fp64", "err"), ("vs_eager", "err"), ("vs_fp64", "eager_err")):
