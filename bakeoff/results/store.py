@@ -26,7 +26,8 @@ from bakeoff.results import leases, migrations, schema
 from bakeoff.results.deferred_interrupt import sigint_deferred
 from bakeoff.results.hardware import hardware_id
 from bakeoff.results.leases import LeaseClaim, LeaseHolder
-from bakeoff.results.record import CaseRecord, StoredRecord
+from bakeoff.results.record import CaseRecord
+from bakeoff.results.stored_record import StoredRecord
 from bakeoff.results.schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
 
 DEFAULT_DB = Path("results") / "bakeoff.db"
@@ -200,7 +201,7 @@ class Store:
         """
         if not isinstance(record, CaseRecord):
             record = CaseRecord.model_validate(record)
-        values = record.model_dump(mode="python", include=set(CaseRecord.model_fields) - {"legacy_fields"})
+        values = record.to_columns()
         row = {k: _clean(values.get(k)) for k in RECORD_COLUMNS if k != "details"}
         details = {k: v for k, v in values.items() if k not in RECORD_COLUMNS and v is not None}
         for key, value in (record.legacy_fields or {}).items():
