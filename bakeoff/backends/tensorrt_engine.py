@@ -10,7 +10,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from pydantic import Field
 
 from bakeoff.backends.base import Compiled, CompileInfo
-from bakeoff.backends.onnxrt import OnnxExportOptions
+from bakeoff.backends.onnx_export import OnnxExportOptions
 from bakeoff.workloads.ir import Graph
 from bakeoff.workloads.lower_onnx import input_names, lowering_paths, model_summary, output_names
 from bakeoff.workloads.onnx_text import node_list

@@ -8,7 +8,7 @@ minimum and maximum dimensions") and the IExecutionContext page (`context.set_in
 each run at a new shape, `context.get_tensor_shape(name)` for the outputs, `set_tensor_address`,
 `execute_async_v3`).
 
-The model is ONNX Runtime's dynamic export (`onnxrt.dynamic_model`: the graph exported at two values, the swept
+The model is ONNX Runtime's dynamic export (`onnx_export.dynamic_model`: the graph exported at two values, the swept
 axes turned into `dim_param`s where the two exports differ only in sizes), which the parser reads as -1 axes.
 Profile: min = the sweep's smallest value, max = its largest, opt = the median of its distinct values
 (`statistics.median_low`, so the shape TensorRT tunes for is one the sweep serves and sits in the middle of it;
@@ -23,7 +23,7 @@ import time
 from typing import Any, Sequence
 
 from bakeoff.backends.compiled import Compiled, TensorSpec
-from bakeoff.backends.onnxrt import dynamic_model
+from bakeoff.backends.onnx_export import dynamic_model
 from bakeoff.backends.shape_sweep import SweepServer, SweepSpec
 from bakeoff.backends.tensorrt_engine import Profile, TrtCompiled, TrtOptions
 from bakeoff.workloads.ir import Graph
