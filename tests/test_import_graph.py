@@ -21,13 +21,13 @@ HARNESS = "bakeoff.harness"
 
 # Temporary bounds, measured when this test was written, while bakeoff/harness/run is still being split:
 # lower each to its target as the code gets there.
-INSIDE_FUNCTION_SHARE_NOW = 0.26  # target MAX_INSIDE_FUNCTION_SHARE
+INSIDE_FUNCTION_SHARE_NOW = 0.21  # target MAX_INSIDE_FUNCTION_SHARE
 # circles through imports inside functions (which run later, but still tie the two modules together)
 CIRCLES_NOW = {("bakeoff.harness.run.executors", "bakeoff.harness.run.executors.ray_executor"),
                ("bakeoff.harness.run.worker.entry", "bakeoff.harness.run.worker.spare")}  # target: none
 LONG_FILES_NOW: set[str] = set()  # target: none
-LONG_FUNCTIONS_NOW = {"backends/iree.py:compile_module", "backends/tritongen/fusion.py:plan",
-                      "harness/cli/app.py:run", "harness/run/case_process.py:_run_worker",
+LONG_FUNCTIONS_NOW = {"backends/tritongen/fusion.py:plan",
+                      "harness/run/case_process.py:_run_worker",
                       "harness/run/case_process.py:execute_case", "harness/run/worker/cold.py:run_cold",
                       "harness/run/worker/sweep.py:_serve_point"}  # target: none
 

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bakeoff.results import leases, migrations, schema
 from bakeoff.results.deferred_interrupt import sigint_deferred
+from bakeoff.results.errors import StoreError  # raised here; defined apart so that the CLI names it cheaply
 from bakeoff.results.hardware import hardware_id
 from bakeoff.results.leases import LeaseClaim, LeaseHolder
 from bakeoff.results.record import CaseRecord
@@ -31,10 +32,6 @@ from bakeoff.results.stored_record import StoredRecord
 from bakeoff.results.schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
 
 DEFAULT_DB = Path("results") / "bakeoff.db"
-
-
-class StoreError(RuntimeError):
-    pass
 
 
 def default_url() -> str:
