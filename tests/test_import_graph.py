@@ -21,7 +21,7 @@ HARNESS = "bakeoff.harness"
 
 # Temporary bounds, measured when this test was written, while bakeoff/harness/run is still being split:
 # lower each to its target as the code gets there.
-INSIDE_FUNCTION_SHARE_NOW = 0.21  # target MAX_INSIDE_FUNCTION_SHARE
+INSIDE_FUNCTION_SHARE_NOW = 0.17  # target MAX_INSIDE_FUNCTION_SHARE
 # circles through imports inside functions (which run later, but still tie the two modules together)
 CIRCLES_NOW = {("bakeoff.harness.run.executors", "bakeoff.harness.run.executors.ray_executor"),
                ("bakeoff.harness.run.worker.entry", "bakeoff.harness.run.worker.spare")}  # target: none

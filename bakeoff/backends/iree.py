@@ -30,7 +30,8 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, user_cache_dir
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.shape_sweep import SweepServer
+from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer
+from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
 
 class IreeOptions(BackendOptions):
@@ -233,7 +234,6 @@ class IreeBackend(Backend):
     def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
         """One module with the swept dim dynamic (`IreeSweepServer`); where the symbolic export or iree-compile
         refuses it, one compile per shape with that reason."""
-        from bakeoff.backends.shape_sweep import PerShapeServer
         from bakeoff.workloads.lower_torch_dynamic import LowerError
 
         import iree.compiler as ireec
@@ -259,8 +259,6 @@ class IreeBackend(Backend):
         import iree.compiler  # noqa: F401
         import iree.runtime  # noqa: F401
         import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
-
-        from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
         stages: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -363,7 +361,6 @@ class IreeSweepServer(SweepServer):
         super().__init__(how=f"one module, {spec.dim} a dynamic (?) dim of the StableHLO (jax.export symbolic "
                              "shapes), compiled once by iree-compile",
                          counter="vmfb modules this adapter compiled with iree-compile")
-        from bakeoff.workloads.lower_jax import lowering_paths
         from bakeoff.workloads.lower_jax_dynamic import symbolic_stablehlo
 
         platform = "cpu" if device == "cpu" else "cuda"

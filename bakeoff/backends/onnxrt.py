@@ -203,8 +203,6 @@ class OrtCompiled(Compiled):
                 opt = onnx.load(so.optimized_model_filepath)
             ops = Counter((f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
                           for n in opt.graph.node)
-            from bakeoff.workloads.onnx_text import node_list
-
             out["optimized_nodes.txt"] = node_list(opt)
             out["optimized_op_types"] = dict(sorted(ops.items()))
             out["optimized_nodes"] = len(opt.graph.node)
