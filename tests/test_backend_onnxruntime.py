@@ -144,7 +144,6 @@ def test_reason_when_not_installed(monkeypatch):
 
 def test_supports_never_raises_at_planning_time(monkeypatch):
     import bakeoff.backends.onnxrt as onnxrt
-    import bakeoff.workloads.lower_onnx as lower
 
     w = builtin_workloads()["softmax"]
     g = bind(w.graph, w.presets["smoke"], "float32")
@@ -154,14 +153,14 @@ def test_supports_never_raises_at_planning_time(monkeypatch):
         raise NotImplementedError("no ONNX lowering for op 'frobnicate'")
 
     monkeypatch.setattr(onnxrt, "_PROBES", {})
-    monkeypatch.setattr(lower, "lower_onnx", no_rule)
+    monkeypatch.setattr(onnxrt, "lower_onnx", no_rule)  # the name the adapter calls
     assert backend.supports(g, "cpu", "float32") == "onnxruntime: no ONNX lowering for op 'frobnicate'"
 
     def bug(graph, *args, **kwargs):
         raise KeyError("a lowering bug")
 
     monkeypatch.setattr(onnxrt, "_PROBES", {})
-    monkeypatch.setattr(lower, "lower_onnx", bug)
+    monkeypatch.setattr(onnxrt, "lower_onnx", bug)  # the name the adapter calls
     assert backend.supports(g, "cpu", "float32") is None   # compile() raises it again: a per-case compile_error
     with pytest.raises(KeyError):
         backend.compile(g, [], "cpu", {})
@@ -182,7 +181,7 @@ def test_the_planning_probe_uses_the_case_options(monkeypatch):
         return real(graph, opset, attention)
 
     monkeypatch.setattr(onnxrt, "_PROBES", {})
-    monkeypatch.setattr(lower, "lower_onnx", spy)
+    monkeypatch.setattr(onnxrt, "lower_onnx", spy)  # the name the adapter calls
     backend = OnnxRuntimeBackend()
     assert backend.supports(g, "cpu", "float32", {"opset": 18}) is None and opsets == [18]
     assert backend.supports(g, "cpu", "float32", {"graph_optimization_level": "sideways"}) is None

@@ -13,7 +13,7 @@ import psutil
 from cli_process import start_bakeoff, workers_left
 from conftest import bakeoff
 from bakeoff.harness.run.leftovers import CASE_TMP_PREFIX, SPARE_TMP_PREFIX, owned_prefix, sweep
-from bakeoff.harness.run.owner import ProcessId
+from bakeoff.owner import ProcessId
 
 HANG = """
 name: hang

@@ -19,9 +19,10 @@ from bakeoff.results.record import (
     GROUPS,
     CaseRecord,
     ColdOutput,
-    StoredRecord,
     WarmOutput,
 )
+from bakeoff.results.record_parts import nested_fields
+from bakeoff.results.stored_record import StoredRecord
 from bakeoff.results.schema import RECORD_COLUMNS
 from bakeoff.results.schema import records as records_table
 from bakeoff.results.store import Store
@@ -37,6 +38,12 @@ def test_every_field_is_documented_and_in_one_group():
             seen[name] = group.__name__
             assert info.description, f"{group.__name__}.{name} has no description"
     assert set(seen) == set(CaseRecord.model_fields) - {"legacy_fields"}
+    # Every column (a nested part's too) is documented and named once; a part's field names no column.
+    columns = [c for group in GROUPS for c in group.declared_columns()]
+    names = [c.name for c in columns]
+    assert len(names) == len(set(names)) and not set(names) & set(nested_fields(CaseRecord))
+    assert set(names) == {c.name for c in CaseRecord.declared_columns()} - {"legacy_fields"}
+    assert all(c.description for c in columns)
 
 
 def test_record_columns_match_the_golden_list():
@@ -44,6 +51,11 @@ def test_record_columns_match_the_golden_list():
     got = [f"{c.name} {c.type.compile()}" for c in records_table.columns]
     assert got == (DATA / "records_columns.txt").read_text().split("\n")[:-1]
     assert RECORD_COLUMNS[-1] == "details"
+
+
+def test_export_columns_match_the_golden_list():
+    # The exports' columns (json, csv, parquet) are a contract with their readers: names and order.
+    assert StoredRecord.export_columns() == (DATA / "export_columns.txt").read_text().split("\n")[:-1]
 
 
 def test_error_stats_fields_are_record_fields():
@@ -80,7 +92,7 @@ def test_store_refuses_unknown_fields_and_reads_foreign_ones(tmp_path):
     foreign = {**row, "id": 7, "case_id": "b", "kernel_count": None, "status": "a_newer_status",
                "details": {"future_metric_ms": 3.5, "compile_notes": "one note, not a list"}}
     rec = StoredRecord.from_row(foreign)
-    assert rec.case_id == "b" and rec.latency_ms_median == 2.0 and rec.compile_notes is None
+    assert rec.case_id == "b" and rec.timer.median_ms == 2.0 and rec.compile_notes is None
     assert rec.status == "a_newer_status"  # read as written
     assert rec.legacy_fields == {"future_metric_ms": 3.5, "compile_notes": "one note, not a list"}
     flat = rec.flat()
@@ -143,14 +155,15 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     assert out["headline_method"] == "cupti-span" and out["kernel_times"][0]["name"] == "triton_poi_fused_0"
     out.update(assess(out, 0.05, paired=True))
     rec = ColdOutput.model_validate({**out, "status": "ok"})  # every CUPTI, clock, pipelined field is declared
-    assert rec.kernel_times[0].launches == 1.0 and rec.eager_kernel_times and rec.sm_clock_mhz_min == 1755
-    assert rec.device_span_samples == [0.8] * 4 and rec.eager_profiled_calls == 4 and rec.sustained_s == pytest.approx(0.5 + TOP_UP_S)
+    assert rec.device_time.kernel_times[0].launches == 1.0 and rec.eager_device_time.kernel_times
+    assert rec.sm_clock_mhz_min == 1755
+    assert rec.device_time.span_samples == [0.8] * 4 and rec.eager_device_time.profiled_calls == 4 and rec.sustained_s == pytest.approx(0.5 + TOP_UP_S)
     # a 1 ms call (the timer's median): two calls per captured graph (about 2 ms of work)
     assert rec.graph_latency_method == "cuda-graph-replay x2" and rec.graph_replays == 3
     fallback = _gpu_figures(monkeypatch, profiled=False)
     rec = ColdOutput.model_validate({**fallback, "status": "ok"})
-    assert "marker kernels" in rec.profile_error and rec.headline_method == "pipelined"
-    assert rec.headline_fallback.startswith("no CUPTI span") and "capturing" in rec.graph_latency_error
+    assert "marker kernels" in rec.profile_error and rec.headline.method == "pipelined"
+    assert rec.headline.fallback.startswith("no CUPTI span") and "capturing" in rec.graph_latency_error
     assert rec.sm_clock_error == "no sample taken" and rec.sm_clock_mhz is None
 
 

@@ -40,14 +40,18 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, ContextManager, Mapping, Sequence
 
 from pydantic import ValidationError
 
+from bakeoff.backends.compiled import Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, NoOptions, OptionsError, errors_text
+from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer, SweepSpec
 from bakeoff.workloads.ir import Graph
+
+__all__ = ["Backend", "Compiled", "CompileInfo", "TensorSpec", "TorchCompiled", "device_work", "dist_version",
+           "set_device_work", "user_cache_dir"]
 
 # What a compile marks as its device work (Backend.marks_device_work): the worker installs the timing gate's
 # (harness/run/gate.py device_work: the section holds the gate while the rest of the compile does not).
@@ -62,75 +66,6 @@ def device_work() -> ContextManager[Any]:
 def set_device_work(hook: Callable[[], ContextManager[Any]]) -> None:
     global _device_work
     _device_work = hook
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """Shape and dtype of one graph input, as the harness will pass it (contiguous)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    @classmethod
-    def of_inputs(cls, graph: Graph) -> list["TensorSpec"]:
-        """The specs of a bound graph's inputs, in graph order."""
-        return [cls(n.attr("name"), tuple(n.shape), n.dtype) for n in graph.inputs]
-
-
-@dataclass
-class CompileInfo:
-    """What a compile produced besides the executable.
-
-    stages_s: named compile stages in seconds (e.g. {"trace": .., "lower": .., "compile": ..}); empty if
-    the backend has no stages it can time apart.
-    cache_dirs: folders the backend reads and writes its caches in (the harness counts entries before and
-    after, to tell a cache hit from a miss).
-    notes: facts the record must carry (e.g. "compiled for sm_89: the compiler knows no sm_90").
-    compiler_stages: the keys of `stages_s` that are the compiler's own work (IREE: iree-compile; ONNX Runtime:
-    session creation; TensorRT: the engine build). When given, the harness's headline `compile_s` is their
-    sum and the whole span (compile() + prepare + first run + sync) is kept apart as the record's
-    `compile_total_s` (`stages_s["first_run"]` = prepare + first run + sync). Empty: `compile_s` is
-    that whole span, as for eager, Inductor (compiles lazily inside the first call), XLA and tritongen.
-    lowering: which route each composite op of the graph took into the framework, in words, by op name (e.g.
-    {"sdpa": "native: ONNX Attention (opset 23)"}); the record's `lowering`. Empty where not told.
-    """
-
-    stages_s: dict[str, float] = field(default_factory=dict)
-    cache_hit: bool | None = None
-    notes: list[str] = field(default_factory=list)
-    compiler_stages: tuple[str, ...] = ()
-    lowering: dict[str, str] = field(default_factory=dict)
-
-
-class Compiled(ABC):
-    """An executable for one graph, shapes, dtype and device."""
-
-    info: CompileInfo
-
-    def prepare(self, inputs: Sequence[Any]) -> Any:
-        """Turn torch input tensors into what `run` takes (default: the tensors themselves). Not timed."""
-        return tuple(inputs)
-
-    @abstractmethod
-    def run(self, prepared: Any) -> Any:
-        """Launch the computation on prepared inputs; may return before the device is done."""
-
-    @abstractmethod
-    def to_torch(self, raw: Any) -> list[Any]:
-        """The outputs of `run` as torch tensors on the harness device. Not timed."""
-
-    def sync(self) -> None:
-        """Block until all work this executable launched has finished."""
-
-    def artifacts(self) -> dict[str, Any] | None:
-        """Text or numbers worth keeping (generated code, IR, sizes); None when the backend has none."""
-        return None
-
-    def __call__(self, *inputs: Any) -> list[Any]:
-        raw = self.run(self.prepare(inputs))
-        self.sync()
-        return self.to_torch(raw)
 
 
 class Backend(ABC):
@@ -223,19 +158,17 @@ class Backend(ABC):
         without them. By default the options decide alone."""
         return cls.compile_times_on_device(options)
 
-    # Why this backend serves a shape sweep with one compile per shape (backends/sweep.py), in words.
+    # Why this backend serves a shape sweep with one compile per shape (backends/shape_sweep.py), in words.
     sweep_per_shape_reason: ClassVar[str] = "the adapter has no dynamic-shape path"
 
-    def sweep_refusal(self, spec: Any, options: Mapping[str, Any] | None = None) -> str | None:
-        """None when this backend can serve the shape sweep `spec` (backends/sweep.py: SweepSpec) with the case's
+    def sweep_refusal(self, spec: SweepSpec, options: Mapping[str, Any] | None = None) -> str | None:
+        """None when this backend can serve the shape sweep `spec` (backends/shape_sweep.py: SweepSpec) with the case's
         options, else why not (the case is `skipped`). Runs at planning time and must not raise."""
         return None
 
-    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
-        """The SweepServer (backends/sweep.py) that serves `spec`'s shapes; by default one compile per
+    def serve_sweep(self, spec: SweepSpec, device: str, options: Mapping[str, Any]) -> SweepServer:
+        """The SweepServer (backends/shape_sweep.py) that serves `spec`'s shapes; by default one compile per
         shape, for `sweep_per_shape_reason`."""
-        from bakeoff.backends.sweep import PerShapeServer
-
         return PerShapeServer(self, device, options, self.sweep_per_shape_reason)
 
     @abstractmethod

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from bakeoff.backends.shape_sweep import PerShapeServer
+from bakeoff.backends.torch_step import torch_step
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
@@ -21,8 +23,6 @@ class EagerBackend(Backend):
 
     def serve_sweep(self, spec: Any, device: str, options: dict[str, Any]) -> Any:
         """No compile: the PyTorch lowering is built per shape (Python, no compiler), and counted as none."""
-        from bakeoff.backends.sweep import PerShapeServer
-
         return PerShapeServer(self, device, options, "eager compiles nothing (its PyTorch lowering is built per "
                                                     "shape)", counts_compiles=False)
 
@@ -42,7 +42,6 @@ class EagerBackend(Backend):
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                      options: dict[str, Any]) -> Compiled:
         """The same module, then torch.autograd.grad of its outputs with the cotangents (the baseline step)."""
-        from bakeoff.backends.torch_step import torch_step
         from bakeoff.workloads.lower_torch import lower_torch
 
         fn = lower_torch(graph)

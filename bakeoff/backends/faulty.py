@@ -22,6 +22,8 @@ from typing import Any, Literal, Mapping, Sequence, get_args
 
 from pydantic import Field
 
+from bakeoff.backends.torch_step import torch_step
+from bakeoff.workloads.grad import grad_inputs
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
@@ -60,8 +62,6 @@ class FaultyBackend(Backend):
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                      options: Mapping[str, Any]) -> Compiled:
-        from bakeoff.backends.torch_step import torch_step
-        from bakeoff.workloads.grad import grad_inputs
         from bakeoff.workloads.lower_torch import lower_torch
 
         names = [n.attr("name") for n in grad_inputs(graph)]

@@ -8,12 +8,13 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import Field, field_validator, model_validator
 
+from bakeoff.backends.torch_step import torch_step
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
-from bakeoff.backends.inductor_cpu import answer_extension_checks, share_headers, startup_notes
+from bakeoff.backends.inductor_cpu import answer_extension_checks, cpu_startup_env, share_headers, startup_notes
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.sweep import SweepServer
+from bakeoff.backends.shape_sweep import SweepServer
 
 # Modes every supported torch has; another name is checked against the installed torch's list.
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -107,8 +108,6 @@ class InductorBackend(Backend):
         """On the CPU, what the run established once for Inductor's start-up (inductor_cpu.py)."""
         if device != "cpu":
             return {}
-        from bakeoff.backends.inductor_cpu import cpu_startup_env
-
         return cpu_startup_env()
 
     @classmethod
@@ -166,8 +165,6 @@ class InductorBackend(Backend):
         (lazily, in the first step's backward); the step calls torch.autograd.grad on its outputs, which runs
         the compiled backward. The first step checks that it did: the outputs' grad_fn must be AOTAutograd's
         CompiledFunctionBackward (else the step fails), and `info` counts Inductor's graphs (forward + backward)."""
-        from bakeoff.backends.torch_step import torch_step
-
         compiled = self.compile(graph, specs, device, options)
         seen: dict[str, str] = {}
 

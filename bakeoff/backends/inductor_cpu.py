@@ -48,6 +48,10 @@ import tempfile
 import threading
 from typing import Any
 
+from bakeoff.backends import inductor_cpu_cache
+from bakeoff.backends.inductor_cpu_probe import check_key
+from bakeoff.owner import CASE_TMP_PREFIX, owned_prefix
+
 ENV_PROBE = "BAKEOFF_INDUCTOR_CPU_PROBE"  # the run's probe (JSON), for the workers' notes
 ENV_VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"  # Inductor's own variable for config.cpp.vec_isa_ok
 PROBE_TIMEOUT_S = 600
@@ -76,8 +80,6 @@ def _trust_is_equivalent(probe: dict[str, Any]) -> bool:
 def _probe() -> dict[str, Any]:
     """The probe's answer: kept from an earlier run of this machine under the same key (inductor_cpu_cache.py),
     else probed now and kept; {"error": ...} when it fails (the workers then check for themselves)."""
-    from bakeoff.backends import inductor_cpu_cache
-
     key = inductor_cpu_cache.machine_key()
     kept = inductor_cpu_cache.read(key)
     if kept is not None:
@@ -89,9 +91,7 @@ def _probe() -> dict[str, Any]:
 
 def _run_probe() -> dict[str, Any]:
     """inductor_cpu_probe.py in a child process with a scratch cache folder; {"error": ...} when it fails."""
-    from bakeoff.harness.run.leftovers import CASE_TMP_PREFIX, owned_prefix  # named for leftovers' sweep
-
-    with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as scratch:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as scratch:  # leftovers' sweep knows it
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": scratch}
         try:
             proc = subprocess.run([sys.executable, "-m", "bakeoff.backends.inductor_cpu_probe"], env=env,
@@ -170,7 +170,6 @@ def answer_extension_checks() -> None:
     except (ImportError, AttributeError):
         _extensions["why"] = "checked in this process: this torch has no cpu_vec_isa.VecISA.check_build"
         return
-    from bakeoff.backends.inductor_cpu_probe import check_key
 
     answers = {_key_text(c): bool(c["passed"]) for c in recorded if isinstance(c, dict) and "passed" in c}
     _extensions.update(answered=0, built=0, probe_s=round(sum(float(c.get("seconds") or 0) for c in recorded), 2))

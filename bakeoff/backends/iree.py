@@ -30,7 +30,8 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, user_cache_dir
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.sweep import SweepServer
+from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer
+from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
 
 class IreeOptions(BackendOptions):
@@ -233,7 +234,6 @@ class IreeBackend(Backend):
     def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
         """One module with the swept dim dynamic (`IreeSweepServer`); where the symbolic export or iree-compile
         refuses it, one compile per shape with that reason."""
-        from bakeoff.backends.sweep import PerShapeServer
         from bakeoff.workloads.lower_torch_dynamic import LowerError
 
         import iree.compiler as ireec
@@ -260,8 +260,6 @@ class IreeBackend(Backend):
         import iree.runtime  # noqa: F401
         import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)
 
-        from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
-
         stages: dict[str, float] = {}
         t0 = time.perf_counter()
         source = stablehlo_text(graph, "cpu" if device == "cpu" else "cuda", grad=grad)
@@ -279,37 +277,9 @@ def compile_module(source: str, device: str, opts: IreeOptions, stages: dict[str
     import iree.runtime as ireert
 
     stages, paths, extra_notes, notes = dict(stages), dict(paths), list(notes), []
-    if device == "cpu":
-        flags, driver_uri, target = list(_CPU_FLAGS), "local-task", "llvm-cpu host"
-    elif device.startswith("cuda"):
-        import torch
-
-        major, minor = torch.cuda.get_device_capability(_cuda_index(device))
-        t0 = time.perf_counter()
-        target, note = cuda_target(f"sm_{major}{minor}")
-        stages["target_probe"] = time.perf_counter() - t0
-        if note:
-            notes.append(note)
-        flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"]
-        driver_uri = f"cuda://{_cuda_index(device)}"  # CUDA ordinal, as torch numbers visible GPUs
-    else:
-        raise ValueError(f"iree: unknown device {device!r}")
+    flags, driver_uri, target = _target(device, stages, notes)
     flags += _COMMON_FLAGS + list(opts.extra_flags)
-
-    with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
-        stats_path = Path(tmp) / "stats.json"
-        # IREE's own scheduling statistics count the dispatches the program launches per call.
-        # The dispatches' sources (one executable each, with locations back into the StableHLO) are written
-        # too, for the report: a few small files, inside the timed compile as the statistics are.
-        stats_flags = ["--iree-scheduling-dump-statistics-format=json",
-                       f"--iree-scheduling-dump-statistics-file={stats_path}",
-                       f"--iree-hal-dump-executable-sources-to={Path(tmp) / 'sources'}"]
-        t0 = time.perf_counter()
-        vmfb = ireec.compile_str(source, input_type="stablehlo", extra_args=flags + stats_flags)
-        stages["compile"] = time.perf_counter() - t0
-        stats = json.loads(stats_path.read_text())
-        dispatches = "".join(f"// ---- {p.name}\n{p.read_text(errors='replace')}\n"
-                             for p in sorted((Path(tmp) / "sources").glob("*.mlir")))
+    vmfb, stats, dispatches = _iree_compile(ireec, source, flags, stages)
 
     t0 = time.perf_counter()
     hal_device = ireert.get_device(driver_uri)
@@ -341,6 +311,45 @@ def compile_module(source: str, device: str, opts: IreeOptions, stages: dict[str
     return IreeCompiled(fn, hal_device, device, info, artifacts)
 
 
+def _target(device: str, stages: dict[str, float], notes: list[str]) -> tuple[list[str], str, str]:
+    """(iree-compile's target flags, the HAL driver URI, the target in words) for `device`; a CUDA target
+    probe's time goes into `stages`, its note into `notes`."""
+    if device == "cpu":
+        return list(_CPU_FLAGS), "local-task", "llvm-cpu host"
+    if not device.startswith("cuda"):
+        raise ValueError(f"iree: unknown device {device!r}")
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(_cuda_index(device))
+    t0 = time.perf_counter()
+    target, note = cuda_target(f"sm_{major}{minor}")
+    stages["target_probe"] = time.perf_counter() - t0
+    if note:
+        notes.append(note)
+    # the driver's CUDA ordinal, as torch numbers visible GPUs
+    return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"], f"cuda://{_cuda_index(device)}", target
+
+
+def _iree_compile(ireec: Any, source: str, flags: list[str], stages: dict[str, float]) -> tuple[bytes, dict, str]:
+    """iree-compile of StableHLO `source` (its time as `stages["compile"]`): the vmfb, IREE's scheduling
+    statistics and the dispatches' sources."""
+    with tempfile.TemporaryDirectory(prefix="bakeoff-iree-") as tmp:
+        stats_path = Path(tmp) / "stats.json"
+        # IREE's own scheduling statistics count the dispatches the program launches per call.
+        # The dispatches' sources (one executable each, with locations back into the StableHLO) are written
+        # too, for the report: a few small files, inside the timed compile as the statistics are.
+        stats_flags = ["--iree-scheduling-dump-statistics-format=json",
+                       f"--iree-scheduling-dump-statistics-file={stats_path}",
+                       f"--iree-hal-dump-executable-sources-to={Path(tmp) / 'sources'}"]
+        t0 = time.perf_counter()
+        vmfb = ireec.compile_str(source, input_type="stablehlo", extra_args=flags + stats_flags)
+        stages["compile"] = time.perf_counter() - t0
+        stats = json.loads(stats_path.read_text())
+        dispatches = "".join(f"// ---- {p.name}\n{p.read_text(errors='replace')}\n"
+                             for p in sorted((Path(tmp) / "sources").glob("*.mlir")))
+    return vmfb, stats, dispatches
+
+
 class IreeSweepServer(SweepServer):
     """One vmfb for every value of the swept dim: the StableHLO exported by `jax.export` with the dim symbolic
     (workloads/lower_jax_dynamic.py: `tensor<?x...>` arguments), compiled once by iree-compile and called at
@@ -352,7 +361,6 @@ class IreeSweepServer(SweepServer):
         super().__init__(how=f"one module, {spec.dim} a dynamic (?) dim of the StableHLO (jax.export symbolic "
                              "shapes), compiled once by iree-compile",
                          counter="vmfb modules this adapter compiled with iree-compile")
-        from bakeoff.workloads.lower_jax import lowering_paths
         from bakeoff.workloads.lower_jax_dynamic import symbolic_stablehlo
 
         platform = "cpu" if device == "cpu" else "cuda"

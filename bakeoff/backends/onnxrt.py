@@ -22,40 +22,19 @@ import time
 from collections import Counter
 from typing import Any, Literal, Mapping, Sequence
 
-from pydantic import Field, field_validator
-
-from bakeoff.workloads.ir import Graph
-from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, MIN_OPSET
-from bakeoff.backends.sweep import PerShapeServer, SweepServer
+from pydantic import Field
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
-from bakeoff.backends.options import BackendOptions
+from bakeoff.backends.onnx_export import OnnxExportOptions, dynamic_model
+from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer, SweepSpec
+from bakeoff.workloads.ir import Graph
+from bakeoff.workloads.lower_onnx import (input_names, lower_onnx, lowering_paths, model_summary, onnx_elem_type,
+                                          output_names)
+from bakeoff.workloads.onnx_text import node_list
+
+__all__ = ["OnnxExportOptions", "OnnxRuntimeBackend", "OrtCompiled", "OrtOptions", "dynamic_model"]
 
 _INSTALL = "pip install 'bakeoff[onnx]'"
-
-
-class OnnxExportOptions(BackendOptions):
-    """Options of the ONNX export (`workloads.lower_onnx`), shared by ONNX Runtime and TensorRT."""
-
-    opset: int = Field(DEFAULT_OPSET, ge=MIN_OPSET, description=f"ONNX opset to export (at least {MIN_OPSET}, "
-                                                                 "at most the installed onnx's)")
-    artifacts_dir: str | None = Field(None, min_length=1, max_length=4096,
-                                      description="a folder: the exported model is written there, its path "
-                                                  "recorded")
-    attention: Literal["native", "decomposed"] = Field(
-        "native", description="native: the opset-23 Attention op (the decomposed export where the runtime "
-                              "cannot run it, with the reason recorded); decomposed: MatMul, Where, Softmax, MatMul")
-
-    @field_validator("opset")
-    @classmethod
-    def _opset_known(cls, opset: int) -> int:
-        try:
-            from onnx.defs import onnx_opset_version
-        except ImportError:   # without onnx the backend is unavailable: its cases are skipped anyway
-            return opset
-        if opset > onnx_opset_version():
-            raise ValueError(f"opset {opset} is newer than the installed onnx knows ({onnx_opset_version()})")
-        return opset
 
 
 class OrtOptions(OnnxExportOptions):
@@ -120,8 +99,6 @@ def open_session(graph: Graph, device: str, opts: OnnxExportOptions, so: Any) ->
     the paths then name the first error. The decomposed export's own failure propagates."""
     import onnxruntime as ort
 
-    from bakeoff.workloads.lower_onnx import lower_onnx, lowering_paths
-
     opset, attention = opts.opset, opts.attention
     paths = lowering_paths(graph, opset, attention)
     t0 = time.perf_counter()
@@ -152,8 +129,6 @@ class OrtCompiled(Compiled):
 
     def __init__(self, session: Any, graph: Graph, device: str, info: CompileInfo, model_bytes: bytes,
                  artifacts: dict[str, Any], options: OrtOptions) -> None:
-        from bakeoff.workloads.lower_onnx import input_names, output_names
-
         self.session, self.graph, self.device, self.info = session, graph, device, info
         self.inputs, self.outputs = input_names(graph), output_names(graph)
         self._model_bytes, self._artifacts, self._options = model_bytes, artifacts, options
@@ -166,8 +141,7 @@ class OrtCompiled(Compiled):
         """
         import torch
 
-        from bakeoff.workloads.lower_onnx import onnx_elem_type
-        from bakeoff.workloads.lower_torch import TORCH_DTYPES
+        from bakeoff.workloads.lower_torch import TORCH_DTYPES  # imports torch: not at the module's import
 
         kind, index = _device_id(self.device)
         binding = self.session.io_binding()
@@ -229,8 +203,6 @@ class OrtCompiled(Compiled):
                 opt = onnx.load(so.optimized_model_filepath)
             ops = Counter((f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
                           for n in opt.graph.node)
-            from bakeoff.workloads.onnx_text import node_list
-
             out["optimized_nodes.txt"] = node_list(opt)
             out["optimized_op_types"] = dict(sorted(ops.items()))
             out["optimized_nodes"] = len(opt.graph.node)
@@ -321,7 +293,7 @@ class OnnxRuntimeBackend(Backend):
             return (f"onnxruntime {ort.__version__} CUDA provider does not take every node of this "
                     f"graph in {dtype} (CPU fallback is disabled so that nothing runs on the host)")
 
-    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> SweepServer:
+    def serve_sweep(self, spec: SweepSpec, device: str, options: Mapping[str, Any]) -> SweepServer:
         """One session with the swept dim a dynamic axis where the export allows it (`dynamic_model`); native
         attention that the provider cannot run retries decomposed, as `open_session` does; else one session
         per shape, with the reason."""
@@ -344,9 +316,6 @@ class OnnxRuntimeBackend(Backend):
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
         opts = self.parse_options(options)
-        from bakeoff.workloads.lower_onnx import model_summary
-        from bakeoff.workloads.onnx_text import node_list
-
         so = _session_options(device, opts)
         model, session, stages, paths = open_session(graph, device, opts, so)
         model_bytes = model.SerializeToString()
@@ -375,41 +344,12 @@ class OnnxRuntimeBackend(Backend):
         return OrtCompiled(session, graph, device, info, model_bytes, artifacts, opts)
 
 
-def dynamic_model(spec: Any, opts: OnnxExportOptions, attention: str) -> tuple[Any, str | None]:
-    """The ONNX export of `spec`'s graph with the swept dim a dynamic axis (`dim_param`), or (None, why not).
-
-    The graph is exported at two distinct values of the sweep; when the two models differ only in the sizes of
-    their inputs, outputs and annotated intermediates (their nodes, attributes and initializers are the same),
-    the export does not bake the dim into a constant, and the first one with the swept axes made symbolic
-    serves every value. Otherwise (a reshape target, a causal mask's size) it does, with the reason."""
-    from bakeoff.workloads.lower_onnx import lower_onnx
-
-    a, b = sorted(set(spec.values))[:2]
-    models = [lower_onnx(spec.bound_at(v), opts.opset, attention) for v in (a, b)]
-    def body(m: Any) -> list[bytes]:
-        return ([n.SerializeToString() for n in m.graph.node] +
-                [t.SerializeToString() for t in m.graph.initializer])
-    if body(models[0]) != body(models[1]):
-        return None, (f"the ONNX export ({attention} attention) holds {spec.dim} in a constant (a reshape target "
-                      "or a mask's size)")
-    model = models[0]
-    del model.graph.value_info[:]   # intermediate shapes annotated at the first value
-    for value_info, node in zip(list(model.graph.input) + list(model.graph.output),
-                                list(spec.graph.inputs) + list(spec.graph.output_nodes)):
-        for axis, d in enumerate(node.shape):
-            if isinstance(d, str) and spec.dim in d.split("*"):
-                shape_dim = value_info.type.tensor_type.shape.dim[axis]
-                shape_dim.ClearField("dim_value")
-                shape_dim.dim_param = d.replace("*", "_")
-    return model, None
-
-
 class OrtSweepServer(SweepServer):
     """One InferenceSession over a model whose swept axes are dynamic (`dynamic_model`), bound per point to
     that point's shapes; compiles are the sessions created (one). Built by `OnnxRuntimeBackend.serve_sweep`,
     which falls back to one session per shape where the export bakes the dim in."""
 
-    def __init__(self, spec: Any, device: str, opts: OrtOptions, model: Any, attention: str) -> None:
+    def __init__(self, spec: SweepSpec, device: str, opts: OrtOptions, model: Any, attention: str) -> None:
         super().__init__(how=f"one session, {spec.dim} a dynamic axis of the exported model",
                          counter="InferenceSession objects created")
         import onnxruntime as ort

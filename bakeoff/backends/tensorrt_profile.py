@@ -8,7 +8,7 @@ minimum and maximum dimensions") and the IExecutionContext page (`context.set_in
 each run at a new shape, `context.get_tensor_shape(name)` for the outputs, `set_tensor_address`,
 `execute_async_v3`).
 
-The model is ONNX Runtime's dynamic export (`onnxrt.dynamic_model`: the graph exported at two values, the swept
+The model is ONNX Runtime's dynamic export (`onnx_export.dynamic_model`: the graph exported at two values, the swept
 axes turned into `dim_param`s where the two exports differ only in sizes), which the parser reads as -1 axes.
 Profile: min = the sweep's smallest value, max = its largest, opt = the median of its distinct values
 (`statistics.median_low`, so the shape TensorRT tunes for is one the sweep serves and sits in the middle of it;
@@ -22,10 +22,12 @@ import statistics
 import time
 from typing import Any, Sequence
 
+from bakeoff.backends.compiled import Compiled, TensorSpec
+from bakeoff.backends.onnx_export import dynamic_model
+from bakeoff.backends.shape_sweep import SweepServer, SweepSpec
+from bakeoff.backends.tensorrt_engine import Profile, TrtCompiled, TrtOptions
 from bakeoff.workloads.ir import Graph
-
-from bakeoff.backends.base import Compiled, TensorSpec
-from bakeoff.backends.sweep import SweepServer
+from bakeoff.workloads.lower_onnx import input_names
 
 
 class ExportBakesDim(Exception):
@@ -38,10 +40,8 @@ def profile_values(values: Sequence[int]) -> tuple[int, int, int]:
     return distinct[0], statistics.median_low(distinct), distinct[-1]
 
 
-def profile_shapes(spec: Any) -> dict[str, tuple[tuple[int, ...], ...]]:
+def profile_shapes(spec: SweepSpec) -> Profile:
     """Input name -> (min, opt, max) shapes, for every graph input with a swept axis."""
-    from bakeoff.workloads.lower_onnx import input_names
-
     at = [spec.bound_at(v) for v in profile_values(spec.values)]
     names = input_names(spec.graph)
     return {name: tuple(tuple(int(d) for d in g.inputs[i].shape) for g in at)
@@ -52,9 +52,7 @@ class TrtSweepServer(SweepServer):
     """One engine built with one optimization profile over the sweep; each point binds its shapes on the
     engine's one execution context."""
 
-    def __init__(self, backend: Any, spec: Any, device: str, opts: Any) -> None:
-        from bakeoff.backends.onnxrt import dynamic_model
-
+    def __init__(self, backend: Any, spec: SweepSpec, device: str, opts: TrtOptions) -> None:
         lo, opt, hi = profile_values(spec.values)
         super().__init__(how=(f"one engine, one optimization profile over {spec.dim}: min {lo}, opt {opt} (the "
                               f"median of the sweep's values), max {hi}"),
@@ -85,8 +83,6 @@ class TrtSweepServer(SweepServer):
         self.notes = list(self.compiled.info.notes)
 
     def at(self, value: int, graph: Graph, specs: Sequence[TensorSpec]) -> Compiled:
-        from bakeoff.backends.tensorrt import TrtCompiled
-
         c = self.compiled
         return TrtCompiled(c.engine, c.context, graph, c.device, c.info, c._artifacts, c._keep, dynamic=True)
 

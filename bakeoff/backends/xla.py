@@ -24,11 +24,14 @@ from typing import Any, Literal, Mapping, Sequence
 from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
+from bakeoff.workloads.lower_jax import (input_specs, lower_jax, lower_jax_grad, lowering_paths, sdpa_routes,
+                                         share_gpu_with_torch)
 from bakeoff.workloads.ops import kind
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.sweep import SweepServer
+from bakeoff.backends.shape_sweep import SweepServer
+from bakeoff.workloads.padding import padding_refusal, sliced_axes
 
 # Op kinds (workloads/ops.py) that XLA's GPU autotuner has nothing to time in.
 _UNTUNED_KINDS = ("source", "unary", "binary", "layout")
@@ -244,8 +247,6 @@ class XlaBackend(Backend):
     def sweep_refusal(self, spec: Any, options: Mapping[str, Any] | None = None) -> str | None:
         if self.parse_options(options).shapes != "bucket":
             return None
-        from bakeoff.workloads.padding import padding_refusal
-
         reason = padding_refusal(spec.graph, spec.dim)
         return f"xla shapes=bucket: padding {spec.dim} is not sound here: {reason}" if reason else None
 
@@ -265,9 +266,6 @@ class XlaBackend(Backend):
         opts = self.parse_options(options)
         attention = opts.attention
         _apply_xla_flags(opts.xla_flags)
-        from bakeoff.workloads.lower_jax import (input_specs, lower_jax, lower_jax_grad, lowering_paths, sdpa_routes,
-                                                 share_gpu_with_torch)
-
         share_gpu_with_torch()
         import jax
         from jax.sharding import SingleDeviceSharding
@@ -322,8 +320,6 @@ class XlaSweepServer(SweepServer):
     def __init__(self, spec: Any, device: str, opts: XlaOptions) -> None:
         super().__init__()
         _apply_xla_flags(opts.xla_flags)
-        from bakeoff.workloads.lower_jax import lower_jax, share_gpu_with_torch
-
         share_gpu_with_torch()
         import jax
 
@@ -344,8 +340,6 @@ class XlaSweepServer(SweepServer):
                         "distinct (value, shapes) the jitted function was called with (no _cache_size here)")
         self.notes = [f"attention={attention}"]
         if self.bucket:
-            from bakeoff.workloads.padding import sliced_axes
-
             self.axes, self.out_axes = spec.swept_axes(), sliced_axes(spec.graph, spec.dim)
 
     def at(self, value: int, graph: Graph, specs: Sequence[TensorSpec]) -> Compiled:

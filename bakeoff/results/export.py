@@ -1,6 +1,6 @@
 """Export a run's records as JSON (a list of objects, one per case), CSV or Parquet (pandas).
 
-The columns are the record model's (results/record.py: StoredRecord.export_columns), in its order, for every
+The columns are the record model's (results/stored_record.py: StoredRecord.export_columns), in its order, for every
 record alike (None where a field was not measured), followed by any fields an older or newer bakeoff wrote
 that this one does not know (`legacy_fields`).
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from bakeoff.results.record import StoredRecord
+from bakeoff.results.stored_record import StoredRecord
 
 
 def typed(record: StoredRecord | Mapping[str, Any]) -> StoredRecord:

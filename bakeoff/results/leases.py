@@ -14,14 +14,11 @@ from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from bakeoff.results.errors import LeaseLost  # raised here; defined apart so that the CLI names it cheaply
 from bakeoff.results.schema import run_leases
 
 
 TAKEOVER_LOCK_WAIT_S = 5  # the longest a takeover waits for a write of the holder in progress (PostgreSQL)
-
-
-class LeaseLost(RuntimeError):
-    """This orchestrator no longer holds its run's lease (another took it over): it must stop writing."""
 
 
 @dataclass(frozen=True)

@@ -1,88 +1,69 @@
-"""The record of one case: one typed model (`CaseRecord`), owned here, each phase filling its own part.
+"""The record of one case: one typed model (`CaseRecord`), owned here, each phase filling its own group:
 
-A record is flat (its JSON and database names are the field names below), but its fields come in groups,
-one per phase that fills them:
+    CaseFields     the orchestrator, from the planned case (what was asked for)
+    Outcome        any phase: the status and why
+    CompileFields  the cold worker: compile time, stages, cache, artifacts summary
+    CheckFields    the cold worker: errors against fp64 and eager on every seed (`ErrorStats` three times:
+                   vs_fp64, vs_eager, eager_vs_fp64), the worst element
+    TimingFields   the cold worker: every latency figure of the backend and of eager interleaved with it (one
+                   part per method, eager's the `eager_*` mirror), CUDA graph, SM clock, throughput, the gate
+    LoadFields     the cold worker: what else ran while it timed, and the measurement quality judged
+    DeviceState    the cold worker: GPU clocks, power and throttling before and after
+    WarmFields     the warm worker: compile time in a fresh process with the cold caches
+    ProcessFields  the harness around the workers: slot, wall time and phases, spares, output tails, artifacts
+    RunFields      the orchestrator, as it commits: attempt, ceiling
 
-    CaseFields       the orchestrator, from the planned case (what was asked for)
-    Outcome          any phase: the status and why
-    CompileFields    the cold worker: compile time, stages, cache, artifacts summary
-    CheckFields      the cold worker: numeric error against fp64 and eager, on every seed
-    TimingFields     the cold worker: every latency figure of the backend and of eager interleaved with it
-                     (timer, single call, pipelined, CUPTI device time, CUDA graph, the headline), kernels,
-                     SM clock, throughput, the timing gate
-    LoadFields       the cold worker: what else ran while it timed, and the measurement quality judged
-    DeviceState      the cold worker: GPU clocks, power and throttling before and after
-    WarmFields       the warm worker: compile time in a fresh process with the cold caches
-    ProcessFields    the harness around the workers: slot, wall time and its phases, pre-started workers,
-                     output tails, artifacts' place
-    RunFields        the orchestrator, as it commits: attempt, ceiling
-
-The cold worker's output is a `ColdOutput`, the warm worker's a `WarmOutput`; both are serialized through
-the model, so a field the model does not know, or a value JSON cannot hold, is an error (a `crash` record
-saying which field), never a silent string. The store's columns (results/schema.py) and the export's
-columns (results/export.py) and the reports' flat cases (results/report/data.py) are derived from here.
-To add a field: one line in its group, typed as precisely as the data allows, with its unit in its name
-and a description (docs/ARCHITECTURE.md, "Adding a record field"); it is stored in `details` unless marked
-`InTable` (a column also needs a schema migration, results/migrations.py).
-
-None means "not measured" (the step did not run, or does not apply); NaN never reaches the store.
+Code holding a record reads its nested parts (results/record_parts.py): `record.vs_fp64.rmse`,
+`record.eager_headline.median_ms`. Everything outside the model sees flat columns (`err_rmse_vs_fp64`,
+`eager_headline_ms`): a record validates from them (`CaseRecord.from_columns`, or any constructor) and dumps
+to them (`model_dump`, `to_columns`, `flat`); the store's columns (results/schema.py), the exports' and the
+reports' flat cases come from here. The workers write a `ColdOutput` or a `WarmOutput` through the model: a
+field it lacks, or a value JSON cannot hold, makes a `crash` record naming the field, never a silent string.
+To add a field: one line in its group, typed as precisely as the data allows, unit in its name, with a
+description (docs/ARCHITECTURE.md, "Adding a record field"); it goes to `details` unless marked `InTable`
+(a column also needs a schema migration, results/migrations.py). None means "not measured"; NaN never
+reaches the store.
 """
 from __future__ import annotations
 
 import datetime as dt
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    JsonValue,
-    ValidationError,
-    model_serializer,
+from pydantic import Field, JsonValue, ValidationError
+
+from bakeoff.results.record_parts import (
+    COLUMN,
+    BackendTimer,
+    Ceiling,
+    CheckStatus,
+    DEVICE_TIME_COLUMNS,
+    HEADLINE_COLUMNS,
+    HOST_COLUMNS,
+    PIPELINED_COLUMNS,
+    TIMER_COLUMNS,
+    WORST_ELEMENT_COLUMNS,
+    DeviceTime,
+    ErrorStats,
+    GpuProcess,
+    GpuState,
+    Headline,
+    InTable,
+    KernelTime,
+    Pipelined,
+    Spread,
+    Status,
+    Timer,
+    WorstElement,
+    _Group,
+    column_of,
+    doc,
+    error_columns,
 )
 
-Status = Literal["ok", "skipped", "mismatch", "compile_error", "runtime_error", "timeout", "oom", "crash"]
-
-
-@dataclass(frozen=True)
-class InTable:
-    """Marks a field stored as its own column of `records` (others go to the `details` JSON column).
-    `length` bounds a VARCHAR column (None: unbounded text, or the number/boolean/JSON type of the field)."""
-
-    length: int | None = None
-
-
-COLUMN = InTable()  # a column of unbounded text, or of the field's number/boolean/JSON type
-
-
-def doc(description: str) -> Any:
-    """An optional field (None: not measured) with its description."""
-    return Field(None, description=description)
-
-
-_CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=True)
-
-# A number JSON cannot spell, written as text where it is the finding (the worst element of an output).
-NonFinite = Literal["nan", "inf", "-inf"]
-CheckStatus = Literal["ok", "mismatch"]
-
-
-class _Group(BaseModel):
-    model_config = _CONFIG
-
-
-class _Part(BaseModel):
-    """A nested value of a record field (a kernel, a GPU process, the ceiling): keys it lacks are left out
-    when dumped, not written as null."""
-
-    model_config = _CONFIG
-
-    @model_serializer(mode="wrap")
-    def _without_none(self, handler: Any) -> Any:
-        return {k: v for k, v in handler(self).items() if v is not None}
+__all__ = ["GROUPS", "COLUMN", "CaseRecord", "Ceiling", "ColdOutput", "ErrorStats", "GpuProcess", "GpuState",
+           "InTable", "KernelTime", "WarmOutput", "doc", "invalid_fields"]
 
 
 class CaseFields(_Group):
@@ -166,157 +147,54 @@ class CheckFields(_Group):
     worst_output: str | None = doc("the output the case's verdict is about (a key of output_errors)")
     post_timing_check: CheckStatus | None = doc("one more call after the timed loop, checked like the first seed")
     post_timing_check_reason: str | None = doc("why that check failed; None when it passed")
-    # the worst element of the worst output (harness/measure/worst_element.py)
-    worst_elem_index: list[int] | None = doc("its index in the output, row-major")
-    worst_elem_value: float | NonFinite | None = doc("the backend's value there")
-    worst_elem_ref: float | NonFinite | None = doc("the float64 reference's value there")
-    worst_elem_eager: float | NonFinite | None = doc("eager's value there")
-    worst_elem_tol_ratio: float | NonFinite | None = doc("|value - ref| / (atol + rtol |ref|); inf where "
-                                                         "finiteness differs")
-    worst_elem_output: int | None = doc("which output (0-based)")
-    worst_elem_seed: int | None = doc("which seed's inputs")
-    # backend vs the fp64 reference (ErrorStats, harness/measure/numerics.py)
-    err_max_abs_vs_fp64: Annotated[float | None, COLUMN] = doc("largest |error|")
-    err_max_rel_vs_fp64: Annotated[float | None, COLUMN] = doc("largest |error| / |reference|")
-    err_rel_l2_vs_fp64: Annotated[float | None, COLUMN] = doc("||error||_2 / ||reference||_2")
-    err_rmse_vs_fp64: Annotated[float | None, COLUMN] = doc("root mean square error")
-    err_cosine_vs_fp64: Annotated[float | None, COLUMN] = doc("cosine similarity")
-    err_ulp_max_vs_fp64: Annotated[float | None, COLUMN] = doc("largest ULP distance (output dtype)")
-    err_ulp_p99_vs_fp64: Annotated[float | None, COLUMN] = doc("99th percentile ULP distance")
-    err_nonfinite_vs_fp64: int | None = doc("non-finite where the reference is not")
-    err_within_tol_vs_fp64: bool | None = doc("within assert_close's default tolerances")
-    err_nonfinite_mismatch_vs_fp64: int | None = doc("elements where the reference is +-inf or NaN and the "
-                                                          "output is not the same")
-    err_max_scaled_vs_fp64: float | None = doc("largest |error| / (|reference| + RMS(reference))")
-    err_worst_index_vs_fp64: int | None = doc("flat index of the element to look at (-1: empty output)")
-    err_worst_out_vs_fp64: float | None = doc("the output's value there")
-    err_worst_ref_vs_fp64: float | None = doc("the reference's value there")
-    # backend vs eager (ErrorStats, harness/measure/numerics.py)
-    err_max_abs_vs_eager: Annotated[float | None, COLUMN] = doc("largest |error|")
-    err_max_rel_vs_eager: float | None = doc("largest |error| / |reference|")
-    err_rel_l2_vs_eager: Annotated[float | None, COLUMN] = doc("||error||_2 / ||reference||_2")
-    err_rmse_vs_eager: float | None = doc("root mean square error")
-    err_cosine_vs_eager: float | None = doc("cosine similarity")
-    err_ulp_max_vs_eager: float | None = doc("largest ULP distance (output dtype)")
-    err_ulp_p99_vs_eager: float | None = doc("99th percentile ULP distance")
-    err_nonfinite_vs_eager: int | None = doc("non-finite where the reference is not")
-    err_within_tol_vs_eager: bool | None = doc("within assert_close's default tolerances")
-    err_nonfinite_mismatch_vs_eager: int | None = doc("elements where the reference is +-inf or NaN and the "
-                                                          "output is not the same")
-    err_max_scaled_vs_eager: float | None = doc("largest |error| / (|reference| + RMS(reference))")
-    err_worst_index_vs_eager: int | None = doc("flat index of the element to look at (-1: empty output)")
-    err_worst_out_vs_eager: float | None = doc("the output's value there")
-    err_worst_ref_vs_eager: float | None = doc("the reference's value there")
-    # eager vs the fp64 reference (ErrorStats, harness/measure/numerics.py)
-    eager_err_max_abs_vs_fp64: float | None = doc("largest |error|")
-    eager_err_max_rel_vs_fp64: float | None = doc("largest |error| / |reference|")
-    eager_err_rel_l2_vs_fp64: Annotated[float | None, COLUMN] = doc("||error||_2 / ||reference||_2")
-    eager_err_rmse_vs_fp64: Annotated[float | None, COLUMN] = doc("root mean square error")
-    eager_err_cosine_vs_fp64: float | None = doc("cosine similarity")
-    eager_err_ulp_max_vs_fp64: float | None = doc("largest ULP distance (output dtype)")
-    eager_err_ulp_p99_vs_fp64: float | None = doc("99th percentile ULP distance")
-    eager_err_nonfinite_vs_fp64: int | None = doc("non-finite where the reference is not")
-    eager_err_within_tol_vs_fp64: bool | None = doc("within assert_close's default tolerances")
-    eager_err_nonfinite_mismatch_vs_fp64: int | None = doc("elements where the reference is +-inf or NaN and the "
-                                                          "output is not the same")
-    eager_err_max_scaled_vs_fp64: float | None = doc("largest |error| / (|reference| + RMS(reference))")
-    eager_err_worst_index_vs_fp64: int | None = doc("flat index of the element to look at (-1: empty output)")
-    eager_err_worst_out_vs_fp64: float | None = doc("the output's value there")
-    eager_err_worst_ref_vs_fp64: float | None = doc("the reference's value there")
-
-
-class KernelTime(_Part):
-    """One kernel name CUPTI saw in the profiled calls (harness/measure/kernel_times.py)."""
-
-    name: str = Field(description="the kernel's name (cut at 1000 characters, ending in '…')")
-    launches: float = Field(description="launches per call")
-    device_ms: float = Field(description="device milliseconds per call, all its launches")
-    share: float | None = Field(None, description="its share of the calls' summed kernel time (None when 0)")
+    worst_elem: Annotated[WorstElement | None, WORST_ELEMENT_COLUMNS] = doc(
+        "the worst element of the worst output (harness/measure/worst_element.py)")
+    vs_fp64: Annotated[ErrorStats | None, error_columns("err_{}_vs_fp64", (
+        "max_abs", "max_rel", "rel_l2", "rmse", "cosine", "ulp_max", "ulp_p99"))] = doc(
+        "the backend vs the fp64 reference (harness/measure/numerics.py)")
+    vs_eager: Annotated[ErrorStats | None, error_columns("err_{}_vs_eager", ("max_abs", "rel_l2"))] = doc(
+        "the backend vs eager")
+    eager_vs_fp64: Annotated[ErrorStats | None, error_columns("eager_err_{}_vs_fp64", ("rel_l2", "rmse"))] = doc(
+        "eager vs the fp64 reference")
 
 
 class TimingFields(_Group):
     """Every latency figure of the backend and of eager interleaved with it (harness/measure/figures.py), the
     headline that means the same for every backend, kernels, SM clock, throughput, and the timing gate."""
 
-    # the timer (harness/measure/timing.py measure): CUDA events or host clock + sync, cache flushed per sample
-    latency_ms_median: Annotated[float | None, COLUMN] = doc("the timer's median milliseconds per call")
-    latency_ms_p20: Annotated[float | None, COLUMN] = doc("the timer's 20th percentile ms per call")
-    latency_ms_p80: Annotated[float | None, COLUMN] = doc("the timer's 80th percentile ms per call")
-    latency_iqr_rel: Annotated[float | None, COLUMN] = doc("the timer's interquartile range over its median")
-    n_samples: Annotated[int | None, COLUMN] = doc("timed samples")
-    timing_method: str | None = doc("how the timer timed the backend, e.g. 'host-clock+sync' "
-                                    "(harness/measure/timing.py)")
-    samples: Annotated[list[float] | None, COLUMN] = doc("every timer sample in time order, ms per call")
-    eager_latency_ms_median: Annotated[float | None, COLUMN] = doc("eager's timer median ms per call, "
-                                                                   "interleaved")
-    eager_latency_ms_p20: float | None = doc("eager's timer 20th percentile ms per call")
-    eager_latency_ms_p80: float | None = doc("eager's timer 80th percentile ms per call")
-    eager_samples: list[float] | None = doc("eager's timer samples in time order, ms per call")
-    eager_timing_method: str | None = doc("how eager was timed (the backend's method)")
+    timer: Annotated[BackendTimer | None, TIMER_COLUMNS] = doc("the timer")
+    eager_timer: Annotated[Timer | None, TIMER_COLUMNS.mirror("eager_", ("median_ms", "p20_ms", "p80_ms", "samples",
+                                                                  "method"), in_table=("median_ms",))] = doc(
+        "eager's timer, interleaved (timed by the backend's method)")
     speedup_vs_eager: Annotated[float | None, COLUMN] = doc("eager's headline_ms over the backend's (both by "
                                                             "the headline method, below)")
     timer_speedup_vs_eager: float | None = doc("eager's timer median over the backend's")
     sustained_s: float | None = doc("seconds of continuous load run before timing and profiling, together "
                                     "(timing.sustained_s: auto = 0.3 s before the timer and a 0.05 s top-up "
                                     "before the CUPTI pass on a GPU, none on the CPU)")
-    # one synchronized call, host clock, dispatch included
-    host_latency_ms: float | None = doc("median ms of one call synchronized before and after")
-    host_latency_p20_ms: float | None = doc("its 20th percentile, ms")
-    host_latency_p80_ms: float | None = doc("its 80th percentile, ms")
-    eager_host_latency_ms: float | None = doc("eager's median ms of one synchronized call")
-    eager_host_latency_p20_ms: float | None = doc("its 20th percentile, ms")
-    eager_host_latency_p80_ms: float | None = doc("its 80th percentile, ms")
-    # pipelined: many calls enqueued, one synchronize, per call
-    pipelined_ms: float | None = doc("median ms per call of a pipelined batch")
-    pipelined_p20_ms: float | None = doc("its 20th percentile, ms")
-    pipelined_p80_ms: float | None = doc("its 80th percentile, ms")
-    pipelined_calls: int | None = doc("calls per pipelined batch")
-    eager_pipelined_ms: float | None = doc("eager's median ms per call, pipelined")
-    eager_pipelined_p20_ms: float | None = doc("its 20th percentile, ms")
-    eager_pipelined_p80_ms: float | None = doc("its 80th percentile, ms")
-    eager_pipelined_calls: int | None = doc("eager's calls per pipelined batch")
+    host: Annotated[Spread | None, HOST_COLUMNS] = doc("one call synchronized before and after, host clock, dispatch "
+                                                "included")
+    eager_host: Annotated[Spread | None, HOST_COLUMNS.mirror("eager_", ("median_ms", "p20_ms", "p80_ms"))] = doc(
+        "eager's synchronized call")
+    pipelined: Annotated[Pipelined | None, PIPELINED_COLUMNS] = doc("many calls enqueued, one synchronize, per call")
+    eager_pipelined: Annotated[Pipelined | None, PIPELINED_COLUMNS.mirror(
+        "eager_", ("median_ms", "p20_ms", "p80_ms", "calls"))] = doc("eager's calls, pipelined")
     # CUDA graph replay
     graph_latency_ms: Annotated[float | None, COLUMN] = doc("median ms per call replayed from a CUDA graph")
     graph_latency_method: str | None = doc("how graph_latency_ms was taken: calls per captured graph")
     graph_replays: int | None = doc("replays behind graph_latency_ms")
     graph_latency_error: str | None = doc("why CUDA graph capture failed")
-    # CUPTI device time (harness/measure/device_time.py), GPU only
-    device_span_ms: float | None = doc("median ms from one call's first kernel start to its last kernel end")
-    device_span_p20_ms: float | None = doc("its 20th percentile, ms")
-    device_span_p80_ms: float | None = doc("its 80th percentile, ms")
-    device_span_iqr_rel: float | None = doc("its interquartile range over its median")
-    device_span_samples: list[float] | None = doc("the span of each profiled call, ms")
-    kernel_count: Annotated[int | None, COLUMN] = doc("device kernels per call, median (CUPTI)")
-    device_ms: Annotated[float | None, COLUMN] = doc("median summed kernel ms per call (CUPTI)")
-    device_ms_p20: float | None = doc("20th percentile summed kernel ms per call")
-    device_ms_p80: float | None = doc("80th percentile summed kernel ms per call")
-    profiled_calls: int | None = doc("calls profiled")
-    kernel_times: list[KernelTime] | None = doc("every kernel name seen, longest first")
-    eager_device_span_ms: float | None = doc("eager's median device span ms per call")
-    eager_device_span_p20_ms: float | None = doc("its 20th percentile, ms")
-    eager_device_span_p80_ms: float | None = doc("its 80th percentile, ms")
-    eager_device_span_iqr_rel: float | None = doc("its interquartile range over its median")
-    eager_device_span_samples: list[float] | None = doc("eager's span of each profiled call, ms")
-    eager_device_ms: float | None = doc("eager's median summed kernel ms per call")
-    eager_device_ms_p20: float | None = doc("its 20th percentile, ms")
-    eager_device_ms_p80: float | None = doc("its 80th percentile, ms")
-    eager_kernel_count: int | None = doc("eager's device kernels per call, median")
-    eager_profiled_calls: int | None = doc("eager's calls profiled")
-    eager_kernel_times: list[KernelTime] | None = doc("every kernel name seen in eager's calls, longest first")
+    device_time: Annotated[DeviceTime | None, DEVICE_TIME_COLUMNS] = doc("CUPTI's device time (GPU only)")
+    eager_device_time: Annotated[DeviceTime | None, DEVICE_TIME_COLUMNS.mirror("eager_", (
+        "span_ms", "span_p20_ms", "span_p80_ms", "span_iqr_rel", "span_samples", "kernel_sum_ms",
+        "kernel_sum_p20_ms", "kernel_sum_p80_ms", "kernel_count", "profiled_calls", "kernel_times"))] = doc(
+        "CUPTI's device time of eager's calls")
     launch_overhead_share: Annotated[float | None, COLUMN] = doc("1 - device_ms over the single synchronized "
                                                                  "call's latency")
     profile_error: str | None = doc("why the profiler gave no device figures")
-    # the headline: CUPTI span on a GPU (else pipelined, with the reason), the timer on the CPU
-    headline_ms: float | None = doc("median ms per call by the headline method, the same for every backend")
-    headline_p20_ms: float | None = doc("its 20th percentile, ms")
-    headline_p80_ms: float | None = doc("its 80th percentile, ms")
-    headline_iqr_rel: float | None = doc("its interquartile range over its median")
-    headline_n: int | None = doc("samples behind the headline")
-    headline_method: str | None = doc("how the headline was measured, e.g. 'cupti-span'")
-    headline_fallback: str | None = doc("why the headline is not the CUPTI span on a GPU")
-    eager_headline_ms: float | None = doc("eager's median ms per call by the same method")
-    eager_headline_p20_ms: float | None = doc("its 20th percentile, ms")
-    eager_headline_p80_ms: float | None = doc("its 80th percentile, ms")
+    headline: Annotated[Headline | None, HEADLINE_COLUMNS] = doc("the headline, the same method for every backend")
+    eager_headline: Annotated[Spread | None, HEADLINE_COLUMNS.mirror(
+        "eager_", ("median_ms", "p20_ms", "p80_ms"))] = doc("eager's headline, by the same method")
     # the SM clock while timing (harness/measure/clocks.py), GPU only
     sm_clock_mhz: float | None = doc("median SM clock during timing and profiling, MHz")
     sm_clock_mhz_min: int | None = doc("lowest SM clock sampled, MHz")
@@ -341,17 +219,6 @@ class TimingFields(_Group):
                                                             "call vs eager")
 
 
-class GpuProcess(_Part):
-    """Another process NVML saw on the GPU during timing (harness/measure/load_watch.py)."""
-
-    pid: int = Field(description="its process id as NVML reports it")
-    sm_util: int | None = Field(None, description="SM utilization in its samples, percent")
-    mem_util: int | None = Field(None, description="memory utilization in its samples, percent")
-    activity: Literal["unknown"] | None = Field(None, description="'unknown': a compute context, activity not "
-                                                "reported")
-    pid_namespace_unknown: bool | None = Field(None, description="NVML reported another pid namespace's ids")
-
-
 class LoadFields(_Group):
     """What else ran while the case timed (harness/measure/load_watch.py), and the quality judged from it and
     from the samples (harness/measure/noise.py)."""
@@ -369,17 +236,6 @@ class LoadFields(_Group):
                                           "under 15 samples)")
     eager_drift_rel: float | None = doc("the same for the interleaved eager")
     eager_iqr_rel: float | None = doc("the interleaved eager's interquartile range over its median")
-
-
-class GpuState(_Part):
-    """The GPU as NVML saw it at one moment (harness/measure/environment.py gpu_state)."""
-
-    sm_clock_mhz: int | None = Field(None, description="SM clock, MHz")
-    mem_clock_mhz: int | None = Field(None, description="memory clock, MHz")
-    temperature_c: float | None = Field(None, description="GPU temperature, degrees Celsius")
-    power_w: float | None = Field(None, description="board power draw, W")
-    throttle_reasons: list[str] | None = Field(None, description="NVML clock event reasons ('None': none)")
-    error: str | None = Field(None, description="why NVML gave no state")
 
 
 class DeviceState(_Group):
@@ -455,14 +311,6 @@ class ProcessFields(_Group):
     node_fingerprint: str | None = doc("environment fingerprint of that Ray node")
 
 
-class Ceiling(_Part):
-    """The measured ceiling a case is a share of (harness/measure/ceiling_share.py)."""
-
-    name: str = Field(description="copy_gbps or matmul_tflops_<dtype> (bakeoff calibrate)")
-    value: float = Field(description="the ceiling as measured, GB/s or TFLOP/s")
-    raised_to: float | None = Field(None, description="the case's own rate, where it beat the measured value")
-
-
 class RunFields(_Group):
     """Added by the orchestrator as it commits the record."""
 
@@ -500,9 +348,19 @@ class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, SweepFields
     status: Annotated[Status, InTable(16)] = Field(description="ok, skipped, mismatch, compile_error, "
                                                    "runtime_error, timeout, oom or crash")
 
+    @classmethod
+    def from_columns(cls, columns: Mapping[str, Any]) -> CaseRecord:
+        """A record from its flat columns (`err_rmse_vs_fp64`, `eager_headline_ms`, ...), as workers and the
+        orchestrator write them; the same as `model_validate` (an unknown column fails, naming it)."""
+        return cls.model_validate(dict(columns))
+
+    def to_columns(self) -> dict[str, Any]:
+        """The record's flat columns (nested parts flattened), legacy fields left out."""
+        return self.model_dump(mode="python", exclude={"legacy_fields"})
+
     def flat(self) -> dict[str, Any]:
-        """Every field in export order (None where not measured), then any legacy fields; as JSON values."""
-        data = self.model_dump(mode="python", exclude={"legacy_fields"})
+        """Every column in export order (None where not measured), then any legacy fields; as JSON values."""
+        data = self.to_columns()
         out = {name: _plain(data[name]) for name in self.export_columns() if name in data}
         for key, value in (self.legacy_fields or {}).items():
             out.setdefault(key, value)
@@ -510,58 +368,8 @@ class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, SweepFields
 
     @classmethod
     def export_columns(cls) -> list[str]:
-        """The export's columns, in order: the groups' fields (then StoredRecord's store keys)."""
-        return [name for group in GROUPS for name in group.model_fields]
-
-
-class StoredRecord(CaseRecord):
-    """A record read back from the store, with the keys the store adds. Its status is any text: a newer
-    bakeoff's status reads as written."""
-
-    status: Annotated[str, InTable(16)] = Field(description="as written (see CaseRecord.status)")
-    run_id: str | None = doc("the run it belongs to")
-    id: int | None = doc("the store's row id (insertion order)")
-    created_at: dt.datetime | None = doc("when the record was committed (UTC)")
-
-    @classmethod
-    def export_columns(cls) -> list[str]:
-        return ["run_id", "id", "created_at", *super().export_columns()]
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> StoredRecord:
-        """A record from a row of `records` (columns, and `details` holding the rest). Never raises for
-        what an older or newer bakeoff wrote: an unknown field, or a value of another type, is kept in
-        `legacy_fields` instead of failing the read."""
-        data = {k: v for k, v in row.items() if k != "details" and v is not None}
-        for key, value in (row.get("details") or {}).items():
-            if value is not None:
-                data.setdefault(key, value)
-        known = cls.model_fields
-        legacy = {k: data.pop(k) for k in list(data) if k not in known or k == "legacy_fields"}
-        data.setdefault("status", "crash")  # no stored record lacks one; a corrupt row still reads
-        for _ in range(len(data) + 1):
-            try:
-                return cls(**data, legacy_fields=_jsonable(legacy) or None)
-            except ValidationError as exc:
-                bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
-                bad.discard("legacy_fields")
-                if not bad & set(data):
-                    raise
-                for name in bad & set(data):
-                    legacy[name] = data.pop(name)
-                data.setdefault("status", "crash")
-        raise AssertionError("unreachable")
-
-
-def record_columns() -> list[tuple[str, type, InTable]]:
-    """(name, Python annotation, InTable) of every field stored as a column, in export order."""
-    out = []
-    for name in CaseRecord.export_columns():
-        info = CaseRecord.model_fields[name]
-        marks = [m for m in info.metadata if isinstance(m, InTable)]
-        if marks:
-            out.append((name, info.annotation, marks[0]))
-    return out
+        """The export's columns, in order: the groups' columns (then StoredRecord's store keys)."""
+        return [name for group in GROUPS for name in group.column_names()]
 
 
 def invalid_fields(exc: ValidationError, limit: int = 5) -> str:
@@ -570,7 +378,7 @@ def invalid_fields(exc: ValidationError, limit: int = 5) -> str:
     valid number"."""
     parts = []
     for err in exc.errors()[:limit]:
-        where = ".".join(str(p) for p in err["loc"]) or "record"
+        where = column_of(CaseRecord, err["loc"]) or "record"
         if err["type"] == "extra_forbidden":
             parts.append(f"{where}: not a record field (declare it in bakeoff/results/record.py)")
         else:
@@ -590,14 +398,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
-
-
-def _jsonable(value: Any) -> Any:
-    """`value` with anything JSON cannot hold (a datetime from a column) turned into text, for legacy_fields."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)

@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args, get_origin
 from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Integer, MetaData, String, Table,
                         Text, UniqueConstraint)
 
-from bakeoff.results.record import InTable, record_columns
+from bakeoff.results.record import CaseRecord, InTable
 
 SCHEMA_VERSION = 3
 
@@ -64,6 +64,14 @@ def _sql_type(annotation: Any, mark: InTable) -> Any:
     if all(get_origin(k) is Literal for k in kinds):
         return Text
     raise TypeError(f"no column type for {annotation!r}")
+
+
+def record_columns() -> list[tuple[str, Any, InTable]]:
+    """(name, Python annotation, InTable) of every record column marked InTable (results/record.py), in
+    export order."""
+    columns = {c.name: c for c in CaseRecord.declared_columns()}
+    return [(name, c.annotation, c.in_table) for name in CaseRecord.export_columns()
+            if (c := columns[name]).in_table is not None]
 
 
 # (name, type) of record columns besides the keys, from the record model (results/record.py); the rest of

@@ -24,16 +24,14 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bakeoff.results import leases, migrations, schema
 from bakeoff.results.deferred_interrupt import sigint_deferred
+from bakeoff.results.errors import StoreError  # raised here; defined apart so that the CLI names it cheaply
 from bakeoff.results.hardware import hardware_id
 from bakeoff.results.leases import LeaseClaim, LeaseHolder
-from bakeoff.results.record import CaseRecord, StoredRecord
+from bakeoff.results.record import CaseRecord
+from bakeoff.results.stored_record import StoredRecord
 from bakeoff.results.schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
 
 DEFAULT_DB = Path("results") / "bakeoff.db"
-
-
-class StoreError(RuntimeError):
-    pass
 
 
 def default_url() -> str:
@@ -200,7 +198,7 @@ class Store:
         """
         if not isinstance(record, CaseRecord):
             record = CaseRecord.model_validate(record)
-        values = record.model_dump(mode="python", include=set(CaseRecord.model_fields) - {"legacy_fields"})
+        values = record.to_columns()
         row = {k: _clean(values.get(k)) for k in RECORD_COLUMNS if k != "details"}
         details = {k: v for k, v in values.items() if k not in RECORD_COLUMNS and v is not None}
         for key, value in (record.legacy_fields or {}).items():

@@ -18,6 +18,7 @@ import os
 from typing import Any, Callable
 
 from bakeoff.workloads.decompose import sdpa_scale
+from bakeoff.workloads.grad import grad_inputs
 from bakeoff.workloads.ir import Graph, Node
 from bakeoff.workloads.routes import routes_by_op
 
@@ -289,8 +290,6 @@ def lower_jax_grad(graph: Graph, attention: str = "decomposed", platform: str | 
     """The training step of `lower_jax(graph, ...)` (workloads/grad.py): a pure function of (inputs...,
     cotangents...) returning (outputs..., gradients...) through `jax.vjp`; jit it as the forward."""
     import jax
-
-    from bakeoff.workloads.grad import grad_inputs
 
     forward = lower_jax(graph, attention, platform, cudnn)
     n_inputs = len(graph.inputs)

@@ -24,15 +24,15 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from bakeoff.workloads.decompose import sdpa_scale
 from bakeoff.workloads.ir import Graph, bind
+from bakeoff.workloads.lower_jax import _causal_mask, _eval, _upcast, jax_dtype, sdpa_routes, share_gpu_with_torch
 from bakeoff.workloads.lower_torch_dynamic import LowerError, _dim, _holds
 
 
 def _symbolic_specs(graph: Graph, dim: str, other: Mapping[str, int], bound: Graph) -> list:
     """One jax.ShapeDtypeStruct per input: the swept dim (and products holding it) symbolic, the rest ints."""
     import jax
-
-    from bakeoff.workloads.lower_jax import jax_dtype
 
     (sym,) = jax.export.symbolic_shape(dim)
     specs, seen = [], False
@@ -72,9 +72,6 @@ def _sdpa(b: Any, a: list, bound: Graph) -> Any:
     """Decomposed attention (`lower_jax._sdpa`) on `_dot`."""
     import jax.numpy as jnp
 
-    from bakeoff.workloads.decompose import sdpa_scale
-    from bakeoff.workloads.lower_jax import _causal_mask
-
     q, k, v = a
     s = _dot(q, jnp.swapaxes(k, -1, -2)) * sdpa_scale(b, bound.node(b.inputs[0]).shape[-1])
     if b.attr("causal"):
@@ -87,8 +84,6 @@ def _softmax(x: Any) -> Any:
     gives two broadcasts that iree-compile's canonicalizer merges, dropping `known_nonexpanding_dimensions`."""
     import jax
     import jax.numpy as jnp
-
-    from bakeoff.workloads.lower_jax import _upcast
 
     xf = _upcast(x)
     rows = tuple(range(xf.ndim - 1))
@@ -117,8 +112,6 @@ def symbolic_stablehlo(graph: Graph, dim: str, other: Mapping[str, int], dtype: 
                        platform: str | None = None) -> str:
     """The StableHLO (MLIR text, entry `main`) of `graph` (unbound) with `dim` symbolic and every dim in `other`
     bound, computing in `dtype`, for `platform` ("cpu", "cuda"). Raises LowerError with the reason."""
-    from bakeoff.workloads.lower_jax import _eval, sdpa_routes, share_gpu_with_torch
-
     share_gpu_with_torch()
     import jax
 

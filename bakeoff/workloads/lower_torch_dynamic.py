@@ -16,7 +16,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from bakeoff.workloads.decompose import sdpa_scale
-from bakeoff.workloads.ir import Graph, Node, bind_dim, norm_dim
+from bakeoff.workloads.ir import Graph, Node, bind, bind_dim, norm_dim
 from bakeoff.workloads.lower_torch import _eval
 
 
@@ -60,7 +60,6 @@ def lower_torch_dynamic(graph: Graph, dim: str, other: Mapping[str, int], dtype:
     """`graph` (unbound) as a GraphModule with `dim` read from its inputs and every dim in `other` bound,
     computing in `dtype`. Raises LowerError with the reason when it cannot."""
     probe = {**other, dim: 2}   # a binding only to read dtypes and the non-swept shapes from
-    from bakeoff.workloads.ir import bind
 
     bound = bind(graph, probe, dtype)
     fx_graph = torch.fx.Graph()

@@ -8,20 +8,33 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
-
-from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVICE_HELP, check_device, default_config_text
-from bakeoff.harness.config.yaml_lines import ConfigError
+from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 
+from bakeoff.harness.cli.backend_table import backend_rows, backends_table, options_table
 from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store, print_fields
+from bakeoff.harness.cli.overhead import elapsed_line, elapsed_s, totals_line
+from bakeoff.harness.cli.report_commands import register as register_report_commands
+from bakeoff.harness.cli.summary import print_summary
+from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVICE_HELP, check_device, default_config_text
+from bakeoff.harness.config.source import read_config_file
+from bakeoff.harness.config.yaml_lines import ConfigError
+from bakeoff.harness.measure.environment import environment
+from bakeoff.harness.plan.cases import resolve_device
+from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
+from bakeoff.harness.run.gate_policy import REQUESTABLE as GATE_POLICIES
+from bakeoff.results.errors import LeaseLost, StoreError
+from bakeoff.workloads.suite import every_workload
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 WIDE_HELP = "One row per case with every column (spread, compile times, errors), at its natural width"
 list_app = typer.Typer(help="List workloads or backends.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
+register_report_commands(app)  # report, compare, dashboard
 
 
 def _check_device_option(device: str | None) -> None:
@@ -59,17 +72,6 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     The config is validated and planned, and the executor made, before the store is opened: a bad config
     or argument exits 2 with nothing written. With a config file, --backend names labels of its `backends`;
     with the built-in default, any registered backend (one the default lacks is added)."""
-    from bakeoff.results.store import StoreError
-
-    from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
-    from bakeoff.results.leases import LeaseLost
-
-    from bakeoff.harness.config.source import read_config_file
-    from bakeoff.harness.run.gate_policy import REQUESTABLE as GATE_POLICIES
-    from bakeoff.harness.run.lease import LeaseError, stale_after_s
-    from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
-    from bakeoff.harness.cli.summary import print_summary
-
     if gate is not None and gate not in GATE_POLICIES:
         fail(f"--gate must be one of {', '.join(GATE_POLICIES)}, not {gate!r}")
     if resume and (config or backend or workload or device or preset or gate):
@@ -80,32 +82,8 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     if jobs is not None and jobs < 1:
         fail(f"--jobs must be at least 1, not {jobs}")
     _check_device_option(device)
-    spec = ExecutorSpec(executor, jobs, ray_address)
-    try:
-        stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
-        if resume:
-            store = open_store(db)
-            run_id = resume_run(store, resume, console, spec)
-        else:
-            if config is not None:
-                text, path = read_config_file(config), str(config)
-            else:
-                text, path = default_config_text(), BUILTIN_CONFIG_PATH
-            filters = Filters(tuple(backend) if backend else None, tuple(workload) if workload else None, device,
-                              preset, gate)
-            planned = plan_run(text, path, filters)  # everything wrong with the config is found here
-            runner = executor_for(planned, spec)
-            try:
-                store = open_store(db)
-            except BaseException:
-                runner.close()
-                raise
-            run_id = start_run(store, planned, console, runner, spec)
-    except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
-        # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
-        fail(str(exc))
-    except KeyboardInterrupt:
-        raise typer.Exit(130)
+    filters = (tuple(backend) if backend else None, tuple(workload) if workload else None, device, preset, gate)
+    store, run_id = _start_or_resume(config, filters, resume, ExecutorSpec(executor, jobs, ray_address), db)
     records = store.records(run_id)
     print_summary(console, records, title=f"run {run_id}", wide=wide)
     _print_totals(store.run(run_id), records)
@@ -115,13 +93,41 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
                   f"store {store.url}", f"run {run_id}"])
 
 
+def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, spec: ExecutorSpec,
+                     db: str | None) -> tuple[Any, str]:
+    """The run started from `config` narrowed by `filters` (or the run `resume` finished): its store and id.
+    Everything wrong with the config is found before the store is opened."""
+    # The orchestrator and the run's lease bring SQLAlchemy (and the store): loaded when a run starts only.
+    from bakeoff.harness.run.lease import LeaseError, stale_after_s
+    from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
+
+    try:
+        stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
+        if resume:
+            store = open_store(db)
+            return store, resume_run(store, resume, console, spec)
+        if config is not None:
+            text, path = read_config_file(config), str(config)
+        else:
+            text, path = default_config_text(), BUILTIN_CONFIG_PATH
+        planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
+        runner = executor_for(planned, spec)
+        try:
+            store = open_store(db)
+        except BaseException:
+            runner.close()
+            raise
+        return store, start_run(store, planned, console, runner, spec)
+    except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
+        # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
+        fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+
+
 @list_app.command("workloads")
 def list_workloads() -> None:
     """The built-in workloads (the default suite, then the numerics suite), their category and presets."""
-    from rich.table import Table
-
-    from bakeoff.workloads.suite import every_workload
-
     t = Table("workload", "category", "what", "presets")
     for w in every_workload().values():
         t.add_row(*(Text(x) for x in (w.name, w.category, w.description, "; ".join(
@@ -134,8 +140,6 @@ def list_backends(options: bool = typer.Option(False, "--options",
                                                help="Also each backend's options: type, default, description")) -> None:
     """Each backend, where it comes from, its version, and whether it is available here (or why not);
     plugins that cannot be used are listed with the reason."""
-    from bakeoff.harness.cli.backend_table import backends_table, options_table
-
     console.print(backends_table())
     if options:
         console.print(options_table())
@@ -146,10 +150,6 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when 
          wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
          db: Optional[str] = DB_OPTION) -> None:
     """Print a run's summary table."""
-    from bakeoff.results.store import StoreError
-
-    from bakeoff.harness.cli.summary import print_summary
-
     store = open_store(db)
     try:
         run_id = run_id or store.latest_run_id()
@@ -167,8 +167,6 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when 
 
 def _print_totals(run: dict, records: list[dict]) -> None:
     """The run's wall time and its shares compiling, timing and overhead (cli/overhead.py)."""
-    from bakeoff.harness.cli.overhead import elapsed_line, elapsed_s, totals_line
-
     elapsed = elapsed_s(run)
     for line in (totals_line(records, elapsed), elapsed_line(records, elapsed)):
         if line:
@@ -183,8 +181,7 @@ def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
            db: Optional[str] = DB_OPTION) -> None:
     """Write a run's records as csv, json or parquet: to stdout, or to FILE with -o (then what was written is
     said on stderr)."""
-    from bakeoff.results.export import export_records
-    from bakeoff.results.store import StoreError
+    from bakeoff.results.export import export_records  # pandas: loaded by this command only
 
     if format not in ("csv", "json", "parquet"):
         fail(f"--format must be csv, json or parquet, not {format!r}")
@@ -211,13 +208,6 @@ def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
 @app.command()
 def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> None:
     """Print the environment and what each backend needs (plugins that cannot be used, and why)."""
-    from rich.markup import escape
-
-    from bakeoff.harness.cli.backend_table import backend_rows
-
-    from bakeoff.harness.measure.environment import environment
-    from bakeoff.harness.plan.cases import resolve_device
-
     _check_device_option(device)
     env = environment(resolve_device(device))
     for key, value in env.items():
@@ -240,9 +230,7 @@ def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     for name in dtype or []:
         if name not in CASE_DTYPES:
             fail(f"--dtype must be one of {', '.join(CASE_DTYPES)}, not {name!r}")
-    from bakeoff.harness.measure.calibrate import measure_ceilings
-    from bakeoff.harness.measure.environment import environment
-    from bakeoff.harness.plan.cases import resolve_device
+    from bakeoff.harness.measure.calibrate import measure_ceilings  # torch: loaded by this command only
 
     dev = resolve_device(device)
     env = environment(dev)
@@ -261,6 +249,3 @@ def main() -> None:  # pragma: no cover - console entry point
     app()
 
 
-from bakeoff.harness.cli.report_commands import register as _register_report  # noqa: E402  (report, compare, dashboard)
-
-_register_report(app)

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from rich.markup import escape
 from rich.table import Table
 
+from bakeoff.backends import backend_class, names, origin, plugins
+from bakeoff.backends.options import option_rows
+
 
 @dataclass(frozen=True)
 class BackendRow:
@@ -25,8 +28,6 @@ class BackendRow:
 
 def backend_rows() -> list[BackendRow]:
     """One row per backend a config may name, then one per plugin that is not used (with its problem)."""
-    from bakeoff.backends import backend_class, names, origin, plugins
-
     rows = []
     for name in names():
         try:
@@ -58,8 +59,6 @@ def backends_table() -> Table:
 
 def options_table() -> Table:
     """Each loadable backend's options: name, type, default, description (a row '-' for none)."""
-    from bakeoff.backends.options import option_rows
-
     t = Table("backend", "option", "type", "default", "description", title="backend options (YAML "
               "`backends: {LABEL: {backend: NAME, OPTION: VALUE}}`)")
     rows = [r for r in backend_rows() if r.options is not None]

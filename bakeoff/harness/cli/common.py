@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 import typer
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
+
+from bakeoff.results.errors import StoreError
 
 # Off a terminal (CI logs, pipes) rich would assume 80 columns: use 200 unless COLUMNS says otherwise.
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
@@ -32,14 +35,15 @@ def print_fields(fields: list[str], sep: str = ", ", target: Console | None = No
         target.print(line, markup=False, highlight=False)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print `message` (plain text: brackets in it are shown, not read as markup) and exit with `code`."""
     err_console.print(f"[red]error[/]: {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
 def open_store(db: str | None):
-    from bakeoff.results.store import Store, StoreError
+    """The results store at `db` (the default when None); a bad URL or unreachable server exits 2 naming it."""
+    from bakeoff.results.store import Store  # SQLAlchemy: loaded by the commands that open a store only
 
     try:
         return Store(db)

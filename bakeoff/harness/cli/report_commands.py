@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 
 from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store
-
+from bakeoff.results.errors import StoreError
+from bakeoff.results.hardware import hardware_id
 
 
 def previous_run(store, run_id: str) -> dict | None:
@@ -17,8 +18,6 @@ def previous_run(store, run_id: str) -> dict | None:
     'complete' (not interrupted, not still running), has the same config name and runs on the same hardware
     (results.hardware.hardware_id: GPU/CPU model, not software versions, so that a driver or torch update
     is compared across, and shows up as an environment change). None when there is none."""
-    from bakeoff.results.hardware import hardware_id
-
     runs = store.runs()
     ids = [r["run_id"] for r in runs]
     if run_id not in ids:
@@ -35,8 +34,6 @@ def previous_run(store, run_id: str) -> dict | None:
 def resolve_run(store, ref: str, relative_to: str | None = None) -> str:
     """A run id from `ref`: a run id; 'latest', the newest run (whatever its status); or 'previous', the
     previous_run() of `relative_to` (default: of the newest run). Raises StoreError."""
-    from bakeoff.results.store import StoreError
-
     if ref == "latest":
         return store.latest_run_id()
     if ref == "previous":
@@ -53,8 +50,6 @@ def resolve_run(store, ref: str, relative_to: str | None = None) -> str:
 
 def _resolve(store, run_id: str, relative_to: str | None = None) -> str:
     """resolve_run(), exiting with code 2 and the reason when the reference names no run."""
-    from bakeoff.results.store import StoreError
-
     try:
         return resolve_run(store, run_id, relative_to)
     except StoreError as exc:
@@ -73,7 +68,7 @@ def report(run_ids: Optional[list[str]] = typer.Argument(None, help="Run ids, or
                                                             "report: {weights: {...}}"),
            db: Optional[str] = DB_OPTION) -> None:
     """Write a self-contained HTML report of one or more runs, for choosing a backend."""
-    from bakeoff.results.report.report import build_report
+    from bakeoff.results.report.report import build_report  # plotly: loaded by this command only
     from bakeoff.results.report.weights import WeightsError, parse_weights
 
     try:
@@ -113,7 +108,7 @@ def compare(base: str = typer.Argument(..., help="Base run id, or previous: the 
             db: Optional[str] = DB_OPTION) -> None:
     """Compare two runs case by case; exit code 1 when anything regressed (a case of BASE missing from
     CANDIDATE counts, unless --allow-missing)."""
-    from bakeoff.results.report.compare import Thresholds, compare_runs
+    from bakeoff.results.report.compare import Thresholds, compare_runs  # pandas: by this command only
     from bakeoff.results.report.compare_format import FORMATS
     from bakeoff.results.report.data import load_run
 
@@ -142,7 +137,7 @@ def compare(base: str = typer.Argument(..., help="Base run id, or previous: the 
 def dashboard(output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
               db: Optional[str] = DB_OPTION) -> None:
     """Write a static site of trend charts over the store's history, regressions flagged."""
-    from bakeoff.results.report.dashboard import build_dashboard
+    from bakeoff.results.report.dashboard import build_dashboard  # plotly: loaded by this command only
 
     store = open_store(db)
     if not store.runs(limit=1):

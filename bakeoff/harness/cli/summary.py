@@ -17,26 +17,18 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-STATUS_STYLE = {"ok": "green", "skipped": "dim", "mismatch": "red", "compile_error": "red",
-                "runtime_error": "red", "timeout": "yellow", "oom": "yellow", "crash": "red"}
+from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
+from bakeoff.harness.cli.sweep_summary import sweep_lines
+
+__all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_commas", "print_summary",
+           "terminal_summary", "wide_table"]
+
 # The short words of failed cells in the compact view (the full status is in the notes and in --wide).
 STATUS_MARK = {"mismatch": "✗ mismatch", "compile_error": "✗ compile", "runtime_error": "✗ runtime",
                "timeout": "✗ timeout", "oom": "✗ oom", "crash": "✗ crash", "skipped": "skipped"}
 MIN_CASE_WIDTH = 12  # the case column folds shapes to at least this width
 NOISY_MARK = " ~"  # after a cell's second line: the measurement was noisy (measurement_quality)
 UNBOUNDED = 10_000  # columns: a width no table reaches, to measure one's natural width
-
-
-def fmt_ms(value: float | None) -> str:
-    """A latency in ms with 3 significant digits, never in exponent form ('0.0123', '4.56', '1234')."""
-    if value is None:
-        return "-"
-    if value >= 1000:
-        return f"{value:.0f}"
-    text = f"{value:.3g}"
-    if "e" in text:  # below 1e-4 ms: fixed point with 3 significant digits
-        text = f"{value:.{3 - int(f'{value:e}'.split('e')[1]) - 1}f}"
-    return text
 
 
 def fmt_speedup(value: float | None) -> str:
@@ -167,7 +159,7 @@ class CompactSummary:
     """The default view; lays itself out for the width it is rendered at (see the module docstring)."""
 
     def __init__(self, records: Iterable[dict[str, Any]], title: str = "") -> None:
-        self.records = [_flat(r) for r in records]
+        self.records = [stored_flat(r) for r in records]
         self.title = title
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -208,11 +200,6 @@ class CompactSummary:
             group = trial
         if group:
             yield group
-
-
-def _flat(record: dict[str, Any]) -> dict[str, Any]:
-    """A stored record's columns with its `details` merged in (columns win), as results.export.flatten."""
-    return {**(record.get("details") or {}), **{k: v for k, v in record.items() if k != "details"}}
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -290,8 +277,6 @@ def print_summary(console: Console, records: Iterable[dict[str, Any]], title: st
     (a terminal then folds long lines: pipe through `less -S`), so that no value is ever cut."""
     records = list(records)
     summary = terminal_summary(records, title, wide)
-    from bakeoff.harness.cli.sweep_summary import sweep_lines
-
     sweeps = sweep_lines(records)
     if sweeps:  # one line per shape-sweep case (cli/sweep_summary.py)
         summary = Group(summary, *sweeps)

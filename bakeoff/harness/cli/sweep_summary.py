@@ -6,11 +6,7 @@ from typing import Any, Iterable
 
 from rich.text import Text
 
-from bakeoff.harness.cli.summary import STATUS_STYLE, fmt_ms
-
-
-def _flat(record: dict[str, Any]) -> dict[str, Any]:
-    return {**(record.get("details") or {}), **{k: v for k, v in record.items() if k != "details"}}
+from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
 
 
 def sweep_line(r: dict[str, Any]) -> Text:
@@ -44,4 +40,4 @@ def sweep_line(r: dict[str, Any]) -> Text:
 
 
 def sweep_lines(records: Iterable[dict[str, Any]]) -> list[Text]:
-    return [sweep_line(r) for r in map(_flat, records) if r.get("sweep_dim") and r.get("status") != "skipped"]
+    return [sweep_line(r) for r in map(stored_flat, records) if r.get("sweep_dim") and r.get("status") != "skipped"]

@@ -15,17 +15,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bakeoff.harness.run.owner import ProcessId
+from bakeoff.owner import CASE_TMP_PREFIX, ProcessId, owned_prefix
 
-CASE_TMP_PREFIX = "bakeoff-case-"
+__all__ = ["CACHE_PREFIX", "CASE_TMP_PREFIX", "RAY_TMP_PREFIX", "SPARE_TMP_PREFIX", "owned_prefix", "sweep",
+           "sweep_temporary"]
+
 RAY_TMP_PREFIX = "bakeoff-ray-"
 SPARE_TMP_PREFIX = "bakeoff-spare-"
 CACHE_PREFIX = "cache-"
-
-
-def owned_prefix(prefix: str) -> str:
-    """A tempfile prefix naming this process as the owner: `prefix` + its tag + '-'."""
-    return f"{prefix}{ProcessId.current().tag()}-"
 
 
 def sweep(folder: Path, prefix: str) -> list[Path]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bakeoff.results.record import StoredRecord
+from bakeoff.results.stored_record import StoredRecord
 
 # A case is the same across runs when these match (the backend is the config's label).
 CASE_KEY = ("workload", "shape", "dtype", "backend")

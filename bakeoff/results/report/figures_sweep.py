@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 from bakeoff.results.report.axes import log_ticks
 from bakeoff.results.report.colors import FAILURE_RED, backend_colors
 from bakeoff.results.report.data import RunData
+from bakeoff.results.report.html import esc, figure_div
 
 LOG_SPAN = 10.0  # an axis whose values span more than this factor is logarithmic
 
@@ -92,8 +93,6 @@ def sweep_figures(runs: list[RunData]) -> list[tuple[str, go.Figure]]:
 
 def sweep_html(runs: list[RunData]) -> str:
     """The report's "Shape sweeps" section: one chart per sweep, or "" when the runs have none."""
-    from bakeoff.results.report.html import esc, figure_div
-
     figs = sweep_figures(runs)
     if not figs:
         return ""

@@ -9,6 +9,7 @@ from bakeoff.results.report.code_view import CODE_CSS, CODE_JS, code_section
 from bakeoff.results.report.data import RunData, hardware_name, load_run, run_labels
 from bakeoff.results.report.figures_perf import compile_vs_latency, latency_bars, speedup_heatmap
 from bakeoff.results.report.figures_quality import error_chart, roofline
+from bakeoff.results.report.figures_sweep import sweep_html
 from bakeoff.results.report.html import PlotlyJs, esc, figure_div, page
 from bakeoff.results.report.robustness import robustness_section
 from bakeoff.results.report.report_tables import environment_table, fingerprint_warning, recommendation_table, runs_table_html
@@ -75,8 +76,6 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
              runs_table_html(runs, code.case_of), robustness_section(runs)]
     for div_id, heading, fn, missing in CHARTS:
         parts += [f"<h2>{esc(heading)}</h2>", figure_div(fn(runs), div_id, missing)]
-    from bakeoff.results.report.figures_sweep import sweep_html
-
     parts.append(sweep_html(runs))
     parts += ['<h2 id="code">Code and kernels</h2>', code.html, "<h2>Environment</h2>", environment_table(runs)]
     return page(title, "\n".join(parts), plotly_js, CODE_CSS, CODE_JS)

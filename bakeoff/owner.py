@@ -4,6 +4,7 @@ A pid names a process only on one machine (one boot, one pid namespace: containe
 their own) and only until it is reused. `ProcessId` keeps all three: the machine key, the pid and the pid's
 start time. The run lease (harness/run/lease.py) uses it to take over at once from an orchestrator that died
 on this machine, and the leftovers sweep (harness/run/leftovers.py) to delete only what dead processes left.
+It sits below every layer: a backend names its scratch folders with it too (backends/inductor_cpu.py).
 """
 from __future__ import annotations
 
@@ -73,3 +74,12 @@ class ProcessId:
         """The owner encoded in folder `name` (made with prefix + tag); None for a name without one."""
         found = re.match(re.escape(prefix) + r"([0-9a-f]{12})-(\d+)-(\d+)-", name)
         return cls(found[1], int(found[2]), found[3]) if found else None
+
+
+# A case's temporary folder (harness/run/leftovers.py sweeps what dead processes left of these).
+CASE_TMP_PREFIX = "bakeoff-case-"
+
+
+def owned_prefix(prefix: str) -> str:
+    """A tempfile prefix naming this process as the owner: `prefix` + its tag + '-'."""
+    return f"{prefix}{ProcessId.current().tag()}-"
