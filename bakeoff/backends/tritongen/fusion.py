@@ -134,14 +134,35 @@ class _Partitioner:
 
     # -- buffers and views ----------------------------------------------------------------------------
     def plan(self, source: Graph, origin: dict[int, int]) -> Plan:
-        g, users = self.g, self.g.users()
-        outputs = set(g.outputs)
-        buffers: list[Buffer] = []
-        views: dict[int, View] = {}
+        g = self.g
+        views = _Views(g)
         for idx, n in enumerate(g.inputs):
             buf = Buffer(f"in_{n.attr('name')}", tuple(n.shape), n.dtype, "input", idx)
-            buffers.append(buf)
-            views[n.id] = contiguous(buf.name, buf.shape)
+            views.add(buf, n.id, contiguous(buf.name, buf.shape))
+        stores = self._stores(views)
+        kernels_raw: list[tuple[_Group, list, list]] = []
+        for gi, grp in enumerate(self.groups):
+            if grp.kind == "dead":
+                continue
+            loads: dict[int, View] = {}
+            for nid in grp.nodes:
+                for i in g.node(nid).inputs:
+                    if g.node(i).op != "const" and self.group_of.get(i) != gi:
+                        loads.setdefault(i, views.of(i))
+            kernels_raw.append((grp, list(loads.items()), stores[gi]))
+        out_views = []
+        for o in g.outputs:
+            if g.node(o).op == "const":
+                raise NotImplementedError("tritongen: a graph output that is a constant")
+            out_views.append(views.of(o))
+        kernels_raw += views.copies
+        return Plan(g, source, origin, tuple(views.buffers), _order(kernels_raw, origin), tuple(out_views))
+
+    def _stores(self, views: "_Views") -> dict[int, list[tuple[int, View]]]:
+        """Per group, the values it writes to memory (read by another group, or graph outputs), with their
+        buffers added to `views`."""
+        g, users = self.g, self.g.users()
+        outputs = set(g.outputs)
         stores: dict[int, list[tuple[int, View]]] = {}
         for gi, grp in enumerate(self.groups):
             stores[gi] = []
@@ -151,68 +172,67 @@ class _Partitioner:
                 outside = [u for u in users[nid] if self.group_of.get(u) != gi]
                 if nid not in outputs and not outside:
                     continue
-                n = g.node(nid)
-                shape = dims(n.shape)
-                perms = {g.node(u).attr("perm") for u in outside if g.node(u).op == "transpose"}
-                only_t = outside and all(g.node(u).op == "transpose" for u in outside) and len(perms) == 1
-                if only_t and nid not in outputs:
-                    perm = tuple(perms.pop())
-                    phys = tuple(shape[p] for p in perm)
-                    strides = [0] * len(shape)
-                    for i, s in zip(perm, contiguous_strides(phys)):
-                        strides[i] = s
-                    buf = Buffer(f"t{nid}", phys, n.dtype, "temp")
-                    view = View(buf.name, shape, tuple(strides))
-                else:
-                    buf = Buffer(f"t{nid}", shape, n.dtype, "output" if nid in outputs else "temp")
-                    view = contiguous(buf.name, shape)
-                buffers.append(buf)
-                views[nid] = view
+                buf, view = _stored(g, nid, outside, nid in outputs)
+                views.add(buf, nid, view)
                 stores[gi].append((nid, view))
-        copies: list[_Group] = []
-        copy_stores: list[tuple[int, View, int, View]] = []
+        return stores
 
-        def view_of(nid: int) -> View:
-            if nid in views:
-                return views[nid]
-            n = g.node(nid)
-            if n.op not in LAYOUT:
-                raise NotImplementedError(f"tritongen: value %{nid} ({n.op}) has no memory view")
-            src = view_of(n.inputs[0])
-            shape = dims(n.shape)
-            if n.op == "transpose":
-                v = permute_view(src, tuple(n.attr("perm")))
-            elif n.op == "broadcast":
-                v = broadcast_view(src, shape)
-            else:
-                v = reshape_view(src, shape)
-                if v is None:  # strides forbid a view: a copy kernel writes the source contiguously
-                    buf = Buffer(f"t{nid}", src.shape, n.dtype, "temp")
-                    buffers.append(buf)
-                    copies.append(_Group("copy", src.shape, [nid]))
-                    copy_stores.append((n.inputs[0], src, nid, contiguous(buf.name, src.shape)))
-                    v = contiguous(buf.name, shape)
-            views[nid] = v
-            return v
 
-        kernels_raw: list[tuple[_Group, list, list]] = []
-        for gi, grp in enumerate(self.groups):
-            if grp.kind == "dead":
-                continue
-            loads: dict[int, View] = {}
-            for nid in grp.nodes:
-                for i in g.node(nid).inputs:
-                    if g.node(i).op != "const" and self.group_of.get(i) != gi:
-                        loads.setdefault(i, view_of(i))
-            kernels_raw.append((grp, list(loads.items()), stores[gi]))
-        out_views = []
-        for o in g.outputs:
-            if g.node(o).op == "const":
-                raise NotImplementedError("tritongen: a graph output that is a constant")
-            out_views.append(view_of(o))
-        for grp, (src, sview, nid, dview) in zip(copies, copy_stores):
-            kernels_raw.append((grp, [(src, sview)], [(nid, dview)]))
-        return Plan(g, source, origin, tuple(buffers), _order(kernels_raw, origin), tuple(out_views))
+def _stored(g: Graph, nid: int, outside: list[int], is_output: bool) -> tuple[Buffer, View]:
+    """The buffer a group writes value `nid` to, and its view: a value read only through one transpose (and no
+    graph output) is written in that order, so the transpose is a view."""
+    n = g.node(nid)
+    shape = dims(n.shape)
+    perms = {g.node(u).attr("perm") for u in outside if g.node(u).op == "transpose"}
+    only_t = outside and all(g.node(u).op == "transpose" for u in outside) and len(perms) == 1
+    if only_t and not is_output:
+        perm = tuple(perms.pop())
+        phys = tuple(shape[p] for p in perm)
+        strides = [0] * len(shape)
+        for i, s in zip(perm, contiguous_strides(phys)):
+            strides[i] = s
+        buf = Buffer(f"t{nid}", phys, n.dtype, "temp")
+        return buf, View(buf.name, shape, tuple(strides))
+    buf = Buffer(f"t{nid}", shape, n.dtype, "output" if is_output else "temp")
+    return buf, contiguous(buf.name, shape)
+
+
+class _Views:
+    """The plan's buffers and each value's memory view; layout ops become views of their input, or a copy
+    kernel where strides forbid one (`copies`: (group, loads, stores) appended after the fused kernels)."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.buffers: list[Buffer] = []
+        self.views: dict[int, View] = {}
+        self.copies: list[tuple[_Group, list, list]] = []
+
+    def add(self, buf: Buffer, nid: int, view: View) -> None:
+        self.buffers.append(buf)
+        self.views[nid] = view
+
+    def of(self, nid: int) -> View:
+        if nid in self.views:
+            return self.views[nid]
+        n = self.g.node(nid)
+        if n.op not in LAYOUT:
+            raise NotImplementedError(f"tritongen: value %{nid} ({n.op}) has no memory view")
+        src = self.of(n.inputs[0])
+        shape = dims(n.shape)
+        if n.op == "transpose":
+            v = permute_view(src, tuple(n.attr("perm")))
+        elif n.op == "broadcast":
+            v = broadcast_view(src, shape)
+        else:
+            v = reshape_view(src, shape)
+            if v is None:  # strides forbid a view: a copy kernel writes the source contiguously
+                buf = Buffer(f"t{nid}", src.shape, n.dtype, "temp")
+                self.buffers.append(buf)
+                dst = contiguous(buf.name, src.shape)
+                self.copies.append((_Group("copy", src.shape, [nid]), [(n.inputs[0], src)], [(nid, dst)]))
+                v = contiguous(buf.name, shape)
+        self.views[nid] = v
+        return v
 
 
 def _order(raw: list[tuple[_Group, list, list]], origin: dict[int, int]) -> tuple[Kernel, ...]:

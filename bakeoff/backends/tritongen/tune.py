@@ -103,7 +103,6 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
     buffers' creation): beside other cases' timing, the harness's gate holds only that part
     (Backend.marks_device_work)."""
     import torch
-    from triton.testing import do_bench
 
     from bakeoff.backends.base import device_work
     from bakeoff.workloads.lower_torch import TORCH_DTYPES
@@ -116,45 +115,55 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
         tensors = {b.name: torch.randn(b.shape, generator=gen, device=device, dtype=torch.float32)
                    .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}
         tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
-                        for s in sources for name, shape in s.scratch()})  # split-K partials: per config
+                        for s in sources for name, shape in s.scratch()})
     chosen, notes = [], []
     seen: dict[tuple, Config] = {}  # same kind and sizes (e.g. the Q, K, V projections): one search
     for src, module in zip(sources, modules):
         same = (src.kernel.kind, src.variant, tuple(sorted(src.sizes.items())))
-        if same in seen:
-            chosen.append(seen[same])
-            continue
-        cfgs = list(candidates(src, dtype, device, wide=wide))
-        unbuilt = []
-        for cfg in cfgs:
-            with device_work():
-                tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
-                                for name, shape in config_scratch(src, cfg)})
-            try:
-                precompile(module, src, cfg, tensors)
-            except Exception as exc:  # its launch below compiles it again and decides (the error is said there)
-                unbuilt.append(f"{type(exc).__name__}: {str(exc)[:80]}")
-        if unbuilt:
-            notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
-                         f"in the timed part (first: {unbuilt[0]})")
-        best, best_ms = None, float("inf")
-        with device_work():
-            for cfg in cfgs:
-                try:
-                    ms = _median_ms(do_bench, lambda: launch(module, src, cfg, tensors))
-                except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
-                    notes.append(_failed(src, cfg, exc))
-                    continue
-                tried = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
-                notes.append(f"tune {src.fn} {tried}: {ms:.4f} ms")
-                if ms < best_ms:
-                    best, best_ms = cfg, ms
-        if best is None:
-            raise RuntimeError(f"tritongen: no config of {src.fn} compiled ({notes[-1] if notes else ''})")
-        chosen.append(best)
-        seen[same] = best
+        if same not in seen:
+            seen[same] = _search_kernel(src, module, list(candidates(src, dtype, device, wide=wide)), tensors,
+                                        device, notes)
+        chosen.append(seen[same])
     del tensors
     return chosen, notes
+
+
+def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: dict[str, Any], device: str,
+                   notes: list[str]) -> Config:
+    """The fastest of `cfgs` for one kernel: each compiled first (host work), then all timed inside
+    `device_work()`; failures and times go to `notes`."""
+    import torch
+    from triton.testing import do_bench
+
+    from bakeoff.backends.base import device_work
+
+    unbuilt = []
+    for cfg in cfgs:
+        with device_work():  # a config's own scratch (split-K partials, operand planes)
+            tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
+                            for name, shape in config_scratch(src, cfg)})
+        try:
+            precompile(module, src, cfg, tensors)
+        except Exception as exc:  # its launch below compiles it again and decides (the error is said there)
+            unbuilt.append(f"{type(exc).__name__}: {str(exc)[:80]}")
+    if unbuilt:
+        notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
+                     f"in the timed part (first: {unbuilt[0]})")
+    best, best_ms = None, float("inf")
+    with device_work():
+        for cfg in cfgs:
+            try:
+                ms = _median_ms(do_bench, lambda: launch(module, src, cfg, tensors))
+            except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
+                notes.append(_failed(src, cfg, exc))
+                continue
+            tried = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
+            notes.append(f"tune {src.fn} {tried}: {ms:.4f} ms")
+            if ms < best_ms:
+                best, best_ms = cfg, ms
+    if best is None:
+        raise RuntimeError(f"tritongen: no config of {src.fn} compiled ({notes[-1] if notes else ''})")
+    return best
 
 
 SEARCH_REP_MS, SEARCH_MIN_RUNS = 20, 5
