@@ -142,6 +142,39 @@ def test_reason_when_not_installed(monkeypatch):
     assert OnnxRuntimeBackend.version() == importlib.metadata.version("onnxruntime")
 
 
+def test_version_is_the_imported_packages_and_a_double_install_is_a_warning(monkeypatch, tmp_path):
+    """onnxruntime and onnxruntime-gpu install the same package: the version is read from the files Python
+    imports, and doctor warns when both distributions are installed."""
+    import types
+
+    from bakeoff.backends import onnxrt
+
+    init = tmp_path / "onnxruntime" / "__init__.py"
+    init.parent.mkdir()
+    init.write_text('"""ONNX Runtime."""\n__version__ = "1.31.1"\n')
+    monkeypatch.setattr(onnxrt.importlib.util, "find_spec", lambda name: types.SimpleNamespace(origin=str(init)))
+    monkeypatch.setattr(onnxrt, "dist_version", {"onnxruntime": "1.30.0", "onnxruntime-gpu": "1.31.1"}.get)
+    assert OnnxRuntimeBackend.version() == "1.31.1"
+    warning = OnnxRuntimeBackend.install_warning()
+    assert "onnxruntime 1.30.0 and onnxruntime-gpu 1.31.1" in warning and "imports 1.31.1" in warning
+    monkeypatch.setattr(onnxrt, "dist_version", {"onnxruntime-gpu": "1.31.1"}.get)
+    assert OnnxRuntimeBackend.install_warning() is None
+
+
+def test_cuda_provider_runs_float32_as_float32_unless_tf32_is_asked(monkeypatch):
+    """The CUDA provider's use_tf32 defaults to on upstream: bakeoff passes it off unless the option asks."""
+    import torch
+
+    from bakeoff.backends import onnxrt
+
+    monkeypatch.setattr(onnxrt, "_device_id", lambda device: ("cuda", 0))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda index: type("S", (), {"cuda_stream": 0})())
+    opts = OnnxRuntimeBackend.parse_options({})
+    assert opts.use_tf32 is False
+    assert onnxrt._providers("cuda:0", opts)[0][1]["use_tf32"] == "0"
+    assert onnxrt._providers("cuda:0", OnnxRuntimeBackend.parse_options({"use_tf32": True}))[0][1]["use_tf32"] == "1"
+
+
 def test_supports_never_raises_at_planning_time(monkeypatch):
     import bakeoff.backends.onnxrt as onnxrt
 

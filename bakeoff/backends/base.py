@@ -121,6 +121,11 @@ class Backend(ABC):
         return None
 
     @classmethod
+    def install_warning(cls) -> str | None:
+        """A problem with the installation that does not stop the backend (doctor shows it), else None."""
+        return None
+
+    @classmethod
     def worker_env(cls, device: str) -> dict[str, str]:
         """Environment variables the harness sets in the worker process before anything is imported there."""
         return {}

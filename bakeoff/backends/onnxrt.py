@@ -14,12 +14,14 @@ without a CUDA kernel fails the case instead of silently running on the host.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field
@@ -43,6 +45,21 @@ class OrtOptions(OnnxExportOptions):
     intra_op_num_threads: int | None = Field(None, ge=1, le=4096,
                                              description="threads per op; None: ONNX Runtime's choice (one per "
                                                          "physical core)")
+    use_tf32: bool = Field(False, description="CUDA provider: float32 MatMul/Gemm/Conv on TF32 tensor cores "
+                                              "(faster; 10-bit mantissa products, below float32 accuracy). Off: "
+                                              "float32 runs as float32 (the provider's own default is on)")
+
+def imported_version() -> str | None:
+    """The version of the onnxruntime package Python imports, read from its __init__.py (nothing imported):
+    onnxruntime and onnxruntime-gpu install the same package, so a distribution's metadata need not say which
+    one's files are there."""
+    try:
+        origin = getattr(importlib.util.find_spec("onnxruntime"), "origin", None)
+        found = re.search(r"""__version__\s*=\s*["']([^"']+)""", Path(origin).read_text()) if origin else None
+    except (ImportError, ValueError, OSError):  # a broken install: its metadata still names it
+        found = None
+    return found.group(1) if found else dist_version("onnxruntime") or dist_version("onnxruntime-gpu")
+
 
 # supports() probes: (graph digest, device, options as JSON) -> None or the reason ONNX Runtime gave.
 _PROBES: dict[tuple, str | None] = {}
@@ -58,12 +75,13 @@ def _device_id(device: str) -> tuple[str, int]:
     return "cpu", 0
 
 
-def _providers(device: str) -> list:
+def _providers(device: str, opts: Any = None) -> list:
+    """The session's providers: CUDA with its options (TF32 only when `opts.use_tf32`), or the CPU."""
     kind, index = _device_id(device)
     if kind == "cuda":
         import torch
 
-        options = {"device_id": str(index)}
+        options = {"device_id": str(index), "use_tf32": "1" if getattr(opts, "use_tf32", False) else "0"}
         # Run on torch's current stream when it is a real stream, so ONNX Runtime's kernels are ordered with
         # torch's work (CUDA EP option user_compute_stream, onnxruntime PR 19229). Torch's default stream has
         # handle 0, which ONNX Runtime treats as "none" and replaces with its own stream; prepare() and sync()
@@ -106,7 +124,7 @@ def open_session(graph: Graph, device: str, opts: OnnxExportOptions, so: Any) ->
     t1 = time.perf_counter()
     stages = {"export": t1 - t0}
     try:
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device))
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device, opts))
     except Exception as exc:
         if not paths.get("sdpa", "").startswith("native"):
             raise
@@ -119,7 +137,7 @@ def open_session(graph: Graph, device: str, opts: OnnxExportOptions, so: Any) ->
         model = lower_onnx(graph, opset, "decomposed")
         t1 = time.perf_counter()
         stages["export"] += t1 - t2
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device))
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device, opts))
     stages["session"] = time.perf_counter() - t1
     return model, session, stages, paths
 
@@ -199,7 +217,7 @@ class OrtCompiled(Compiled):
                 so = _session_options(self.device, self._options)
                 so.log_severity_level = 3   # no warning that the saved optimized model is machine-specific
                 so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
-                ort.InferenceSession(self._model_bytes, so, providers=_providers(self.device))
+                ort.InferenceSession(self._model_bytes, so, providers=_providers(self.device, self._options))
                 opt = onnx.load(so.optimized_model_filepath)
             ops = Counter((f"{n.domain}." if n.domain not in ("", "ai.onnx") else "") + n.op_type
                           for n in opt.graph.node)
@@ -238,7 +256,16 @@ class OnnxRuntimeBackend(Backend):
 
     @classmethod
     def version(cls) -> str | None:
-        return dist_version("onnxruntime")
+        return imported_version()
+
+    @classmethod
+    def install_warning(cls) -> str | None:
+        cpu, gpu = dist_version("onnxruntime"), dist_version("onnxruntime-gpu")
+        if cpu and gpu:
+            return (f"both onnxruntime {cpu} and onnxruntime-gpu {gpu} are installed: they share the onnxruntime "
+                    f"folder and overwrite each other's files (Python imports {imported_version()}); "
+                    "uninstall one")
+        return None
 
     def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
         """Device and dtype checks, then a real try: create a session and report a missing kernel.
@@ -337,6 +364,9 @@ class OnnxRuntimeBackend(Backend):
                          "Casts that ONNX Runtime inserts (artifacts: casts_added_by_ort)")
         if opts.intra_op_num_threads is not None:
             notes.append(f"intra_op_num_threads={opts.intra_op_num_threads}")
+        if device.startswith("cuda"):
+            notes.append("use_tf32=1: float32 MatMul/Gemm on TF32 tensor cores, below float32 accuracy"
+                         if opts.use_tf32 else "use_tf32=0: float32 MatMul/Gemm in float32")
         notes += [f"{op}: {words}" for op, words in paths.items()]
         # Session creation (graph optimizations, kernel selection) is ONNX Runtime's compile: the headline
         # compile time; the ONNX export (and a native-attention session that failed) is recorded apart.
@@ -358,7 +388,7 @@ class OrtSweepServer(SweepServer):
         self.model_bytes = model.SerializeToString()
         t0 = time.perf_counter()
         self.session = ort.InferenceSession(self.model_bytes, _session_options(device, opts),
-                                            providers=_providers(device))
+                                            providers=_providers(device, opts))
         self.session_s = time.perf_counter() - t0
         self.notes = [f"attention={attention}", f"providers={','.join(self.session.get_providers())}"]
         self._sessions = 1

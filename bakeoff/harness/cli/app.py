@@ -217,7 +217,8 @@ def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> 
     for row in backend_rows():
         text = escape(f"available {row.version or ''}" if row.usable else row.status)
         console.print(f"[bold]{escape(row.name)}[/] ({escape(row.origin)}): "
-                      + (f"[green]{text}[/]" if row.usable else f"[yellow]{text}[/]"))
+                      + (f"[green]{text}[/]" if row.usable else f"[yellow]{text}[/]")
+                      + (f" [yellow]warning: {escape(row.warning)}[/]" if row.warning else ""))
 
 
 @app.command()

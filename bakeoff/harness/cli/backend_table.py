@@ -24,6 +24,7 @@ class BackendRow:
     usable: bool         # loads and is available here
     options: type | None = None  # the Options model, when the backend loads
     grad: bool | None = None     # computes training steps (`grad: true`); None when it does not load
+    warning: str | None = None   # an installation problem that does not stop it (Backend.install_warning)
 
 
 def backend_rows() -> list[BackendRow]:
@@ -36,11 +37,11 @@ def backend_rows() -> list[BackendRow]:
             rows.append(BackendRow(name, origin(name), None, str(exc), False))
             continue
         try:
-            reason, version = cls.available(), cls.version()
+            reason, version, warning = cls.available(), cls.version(), cls.install_warning()
         except Exception as exc:
-            reason, version = f"available()/version() raised {type(exc).__name__}: {str(exc)[:200]}", None
+            reason, version, warning = f"available()/version() raised {type(exc).__name__}: {str(exc)[:200]}", None, None
         rows.append(BackendRow(name, origin(name), version, "available" if reason is None else reason,
-                               reason is None, cls.Options, bool(getattr(cls, "grad", False))))
+                               reason is None, cls.Options, bool(getattr(cls, "grad", False)), warning))
     for p in plugins():
         if p.problem:
             rows.append(BackendRow(p.name, p.dist, None, f"plugin not used: {p.problem}", False))
