@@ -2,9 +2,9 @@
 
 A pid names a process only on one machine (one boot, one pid namespace: containers on one host each have
 their own) and only until it is reused. `ProcessId` keeps all three: the machine key, the pid and the pid's
-start time. The run lease (harness/run/lease.py) uses it to take over at once from an orchestrator that died
-on this machine, and the leftovers sweep (harness/run/leftovers.py) to delete only what dead processes left.
-It sits below every layer: a backend names its scratch folders with it too (backends/inductor_cpu.py).
+start time. The harness's run lease uses it to take over at once from an orchestrator that died on this
+machine, and its cleaning of leftovers to delete only what dead processes left. It sits below every layer:
+a backend names its scratch folders with it too (backends/inductor_cpu.py).
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ class ProcessId:
         return cls(found[1], int(found[2]), found[3]) if found else None
 
 
-# A case's temporary folder (harness/run/leftovers.py sweeps what dead processes left of these).
+# A case's temporary folder (the harness's cleaning of leftovers removes those of dead processes).
 CASE_TMP_PREFIX = "bakeoff-case-"
 
 

@@ -446,7 +446,7 @@ def test_prepare_checks_input_shapes_against_the_engine(stub_trt):
 # --- a shape sweep: one engine, one optimization profile (min/opt/max from the sweep's values) ---------------
 
 def _sweep(workload, dim, values, dtype="float16"):
-    from bakeoff.backends.shape_sweep import SweepSpec
+    from bakeoff.backends.sweep_server import SweepSpec
 
     w = builtin_workloads()[workload]
     return SweepSpec(w.graph, dict(w.presets["smoke"]), dim, tuple(values), dtype)

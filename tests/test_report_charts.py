@@ -14,8 +14,8 @@ from bakeoff.results.report.axes import log_ticks, tick_text, time_range
 from bakeoff.results.report.colors import FAILURE_RED, FIXED, backend_colors
 from bakeoff.results.report.dashboard import trend_figure
 from bakeoff.results.report.data import load_run
-from bakeoff.results.report.figures_perf import compile_vs_latency, latency_bars
-from bakeoff.results.report.figures_quality import error_chart, roofline
+from bakeoff.results.report.charts_perf import compile_vs_latency, latency_bars
+from bakeoff.results.report.charts_quality import error_chart, roofline
 from bakeoff.results.report.history import METRICS, load_history
 from bakeoff.results.store import Store
 
@@ -113,7 +113,7 @@ def test_log_ticks_of_values_a_few_percent_apart_still_show_two_ticks(values):
 
 
 def test_each_pareto_panel_has_ticks_inside_its_own_range_and_readable_break_even_labels(history):
-    from bakeoff.results.report.figures_perf import _calls
+    from bakeoff.results.report.charts_perf import _calls
 
     store, h = history
     fig = compile_vs_latency([load_run(store, h.run_ids[-1])])

@@ -12,8 +12,8 @@ import pytest
 from browser import artifacts_dir, open_browser
 from conftest import SMOKE_GATE, SMOKE_JOBS, bakeoff
 from bakeoff.results.report.data import load_run
-from bakeoff.results.report.figures_perf import pareto_front, speedup_heatmap
-from bakeoff.results.report.figures_quality import RMSE_MULTIPLIER
+from bakeoff.results.report.charts_perf import pareto_front, speedup_heatmap
+from bakeoff.results.report.charts_quality import RMSE_MULTIPLIER
 from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
 from bakeoff.results.store import Store
 

@@ -19,7 +19,7 @@ from bakeoff.harness.cli.report_commands import previous_run, resolve_run
 from report_history import environment, record
 from bakeoff.results.report.compare import Thresholds, compare_runs
 from bakeoff.results.report.data import RunData
-from bakeoff.results.report.figures_quality import error_chart, roofline
+from bakeoff.results.report.charts_quality import error_chart, roofline
 from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
 from bakeoff.results.schema import runs as runs_table
 from bakeoff.results.store import Store, StoreError

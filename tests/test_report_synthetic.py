@@ -12,7 +12,7 @@ from browser import artifacts_dir, open_browser
 from conftest import bakeoff
 from report_history import FLIP, N_RUNS, NOISY, REGRESS, write_history
 from bakeoff.results.report.data import load_run
-from bakeoff.results.report.figures_quality import roofline
+from bakeoff.results.report.charts_quality import roofline
 from bakeoff.results.report.trend import Point, flag_series, judge
 from bakeoff.results.store import Store
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import bakeoff
 
 from bakeoff.backends import get_backend
-from bakeoff.backends.shape_sweep import PerShapeServer, SweepSpec
+from bakeoff.backends.sweep_server import PerShapeServer, SweepSpec
 from bakeoff.harness.run.worker.inputs import make_inputs
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.suite import every_workload

@@ -47,7 +47,7 @@ from pydantic import ValidationError
 
 from bakeoff.backends.compiled import Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, NoOptions, OptionsError, errors_text
-from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer, SweepSpec
+from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
 from bakeoff.workloads.ir import Graph
 
 __all__ = ["Backend", "Compiled", "CompileInfo", "TensorSpec", "TorchCompiled", "device_work", "dist_version",
@@ -163,16 +163,16 @@ class Backend(ABC):
         without them. By default the options decide alone."""
         return cls.compile_times_on_device(options)
 
-    # Why this backend serves a shape sweep with one compile per shape (backends/shape_sweep.py), in words.
+    # Why this backend serves a shape sweep with one compile per shape (backends/sweep_server.py), in words.
     sweep_per_shape_reason: ClassVar[str] = "the adapter has no dynamic-shape path"
 
     def sweep_refusal(self, spec: SweepSpec, options: Mapping[str, Any] | None = None) -> str | None:
-        """None when this backend can serve the shape sweep `spec` (backends/shape_sweep.py: SweepSpec) with the case's
+        """None when this backend can serve the shape sweep `spec` (backends/sweep_server.py: SweepSpec) with the case's
         options, else why not (the case is `skipped`). Runs at planning time and must not raise."""
         return None
 
     def serve_sweep(self, spec: SweepSpec, device: str, options: Mapping[str, Any]) -> SweepServer:
-        """The SweepServer (backends/shape_sweep.py) that serves `spec`'s shapes; by default one compile per
+        """The SweepServer (backends/sweep_server.py) that serves `spec`'s shapes; by default one compile per
         shape, for `sweep_per_shape_reason`."""
         return PerShapeServer(self, device, options, self.sweep_per_shape_reason)
 

@@ -1,6 +1,6 @@
 """The values a backend hands back (backends/base.py is the protocol that makes them): the inputs' specs, what
 a compile produced besides the executable, and the executable itself. Kept apart from the protocol so the
-shape-sweep servers (backends/shape_sweep.py), which the protocol's default builds, need not import it."""
+shape-sweep servers (backends/sweep_server.py), which the protocol's default builds, need not import it."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from bakeoff.backends.shape_sweep import PerShapeServer
+from bakeoff.backends.sweep_server import PerShapeServer
 from bakeoff.backends.torch_step import torch_step
 from bakeoff.workloads.ir import Graph
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Any, Literal, Mapping, Sequence, get_args
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field
 
@@ -32,7 +32,6 @@ from bakeoff.backends.options import BackendOptions
 Mode = Literal["none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape",
                "unwritten", "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after",
                "stale_cache", "wrong_grad", "bad_info"]
-MODES = get_args(Mode)
 CACHE_ENV = "BAKEOFF_FAULTY_CACHE_DIR"
 
 

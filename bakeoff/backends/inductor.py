@@ -14,7 +14,7 @@ from bakeoff.workloads.ir import Graph
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
 from bakeoff.backends.inductor_cpu import answer_extension_checks, cpu_startup_env, share_headers, startup_notes
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.shape_sweep import SweepServer
+from bakeoff.backends.sweep_server import SweepServer
 
 # Modes every supported torch has; another name is checked against the installed torch's list.
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

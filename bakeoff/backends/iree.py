@@ -30,7 +30,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, user_cache_dir
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer
+from bakeoff.backends.sweep_server import PerShapeServer, SweepServer
 from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
 

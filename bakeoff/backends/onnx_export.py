@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from bakeoff.backends.options import BackendOptions
-from bakeoff.backends.shape_sweep import SweepSpec
+from bakeoff.backends.sweep_server import SweepSpec
 from bakeoff.workloads.lower_onnx import DEFAULT_OPSET, MIN_OPSET, lower_onnx
 
 

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 from bakeoff.backends.onnx_export import OnnxExportOptions, dynamic_model
-from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer, SweepSpec
+from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
 from bakeoff.workloads.ir import Graph
 from bakeoff.workloads.lower_onnx import (input_names, lower_onnx, lowering_paths, model_summary, onnx_elem_type,
                                           output_names)

@@ -1,4 +1,5 @@
-"""The old name of backends/shape_sweep.py, kept for the imports that still use it (tritongen/sweep.py)."""
-from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer, SweepSpec
+"""The old name of backends/sweep_server.py, kept for the modules that still import it by that name
+(tritongen/sweep.py, harness/plan/cases.py, the harness's worker): import from sweep_server instead."""
+from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
 
 __all__ = ["PerShapeServer", "SweepServer", "SweepSpec"]

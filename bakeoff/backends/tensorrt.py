@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from bakeoff.backends.base import Backend, Compiled, TensorSpec, dist_version
-from bakeoff.backends.shape_sweep import PerShapeServer, SweepServer, SweepSpec
+from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
 from bakeoff.backends.tensorrt_engine import CACHE_ENV, Profile, TrtCompiled, TrtOptions, build_engine
 from bakeoff.backends.tensorrt_profile import ExportBakesDim, TrtSweepServer
 from bakeoff.workloads.ir import Graph

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from bakeoff.backends.compiled import Compiled, TensorSpec
 from bakeoff.backends.onnx_export import dynamic_model
-from bakeoff.backends.shape_sweep import SweepServer, SweepSpec
+from bakeoff.backends.sweep_server import SweepServer, SweepSpec
 from bakeoff.backends.tensorrt_engine import Profile, TrtCompiled, TrtOptions
 from bakeoff.workloads.ir import Graph
 from bakeoff.workloads.lower_onnx import input_names

@@ -30,7 +30,7 @@ from bakeoff.workloads.ops import kind
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.options import BackendOptions, clip
-from bakeoff.backends.shape_sweep import SweepServer
+from bakeoff.backends.sweep_server import SweepServer
 from bakeoff.workloads.padding import padding_refusal, sliced_axes
 
 # Op kinds (workloads/ops.py) that XLA's GPU autotuner has nothing to time in.

@@ -175,7 +175,7 @@ def _columns(cls: type[BaseModel]) -> tuple[Column, ...]:
 
 def column_of(cls: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """The column an error's location is in, with the rest of the path: ('vs_fp64', 'rmse') ->
-    'err_rmse_vs_fp64'; ('eager_device', 'kernel_times', 0, 'name') -> 'eager_kernel_times.0.name'."""
+    'err_rmse_vs_fp64'; ('eager_device_time', 'kernel_times', 0, 'name') -> 'eager_kernel_times.0.name'."""
     path = [str(p) for p in loc]
     flat = nested_fields(cls).get(path[0]) if path else None
     names = dict(flat.columns) if flat else {}

@@ -28,8 +28,6 @@ Init = tuple
 RANDOM_KINDS = ("normal", "uniform", "fan_in", "mix", "lognormal")
 FIXED_KINDS = ("values", "file")
 KINDS = RANDOM_KINDS + FIXED_KINDS
-OUTLIER_LAYOUTS = ("elements", "columns", "rows")
-SIGNS = ("random", "positive", "negative")
 
 
 def _freeze(value: Any) -> Any:
@@ -60,11 +58,6 @@ def parse_init(init: Init) -> tuple[str, dict[str, Any]]:
     if kind == "fan_in" and not rest:
         return kind, {}
     raise ValueError(f"bad {kind} init {init!r}")
-
-
-def is_seeded(init: Init) -> bool:
-    """Whether the input drawn from `init` changes with the seed."""
-    return parse_init(init)[0] in RANDOM_KINDS
 
 
 def _g(x: Any) -> str:

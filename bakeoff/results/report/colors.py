@@ -36,7 +36,3 @@ def backend_colors(labels: Iterable[str]) -> dict[str, str]:
         used.add(pick)
     return out
 
-
-def backend_color(label: str) -> str:
-    """The colour of one backend label (as backend_colors gives it when no other label competes)."""
-    return backend_colors([label])[label]

@@ -13,7 +13,7 @@ from bakeoff.results.report.data import hardware_name
 from bakeoff.results.report.envdiff import describe
 from bakeoff.results.report.axes import log_ticks, time_range
 from bakeoff.results.report.colors import FAILURE_RED, backend_colors
-from bakeoff.results.report.figures_common import styled
+from bakeoff.results.report.charts_common import styled
 from bakeoff.results.report.history import METRICS, CaseHistory, History, Series, load_history
 from bakeoff.results.report.html import PLOTLY_FILE, Cell, esc, figure_div, page, table
 from bakeoff.results.report.trend import MIN_RISE, WINDOW

@@ -7,9 +7,9 @@ from typing import Any
 
 from bakeoff.results.report.code_view import CODE_CSS, CODE_JS, code_section
 from bakeoff.results.report.data import RunData, hardware_name, load_run, run_labels
-from bakeoff.results.report.figures_perf import compile_vs_latency, latency_bars, speedup_heatmap
-from bakeoff.results.report.figures_quality import error_chart, roofline
-from bakeoff.results.report.figures_sweep import sweep_html
+from bakeoff.results.report.charts_perf import compile_vs_latency, latency_bars, speedup_heatmap
+from bakeoff.results.report.charts_quality import error_chart, roofline
+from bakeoff.results.report.charts_sweep import sweep_html
 from bakeoff.results.report.html import PlotlyJs, esc, figure_div, page
 from bakeoff.results.report.robustness import robustness_section
 from bakeoff.results.report.report_tables import environment_table, fingerprint_warning, recommendation_table, runs_table_html
@@ -29,11 +29,6 @@ def build_report(store: Any, run_ids: list[str], weights: dict[str, float], plot
     """The report page (HTML text) of `run_ids`, in the order given."""
     runs = [load_run(store, rid) for rid in run_ids]
     return render_report(runs, weights, plotly_js)
-
-
-def chart_count(runs: list[RunData]) -> int:
-    """How many charts the report of `runs` draws (those with data)."""
-    return sum(fn(runs) is not None for _, _, fn, _ in CHARTS)
 
 
 def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: PlotlyJs = "inline") -> str:

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from bakeoff.results.report.data import RunData, case_label, fnum, series_name
 from bakeoff.results.report.axes import log_ticks
 from bakeoff.results.report.colors import FAILURE_RED
-from bakeoff.results.report.figures_common import rows, series_colors, series_marks, styled
+from bakeoff.results.report.charts_common import rows, series_colors, series_marks, styled
 
 # The verdict's RMSE rule (harness/numerics.py RMSE_MULTIPLIER): a case also passes when its error is at most
 # m × eager's error against fp64. Kept here by dtype name so that a report need not import torch;

@@ -12,7 +12,7 @@ from bakeoff.results.report.data import (RunData, case_label, first_result_s, fn
                                          headline_spread, series_name)
 from bakeoff.results.report.axes import log_ticks, tick_text
 from bakeoff.results.report.colors import FAILURE_RED
-from bakeoff.results.report.figures_common import case_order, rows, series_colors, series_marks, styled
+from bakeoff.results.report.charts_common import case_order, rows, series_colors, series_marks, styled
 
 
 def speedup_heatmap(runs: list[RunData]) -> go.Figure | None:

@@ -81,7 +81,7 @@ def sweep_figure(cases: list[dict[str, Any]], title: str) -> go.Figure:
     return fig
 
 
-def sweep_figures(runs: list[RunData]) -> list[tuple[str, go.Figure]]:
+def sweep_charts(runs: list[RunData]) -> list[tuple[str, go.Figure]]:
     """(title, figure) per sweep in the runs."""
     out = []
     for (workload, shape, dtype, dim), cases in _groups(runs).items():
@@ -93,7 +93,7 @@ def sweep_figures(runs: list[RunData]) -> list[tuple[str, go.Figure]]:
 
 def sweep_html(runs: list[RunData]) -> str:
     """The report's "Shape sweeps" section: one chart per sweep, or "" when the runs have none."""
-    figs = sweep_figures(runs)
+    figs = sweep_charts(runs)
     if not figs:
         return ""
     parts = ['<h2 id="sweeps">Shape sweeps</h2><p class="note">One case per backend serves every value of the '
