@@ -147,17 +147,18 @@ def test_version_is_the_imported_packages_and_a_double_install_is_a_warning(monk
     imports, and doctor warns when both distributions are installed."""
     import types
 
-    from bakeoff.backends import onnxrt
+    from bakeoff.backends import onnxrt_install
 
     init = tmp_path / "onnxruntime" / "__init__.py"
     init.parent.mkdir()
     init.write_text('"""ONNX Runtime."""\n__version__ = "1.31.1"\n')
-    monkeypatch.setattr(onnxrt.importlib.util, "find_spec", lambda name: types.SimpleNamespace(origin=str(init)))
-    monkeypatch.setattr(onnxrt, "dist_version", {"onnxruntime": "1.30.0", "onnxruntime-gpu": "1.31.1"}.get)
+    monkeypatch.setattr(onnxrt_install.importlib.util, "find_spec",
+                        lambda name: types.SimpleNamespace(origin=str(init)))
+    monkeypatch.setattr(onnxrt_install, "dist_version", {"onnxruntime": "1.30.0", "onnxruntime-gpu": "1.31.1"}.get)
     assert OnnxRuntimeBackend.version() == "1.31.1"
     warning = OnnxRuntimeBackend.install_warning()
     assert "onnxruntime 1.30.0 and onnxruntime-gpu 1.31.1" in warning and "imports 1.31.1" in warning
-    monkeypatch.setattr(onnxrt, "dist_version", {"onnxruntime-gpu": "1.31.1"}.get)
+    monkeypatch.setattr(onnxrt_install, "dist_version", {"onnxruntime-gpu": "1.31.1"}.get)
     assert OnnxRuntimeBackend.install_warning() is None
 
 

@@ -14,20 +14,19 @@ without a CUDA kernel fails the case instead of silently running on the host.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
 from bakeoff.backends.onnx_export import OnnxExportOptions, dynamic_model
+from bakeoff.backends.onnxrt_install import double_install, imported_version
 from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
 from bakeoff.workloads.ir import Graph
 from bakeoff.workloads.lower_onnx import (input_names, lower_onnx, lowering_paths, model_summary, onnx_elem_type,
@@ -48,18 +47,6 @@ class OrtOptions(OnnxExportOptions):
     use_tf32: bool = Field(False, description="CUDA provider: float32 MatMul/Gemm/Conv on TF32 tensor cores "
                                               "(faster; 10-bit mantissa products, below float32 accuracy). Off: "
                                               "float32 runs as float32 (the provider's own default is on)")
-
-def imported_version() -> str | None:
-    """The version of the onnxruntime package Python imports, read from its __init__.py (nothing imported):
-    onnxruntime and onnxruntime-gpu install the same package, so a distribution's metadata need not say which
-    one's files are there."""
-    try:
-        origin = getattr(importlib.util.find_spec("onnxruntime"), "origin", None)
-        found = re.search(r"""__version__\s*=\s*["']([^"']+)""", Path(origin).read_text()) if origin else None
-    except (ImportError, ValueError, OSError):  # a broken install: its metadata still names it
-        found = None
-    return found.group(1) if found else dist_version("onnxruntime") or dist_version("onnxruntime-gpu")
-
 
 # supports() probes: (graph digest, device, options as JSON) -> None or the reason ONNX Runtime gave.
 _PROBES: dict[tuple, str | None] = {}
@@ -260,12 +247,7 @@ class OnnxRuntimeBackend(Backend):
 
     @classmethod
     def install_warning(cls) -> str | None:
-        cpu, gpu = dist_version("onnxruntime"), dist_version("onnxruntime-gpu")
-        if cpu and gpu:
-            return (f"both onnxruntime {cpu} and onnxruntime-gpu {gpu} are installed: they share the onnxruntime "
-                    f"folder and overwrite each other's files (Python imports {imported_version()}); "
-                    "uninstall one")
-        return None
+        return double_install()
 
     def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
         """Device and dtype checks, then a real try: create a session and report a missing kernel.
