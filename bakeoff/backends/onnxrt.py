@@ -24,7 +24,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field
 
-from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, dist_version
+from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
 from bakeoff.backends.onnx_export import OnnxExportOptions, dynamic_model
 from bakeoff.backends.onnxrt_install import double_install, imported_version
 from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
