@@ -506,3 +506,52 @@ def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
     assert launched == ["k0_matmul_skp", "k0_matmul_ske"], launched
     xs = make_inputs(g, 3, "cpu")
     assert _rel_l2_vs_fp64(g, compiled(*xs), xs) < 1e-6
+
+
+def test_gluon_attention_twin_is_generated_for_hopper_16bit_causal_contiguous_heads_and_searched_first():
+    """The Gluon kernel (gluon_attention.py) is a twin only where it computes the case: Hopper (arch 90),
+    16-bit, causal, sq = sk a multiple of 128, head dim 128, [heads, seq, 128] buffers; its config comes first
+    and its one launch passes q, k, v, o to gluon_attention.Launch."""
+    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen.configs import candidates, launches
+    from bakeoff.backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.gluon_support import gluon_attention_reason
+    from bakeoff.backends.tritongen.views import contiguous
+
+    w = builtin_workloads()["attention"]
+    for dtype, arch, want in (("bfloat16", 90, True), ("float16", 90, True), ("float32", 90, False),
+                              ("bfloat16", 80, False), ("bfloat16", None, False)):
+        plan = fuse(bind(w.graph, w.presets["gpu"], dtype))
+        src = generate_all(plan, target_from_options({}, False, dtype, arch))[0]
+        assert bool(src.gluon) == want and ("_GluonLaunch(4096, 256," in src.text) == want, (dtype, arch)
+        if want:
+            first = candidates(src, dtype, sms=132)[0]
+            assert first.get("GLUON") and launches(src, first) == [("k0_attention_gl", (32, 256), src.gluon, {})]
+    ok = [contiguous(n, (2, 3, 256, 128)) for n in "qkvo"]
+    assert gluon_attention_reason(256, 256, 128, 128, True, "float16", ok) is None
+    assert gluon_attention_reason(256, 256, 128, 128, False, "float16", ok) == "not causal"
+    assert gluon_attention_reason(200, 200, 128, 128, True, "float16", ok).startswith("needs sq = sk")
+    interleaved = ok[:1] + [ok[1].__class__("k", (2, 3, 256, 128), (3 * 256 * 128, 128, 3 * 128, 1), 0)] + ok[2:]
+    assert "not [heads, seq, 128]" in gluon_attention_reason(256, 256, 128, 128, True, "float16", interleaved)
+
+
+def test_gluon_attention_compiles_for_sm90_with_the_softmax_under_the_mma():
+    """No interpreter runs Gluon: the CPU's check compiles it for sm_90 and looks at the PTX: the consumers keep
+    one wgmma group in flight (wait_group 1) while the softmax runs, setmaxnreg splits the registers between the
+    partitions, and it fits in shared memory."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json; from bakeoff.backends.tritongen.gluon_attention import compile_offline; "
+            "ck = compile_offline('bfloat16', seq=1024); "
+            "print(json.dumps({'ptx': ck.asm['ptx'], 'shared': ck.metadata.shared}))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this module runs interpreted
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "wgmma.wait_group.sync.aligned 1" in got["ptx"] and "setmaxnreg" in got["ptx"]
+    assert "cp.async.bulk.tensor" in got["ptx"] and got["shared"] <= 232448

@@ -121,20 +121,24 @@ def _setup(options: Mapping[str, Any], device: str, dtype: str) -> tuple[Any, bo
     interpret = _interpreting()
     if device == "cpu" and not interpret:
         raise RuntimeError(_NO_INTERP)
+    arch = None
     if interpret:
         device_name = "triton-interpreter"
     else:
         import torch
 
         device_name = torch.cuda.get_device_name(torch.device(device))
-    return target_from_options(opts, interpret, dtype), opts.autotune and not interpret, device_name
+        major, minor = torch.cuda.get_device_capability(torch.device(device))
+        arch = 10 * major + minor
+    return target_from_options(opts, interpret, dtype, arch), opts.autotune and not interpret, device_name
 
 
-def target_from_options(options: Mapping[str, Any] | TritonGenOptions, interpret: bool, dtype: str):
+def target_from_options(options: Mapping[str, Any] | TritonGenOptions, interpret: bool, dtype: str,
+                        arch: int | None = None):
     """The CodegenTarget that `options` ask for (values checked: a bad one is a ValueError naming it)."""
     from bakeoff.backends.tritongen.source import CodegenTarget
 
     opts = TritonGenBackend.parse_options(options)
     # TMA twins only for the GPU: the interpreter's search is one fixed config, which never picks them
     return CodegenTarget(interpret, dtype, opts.max_row_block, opts.matmul_tma and not interpret, opts.fp32_dot,
-                         opts.search)
+                         opts.search, arch)

@@ -17,6 +17,7 @@ import math
 from bakeoff.workloads.decompose import sdpa_scale
 
 from bakeoff.backends.tritongen.codegen_split import Planes, padded, split_info
+from bakeoff.backends.tritongen.gluon_support import gluon_attention_reason
 from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, wide
 from bakeoff.backends.tritongen.indexing import linear_offset
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
@@ -74,9 +75,17 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
         for p, (fn, _, _) in zip(planes, info["launches"]):
             lines += ["", ""] + p.function(fn, i64)
         lines += ["", ""] + a.split_function()
+    gluon = None
+    if target.arch == 90 and not target.interpret and gluon_attention_reason(sq, sk, d, dv, a.causal, target.dtype,
+                                                                             [q, k, v, o]) is None:
+        gluon = (q.buffer, k.buffer, v.buffer, o.buffer)
+        lines += ["", "", "# Hopper: the warp-specialised Gluon kernel (gluon_attention.py), picked by GLUON=1",
+                  "from bakeoff.backends.tritongen.gluon_attention import Launch as _GluonLaunch  # noqa: E402",
+                  f"{kernel.name}_gl = _GluonLaunch({sq}, {math.prod(batch)}, {a.scale!r})"]
     text = header(f"attention kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     return KernelSource(kernel, kernel.name, text, kernel.buffers(), {"sq": sq, "sk": sk, "heads": math.prod(batch),
-                                                                      "d": d}, "tma" if tma else "", split=info)
+                                                                      "d": d}, "tma" if tma else "", split=info,
+                        gluon=gluon)
 
 
 class _Attn:

@@ -152,6 +152,8 @@ def _attention(src: KernelSource, dtype: str) -> list[Config]:
     out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st} for m, n, w, st in tiles
            if m <= max(16, _pow2(s["sq"]))]
     out = (out[:3] if s["sq"] >= 1024 else out) or [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}]
+    if src.gluon:  # Hopper, 16-bit causal: the warp-specialised Gluon kernel first (its own fixed tiles)
+        out = [{"GLUON": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1}] + out
     if src.split:  # float32: the pre-split 3xTF32 twin first, then Triton's in-kernel tf32x3
         return [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st, "SPLIT": 1}
                 for m, n, w, st in _SPLIT_ATTENTION if m <= max(16, _pow2(s["sq"]))] + out
@@ -201,6 +203,8 @@ def suffix(cfg: Config) -> str:
     `_s3` (pre-split 3xTF32) or `_rows` (row loop)."""
     if cfg.get("ROWS"):
         return "_rows"
+    if cfg.get("GLUON"):
+        return "_gl"
     if cfg.get("SPLIT"):
         return "_s3"
     if cfg.get("SPLIT_K"):
@@ -216,6 +220,8 @@ def kernel_fn(module: object, src: KernelSource, cfg: Config):
 def launches(src: KernelSource, cfg: Config) -> list[tuple[str, tuple[int, ...], tuple[str, ...], dict[str, int]]]:
     """Every launch `cfg` makes, in order: (jit function name, grid, pointer parameters, keyword arguments with
     num_warps and num_stages). A pre-split config (SPLIT=1) first splits the operands into their TF32 planes."""
+    if cfg.get("GLUON"):  # gluon_attention.Launch: host descriptors, its own grid and constexprs
+        return [(src.fn + "_gl", grid(src, cfg), src.gluon, {})]
     kwargs = {**constexprs(src, cfg), "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
     if cfg.get("SPLIT_K"):
         params = src.params + tuple(name for name, _ in config_scratch(src, cfg))

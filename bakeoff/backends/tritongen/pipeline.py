@@ -91,6 +91,9 @@ def _notes(plan, target: CodegenTarget, device_name: str, log: list[str], config
     dots = _dot_notes(plan, target, configs)
     if dots:
         notes.append(dots)
+    gluon = sum(1 for c in configs or [] if c.get("GLUON"))
+    if gluon:
+        notes.append(f"attention: the warp-specialised Gluon kernel (gluon_attention.py) in {gluon} kernel(s)")
     if not target.interpret:
         notes.append(f"config search: {target.search}")
     timed = [line for line in log if line.startswith("tune ")]

@@ -98,6 +98,7 @@ class CodegenTarget:
     tma: bool = False  # GPU only: also emit matmul/attention twins that load tiles through TMA descriptors
     fp32_dot: str = "auto"  # float32 tl.dot on the GPU: "auto", "tf32x3", "ieee" or "tf32" (fp32_precision)
     search: str = "pruned"  # GPU config search: "pruned" (the few configs that won on H100/H200) or "wide"
+    arch: int | None = None  # the GPU's compute capability as 90 for 9.0 (None: the interpreter, or unknown)
 
     def dot_operand(self, expr: str) -> str:
         """Triton 3.9's interpreter multiplies bf16 dot operands as raw bits: give it float32 operands."""
@@ -140,6 +141,8 @@ class KernelSource:
     # a pre-split 3xTF32 twin's split (codegen_split.split_info): {"launches": [(function, grid, params)],
     # "planes": [(name, shape)]}; the twin's config (SPLIT=1) runs those launches first
     split: dict | None = None
+    # the Gluon attention twin's pointer arguments (q, k, v, o buffers), when it was generated (GLUON=1 picks it)
+    gluon: tuple[str, ...] | None = None
 
     def scratch(self) -> tuple[tuple[str, tuple[int, int]], ...]:
         """(name, shape) of the float32 planes the pre-split twin's launches write (empty without a twin)."""
