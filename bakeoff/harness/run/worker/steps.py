@@ -6,9 +6,15 @@ import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bakeoff.harness.plan.cases import Case
+
+if TYPE_CHECKING:  # the orchestrator imports this module (mentions_oom): no torch here
+    import torch
+
+    from bakeoff.backends.base import Compiled
 
 
 # How a failed allocation is worded: Python (MemoryError, which the host memory cap raises), CUDA and torch
@@ -30,14 +36,18 @@ def _status_of(exc: BaseException) -> str:
     return ""
 
 
+def is_lazy_compile_error(exc: BaseException) -> bool:
+    """Whether `exc` comes from torch.compile's compiler: it compiles lazily, inside the first run, and its
+    failures there are still compile errors."""
+    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
+
+
 def error_record(status: str, exc: BaseException) -> dict[str, Any]:
     """A record for an exception: `status` unless it was an out-of-memory error."""
     tb = traceback.format_exc(limit=8)
-    if isinstance(exc, FirstRunError):
+    if isinstance(exc, FirstRunError):  # the first run after a compile failed
         exc = exc.__cause__ or exc
-        # torch.compile compiles lazily, inside the first run: its failures are still compile errors.
-        lazy_compile = type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
-        status = "compile_error" if lazy_compile else "runtime_error"
+        status = "compile_error" if is_lazy_compile_error(exc) else "runtime_error"
     return {"status": _status_of(exc) or status, "reason": f"{type(exc).__name__}: {exc}"[:2000],
             "traceback": tb[-4000:]}
 
@@ -64,6 +74,39 @@ class FirstRunError(Exception):
     """The backend compiled but its first run failed; `__cause__` is the real error."""
 
 
+@dataclass
+class FirstResult:
+    """A compiled executable after its first run: the run's raw output, the seconds from the compile's start
+    to the first result and of the first run alone (prepare + run + sync), and, for the case's own compile
+    (`compile`), the headline compile seconds (steps.compile_seconds) and the backend's cache files before
+    and after."""
+
+    compiled: Compiled
+    prepared: Any
+    raw: Any
+    total_s: float
+    first_run_s: float
+    compile_s: float | None = None
+    cache_files_before: int = 0
+    cache_files_after: int = 0
+
+
+def first_result(make: Callable[[], Compiled], inputs: list[torch.Tensor]) -> FirstResult:
+    """`make()` (the compile, whose exception propagates as is), then prepare, one run and a sync (whose
+    exception is wrapped in FirstRunError: error_record's lazy-compile rule decides its status)."""
+    t0 = time.perf_counter()
+    compiled = make()
+    t1 = time.perf_counter()
+    try:
+        prepared = compiled.prepare(inputs)
+        raw = compiled.run(prepared)
+        compiled.sync()
+    except Exception as exc:
+        raise FirstRunError(f"{type(exc).__name__}: {exc}") from exc
+    t2 = time.perf_counter()
+    return FirstResult(compiled, prepared, raw, t2 - t0, t2 - t1)
+
+
 def compile_and_first_run(backend, graph, specs, case: Case, inputs):
     """Compile, prepare and run once, synchronized. Returns (compiled, prepared, raw, seconds, total_seconds).
 
@@ -77,18 +120,10 @@ def compile_and_first_run(backend, graph, specs, case: Case, inputs):
     An exception from compile() propagates as is (a compile error); one from the first run is wrapped
     in FirstRunError (a runtime error), though lazy compilers (torch.compile) compile inside it.
     """
-    t0 = time.perf_counter()
     # getattr: callers outside the worker pass case-like objects without `grad` (a forward)
-    compiled = backend.compile_case(graph, specs, case.device, dict(case.options), getattr(case, "grad", False))
-    t1 = time.perf_counter()
-    try:
-        prepared = compiled.prepare(inputs)
-        raw = compiled.run(prepared)
-        compiled.sync()
-    except Exception as exc:
-        raise FirstRunError(f"{type(exc).__name__}: {exc}") from exc
-    t2 = time.perf_counter()
-    return compiled, prepared, raw, compile_seconds(compiled, t2 - t0, t2 - t1), t2 - t0
+    r = first_result(lambda: backend.compile_case(graph, specs, case.device, dict(case.options),
+                                                  getattr(case, "grad", False)), inputs)
+    return r.compiled, r.prepared, r.raw, compile_seconds(r.compiled, r.total_s, r.first_run_s), r.total_s
 
 
 def compile_seconds(compiled, total_s: float, first_run_s: float) -> float:
