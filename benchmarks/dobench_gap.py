@@ -44,7 +44,7 @@ from bakeoff.harness.measure import device_time, timing  # noqa: E402
 from bakeoff.harness.measure.clocks import sustain_load  # noqa: E402
 from bakeoff.harness.measure.figures import AUTO_SUSTAINED_S  # noqa: E402
 from bakeoff.harness.measure.environment import _nvml, _nvml_handle  # noqa: E402
-from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 

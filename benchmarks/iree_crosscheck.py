@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from bakeoff.backends import get_backend  # noqa: E402
-from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.harness.measure.timing import TimedCall, measure  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402

@@ -66,7 +66,7 @@ def main() -> int:
     parser.add_argument("--preset", default="gpu")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    from bakeoff.harness.run.worker.spare import get_ready
+    from bakeoff.harness.worker.spare import get_ready
 
     ready = get_ready(args.device, profiler=True)
     print(f"get_ready: {', '.join(f'{k} {v:.2f} s' for k, v in ready.items())} ({time.perf_counter() - t0:.1f} s)")
@@ -74,7 +74,7 @@ def main() -> int:
 
     from bakeoff.backends import get_backend
     from bakeoff.backends.base import TensorSpec
-    from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.worker.input_tensors import make_inputs
     from bakeoff.workloads.ir import bind
     from bakeoff.workloads.suite import builtin_workloads
 

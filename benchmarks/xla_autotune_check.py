@@ -27,7 +27,7 @@ GRAPHS = ("process_setup", "ew_sigmoid_relu", "ew_gelu_silu_gate", "layernorm_ge
 
 
 def _graph(name: str, preset: str, dtype: str):
-    from bakeoff.harness.run.worker.process_setup import setup_graph
+    from bakeoff.harness.worker.process_setup import setup_graph
     from bakeoff.workloads.ir import bind
     from bakeoff.workloads.suite import builtin_workloads
 
@@ -41,7 +41,7 @@ def _one(name: str, preset: str, dtype: str, dump: str) -> dict:
     """Compile and run `name` once with the dump flag (this process); what XLA wrote."""
     from bakeoff.backends import backend_class, get_backend
     from bakeoff.backends.base import TensorSpec
-    from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.worker.input_tensors import make_inputs
 
     graph = _graph(name, preset, dtype)
     t0 = time.perf_counter()

@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import jax, jax.numpy as jnp, torch
 from bakeoff.backends import get_backend
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.suite import builtin_workloads
 from bakeoff.workloads.lower_jax import lower_jax

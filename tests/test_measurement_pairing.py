@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import bakeoff.harness.run.worker.stages as case_run
+import bakeoff.harness.worker.stages as case_run
 from bakeoff.harness.measure.figures import BACKEND_TARGET, latency_fields
-import bakeoff.harness.run.case_process as execute
+import bakeoff.harness.supervise.case_process as execute
 from bakeoff.harness.measure.environment import environment, fingerprint
 from bakeoff.results.hardware import hardware_id
 from bakeoff.harness.plan.cases import Case

@@ -89,7 +89,7 @@ def _probe() -> dict[str, Any]:
 
 def _run_probe() -> dict[str, Any]:
     """inductor_cpu_probe.py in a child process with a scratch cache folder; {"error": ...} when it fails."""
-    from bakeoff.harness.run.leftovers import CASE_TMP_PREFIX, owned_prefix  # named for leftovers' sweep
+    from bakeoff.harness.supervise.leftovers import CASE_TMP_PREFIX, owned_prefix  # named for leftovers' cleaning
 
     with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as scratch:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": scratch}

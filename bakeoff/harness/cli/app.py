@@ -65,8 +65,8 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     from bakeoff.results.leases import LeaseLost
 
     from bakeoff.harness.config.source import read_config_file
-    from bakeoff.harness.run.gate_policy import REQUESTABLE as GATE_POLICIES
-    from bakeoff.harness.run.lease import LeaseError, stale_after_s
+    from bakeoff.harness.supervise.gate_policy import REQUESTABLE as GATE_POLICIES
+    from bakeoff.harness.run.lease_heartbeat import LeaseError, stale_after_s
     from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
     from bakeoff.harness.cli.summary import print_summary
 

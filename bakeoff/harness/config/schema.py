@@ -67,10 +67,10 @@ class TimingConfig(_Strict):
     # before the CUPTI pass (at most TOP_UP_S); the clock during sampling is recorded either way.
     profile_calls: int = Field(20, ge=3, le=10_000)
     sustained_s: Annotated[float, Field(ge=0, le=600)] | Literal["auto"] = "auto"
-    # What a timing phase waits for (harness/run/gate.py): exclusive = every other worker on the device;
+    # What a timing phase waits for (harness/supervise/gate.py): exclusive = every other worker on the device;
     # timers_only = only other timing phases; beside_compiles = every other worker's device work, not its
     # host-side compiles and imports; auto = beside_compiles on a GPU with the CUPTI pass, else exclusive
-    # (run/gate_policy.py). profiler_warmup: start CUPTI in the pre-started worker, before the case.
+    # (supervise/gate_policy.py). profiler_warmup: start CUPTI in the pre-started worker, before the case.
     gate: Literal["auto", "exclusive", "timers_only", "beside_compiles"] = "auto"
     profiler_warmup: bool = True
 

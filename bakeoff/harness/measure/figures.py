@@ -92,7 +92,7 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, ti
                     phase: Callable[[str], ContextManager[None]] = lambda name: nullcontext()) -> dict[str, Any]:
     """All figures of the case (see the module docstring) as record fields. `eager` is None when the case is
     eager itself; `bytes_per_call` (what one call may allocate, at most) bounds the calls kept in flight when
-    pipelining. `phase(name)` times each step for the record's phases_s (harness/run/worker/phases.py)."""
+    pipelining. `phase(name)` times each step for the record's phases_s (harness/worker/phases.py)."""
     targets = [backend] + ([eager] if eager is not None else [])
     cuda = device.startswith("cuda")
     sustained = sustained_s(timing, device)

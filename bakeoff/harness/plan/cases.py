@@ -18,6 +18,7 @@ from bakeoff.workloads.grad import workload_label
 from bakeoff.workloads.ir import Graph, bind
 
 from bakeoff.harness.config.schema import Config, ResolvedWorkload
+from bakeoff.backends.sweep import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,6 @@ def _supports_sweep(backend: Backend, graph: Graph, dims: dict[str, int], sweep:
                     dtype: str, options: dict[str, Any]) -> str | None:
     """backend.sweep_refusal() for the sweep (None: it can serve it); one that raises is taken as None, so the
     case's worker records the failure."""
-    from bakeoff.backends.sweep import SweepSpec
-
     try:
         return backend.sweep_refusal(SweepSpec(graph, dims, sweep[0], tuple(sweep[1]), dtype), options)
     except Exception:

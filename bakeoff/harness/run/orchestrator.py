@@ -1,10 +1,10 @@
 """The orchestrator: plan a config, run its cases through an executor, write each record as its case ends.
 
 It is the only writer of the store. Cases run on `--jobs N` local worker slots or on a Ray cluster
-(harness/executors); each record is committed in its own transaction and its artifacts are moved into
-place only after that (harness/staging.py). Ctrl-C stops every worker, keeps every finished record, marks
+(harness/run/executors); each record is committed in its own transaction and its artifacts are moved into
+place only after that (harness/supervise/staging.py). Ctrl-C stops every worker, keeps every finished record, marks
 the run interrupted and says how to resume; `--resume RUN_ID` runs only the cases without a record.
-A run is held by one orchestrator at a time through its lease in the store (harness/run/lease.py), wherever
+A run is held by one orchestrator at a time through its lease in the store (harness/run/lease_heartbeat.py), wherever
 the orchestrators start; each record is a CaseRecord (results/record.py), assembled here from the case and
 what its workers returned.
 """
@@ -21,20 +21,23 @@ from rich.markup import escape
 
 from pydantic import ValidationError
 
+from bakeoff.backends import known, names
 from bakeoff.results.leases import LeaseLost
 from bakeoff.results.record import CaseRecord, ProcessFields, invalid_fields
-from bakeoff.results.store import Store
+from bakeoff.results.store import Store, default_url
+from bakeoff.workloads.costs import bound_kind
 
 from bakeoff.harness.config.backend_options import check_backends
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
-from bakeoff.harness.run.case_process import case_fields
+from bakeoff.harness.supervise.case_process import case_fields
 from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
-from bakeoff.harness.run.lease import LeaseError, RunBusyError, RunLease  # noqa: F401  (the CLI's errors)
-from bakeoff.harness.run.leftovers import sweep_run_folders, sweep_temporary
+from bakeoff.harness.run.lease_heartbeat import LeaseError, RunBusyError, RunLease  # noqa: F401  (the CLI's errors)
+from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
 from bakeoff.harness.plan.cases import Case, plan_cases, resolve_device, resolve_preset
 from bakeoff.harness.run.progress import RunProgress
-from bakeoff.harness.run.staging import discard, publish, recover
+from bakeoff.harness.supervise.staging import discard, publish, recover
 from bakeoff.harness.config.yaml_lines import ConfigError, load_yaml
+from bakeoff.harness.measure.ceiling_share import ceiling_fields
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,6 @@ def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
                 raise ConfigError(where.file, None, "backends",
                                   f"--backend {name[:60]!r} is not a backend of this config; its labels: "
                                   f"{', '.join(cfg.backends)}")
-            from bakeoff.backends import known, names
 
             if not known(name):
                 raise ConfigError(where.file, None, "backends",
@@ -108,8 +110,6 @@ def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) ->
     record.setdefault("status", "crash")
     ceiling = _ceiling_for(case, ceilings)
     if ceiling and (record.get("headline_ms") or record.get("latency_ms_median")):
-        from bakeoff.harness.measure.ceiling_share import ceiling_fields
-
         record.update(ceiling_fields(record, ceiling, ceilings))
     try:
         return CaseRecord.model_validate(record)
@@ -138,7 +138,6 @@ def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | 
         return (key, ceilings[key]) if intensity > ridge else ("copy_gbps", ceilings["copy_gbps"])
     if key not in ceilings and "copy_gbps" not in ceilings:
         return None
-    from bakeoff.workloads.costs import bound_kind
 
     wanted = key if bound_kind(case.bound_graph(), grad=getattr(case, "grad", False)) == "compute" else "copy_gbps"
     return (wanted, ceilings[wanted]) if wanted in ceilings else None
@@ -216,8 +215,6 @@ def _sigint_ignored() -> Iterator[None]:
 
 
 def _db_hint(store: Store) -> str:
-    from bakeoff.results.store import default_url
-
     return "" if store.url == default_url() else f" --db {store.safe_url}"
 
 
@@ -259,15 +256,15 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
                   f"store {escape(store.safe_url)}", highlight=False)
     with lease.held(run_id, acquire=False):
         work_dir = _work_dir(run_id)
-        sweep_leftovers(console)
+        clean_leftovers(console)
         run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor, lease=lease)
     return run_id
 
 
-def sweep_leftovers(console: Console) -> None:
+def clean_leftovers(console: Console) -> None:
     """Delete the case folders that killed bakeoff processes on this machine left behind (harness/run/
     leftovers.py): in the temporary folder, and cache folders under this working folder's runs."""
-    removed = sweep_temporary() + sweep_run_folders(ARTIFACTS_ROOT.resolve())
+    removed = clean_temporary() + clean_run_folders(ARTIFACTS_ROOT.resolve())
     if removed:
         names = ", ".join(str(p) for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
         console.print(f"removed {len(removed)} folder(s) left by killed bakeoff processes: {names}",
@@ -337,7 +334,7 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
             executor.close()
             raise
         ceilings = store.latest_ceilings(run.get("environment") or {})
-        sweep_leftovers(console)
+        clean_leftovers(console)
         run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt,
                   lease=lease)
     return run_id

@@ -2,7 +2,7 @@
 
 A worker that crashes, hangs or runs out of memory becomes a record with status crash, timeout or oom and
 the tail of its stderr. This module never touches the store: the orchestrator writes what it returns.
-A worker runs in a slot (harness/slots.py): pinned to a device, sharing that device's timing gate. Time
+A worker runs in a slot (harness/supervise/slots.py): pinned to a device, sharing that device's timing gate. Time
 it spends waiting for the gate is not counted against its timeout.
 """
 from __future__ import annotations
@@ -25,16 +25,17 @@ from bakeoff.results.record import CaseFields
 from bakeoff.harness.measure.extra_checks import fold_extra_check
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.plan.digests import case_digests
-from bakeoff.harness.run.deaths import death_record as _death_record, kill_group, oom_kill_counts
-from bakeoff.harness.run.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
-from bakeoff.harness.run.gate_policy import resolve_gate_policy
-from bakeoff.harness.run.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
-from bakeoff.harness.run.prestart import Prestarter, Spare, SpareSpec
-from bakeoff.harness.run.slots import Slot
-from bakeoff.harness.run.staging import discard, final_dir, staging_dir
+from bakeoff.harness.supervise.deaths import death_record as _death_record, kill_group, oom_kill_counts
+from bakeoff.harness.supervise.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
+from bakeoff.harness.supervise.gate_policy import resolve_gate_policy
+from bakeoff.harness.supervise.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
+from bakeoff.harness.supervise.prestart import Prestarter, Spare, SpareSpec
+from bakeoff.harness.supervise.slots import Slot
+from bakeoff.harness.supervise.staging import discard, final_dir, staging_dir
 from bakeoff.workloads.inits import describe_inputs
-from bakeoff.harness.run.worker.entry import ENV_PARENT
-from bakeoff.harness.run.worker.phases import BEGIN_MARKED, ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
+from bakeoff.harness.worker.entry import ENV_PARENT
+from bakeoff.harness.worker.phases import BEGIN_MARKED, ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
+from bakeoff.backends import backend_class
 
 ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"  # worker/shared_reference.py (not imported here: it imports torch)
 
@@ -90,8 +91,6 @@ def base_env(slot: Slot | None, extra_env: dict[str, str] | None, gate_policy: s
 def _worker_env(case: Case, cache_root: Path, base: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:
     """The case's worker environment: `base` plus the backend's cache folders under `cache_root` and the
     variables it needs before its compiler is imported; `overrides` (the slot's) win."""
-    from bakeoff.backends import backend_class
-
     backend = backend_class(case.backend)
     env = dict(base)
     for name in backend.cache_env:
@@ -133,7 +132,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
     spares start with that environment."""
     t_begin = time.time()
     profiler = bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
-    # Named for this process (harness/run/leftovers.py), so a later run removes it should this one be killed.
+    # Named for this process (harness/supervise/leftovers.py), so a later run removes it should this one be killed.
     with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as tmp:
         case_file, out_file = Path(tmp, "case.json"), Path(tmp, "record.json")
         wait_file, phases_file, worker_tmp = Path(tmp, "gate_wait.txt"), Path(tmp, "phases.txt"), Path(tmp, "tmp")
@@ -156,7 +155,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
                 proc = spare.hand(argv, env)
             else:
                 with open(err_file, "wb") as err:
-                    proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", *argv],
+                    proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.worker.entry", *argv],
                                             env=env, stdout=err, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
             rc, timed_out = _supervise(proc, case.timeout_s, wait_file, workers, top_up)
@@ -266,7 +265,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     `work_dir/staging`; the orchestrator moves them to `work_dir/artifacts` once the record commits, and
     the record's `artifacts_dir` names that final place). `slot` pins the worker to a device and its gate;
     `workers` registers the processes so that an interrupt can kill them. With a `prestarter`, each worker
-    process is the slot's pre-started one where it may be (run/prestart.py) and a new one starts for the
+    process is the slot's pre-started one where it may be (supervise/prestart.py) and a new one starts for the
     slot's next worker; `more_cases` says whether the slot will run another case after this one.
     The record's `phases_s` says where `wall_s` went (worker/phases.py).
     """
@@ -324,9 +323,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
 
 
 def _gate_policy(case: Case) -> tuple[str, str]:
-    """The timing-gate policy `case` runs under and why (run/gate_policy.py: `auto` by its timing method)."""
-    from bakeoff.backends import backend_class
-
+    """The timing-gate policy `case` runs under and why (supervise/gate_policy.py: `auto` by its timing method)."""
     try:
         cls = backend_class(case.backend)
         events = bool(cls.timed_with_events)
@@ -361,8 +358,6 @@ def canonical_options(case: Case) -> dict[str, Any]:
     """The case's backend options with every default filled in (Backend.canonical_options), so that `{}` and
     `{mode: default}` digest alike; the options as given where the backend cannot be loaded or refuses them
     (the record then fails on its own)."""
-    from bakeoff.backends import backend_class
-
     try:
         return backend_class(case.backend).canonical_options(case.options)
     except Exception:  # noqa: BLE001 - an unloadable backend or bad options: digest what the case carries

@@ -11,14 +11,14 @@ from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allo
 from bakeoff.harness.measure.environment import gpu_state
 from bakeoff.harness.measure.extra_checks import extra_check_fields, fold_extra_check
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.shared_reference import GroupReference, shared_reference
-from bakeoff.harness.run.worker.stages import (Baseline, FirstResult, Loaded, StageFailed, baseline, check,
+from bakeoff.harness.worker.phases import PhaseLog
+from bakeoff.harness.worker.shared_reference import GroupReference, shared_reference
+from bakeoff.harness.worker.stages import (Baseline, FirstResult, Loaded, StageFailed, baseline, check,
                                                check_other_seeds, compile, eager_executable, error_figures,
                                                failing_as, load_case, load_inputs, output_names, process_setup,
                                                save_artifacts, shape_mismatch, throughput, time_case, verdict_fields,
                                                worst_check)
-from bakeoff.harness.run.worker.steps import count_cache_files
+from bakeoff.harness.worker.steps import count_cache_files
 
 
 def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[str, Any]:

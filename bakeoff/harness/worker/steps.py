@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.supervise.gate import host_work
 
 if TYPE_CHECKING:  # the orchestrator imports this module (mentions_oom): no torch here
     import torch
@@ -142,8 +143,6 @@ def compiling(backend: Any, case: Case, graph: Any) -> Iterator[None]:
     its first run): outside the device's gate under the `beside_compiles` policy when the backend's compile of
     that graph times nothing on the device (Backend.graph_compile_times_on_device) or the backend marks what it
     times (Backend.marks_device_work), so other cases may time meanwhile; inside it otherwise."""
-    from bakeoff.harness.run.gate import host_work
-
     cls = type(backend)
     on_device = cls.graph_compile_times_on_device(graph, case.options, bool(getattr(case, "grad", False)))
     if on_device is not None and not cls.marks_device_work:

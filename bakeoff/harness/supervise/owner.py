@@ -2,8 +2,8 @@
 
 A pid names a process only on one machine (one boot, one pid namespace: containers on one host each have
 their own) and only until it is reused. `ProcessId` keeps all three: the machine key, the pid and the pid's
-start time. The run lease (harness/run/lease.py) uses it to take over at once from an orchestrator that died
-on this machine, and the leftovers sweep (harness/run/leftovers.py) to delete only what dead processes left.
+start time. The run lease (harness/run/lease_heartbeat.py) uses it to take over at once from an orchestrator that died
+on this machine, and the leftovers' cleaning (harness/supervise/leftovers.py) to delete only what dead processes left.
 """
 from __future__ import annotations
 

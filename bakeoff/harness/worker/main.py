@@ -1,6 +1,6 @@
 """The worker: one case in one fresh process. Compile, check on every seed, measure, write one record.
 
-Run as ``python -m bakeoff.harness.run.worker.main CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` by the runner, with the
+Run as ``python -m bakeoff.harness.worker.main CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` by the runner, with the
 backend's cache folders in the environment. PHASE is ``cold`` (the full case) or ``warm`` (compile only,
 reusing the caches the cold process filled, to measure warm compile time and verify the cache hit).
 The record is written to OUT_JSON atomically, through the record model (results/record.py: a ColdOutput
@@ -21,10 +21,10 @@ from bakeoff.backends.base import set_device_work
 from bakeoff.results.record import ColdOutput, WarmOutput, invalid_fields
 
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.gate import device_work as gate_device_work, note as gate_note
-from bakeoff.harness.run.worker import cold, sweep, warm
-from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.steps import error_record, limit_host_memory
+from bakeoff.harness.supervise.gate import device_work as gate_device_work, note as gate_note
+from bakeoff.harness.worker import cold, shape_sweep, warm
+from bakeoff.harness.worker.phases import PhaseLog
+from bakeoff.harness.worker.steps import error_record, limit_host_memory
 
 
 def init_device(device: str) -> None:
@@ -50,7 +50,7 @@ def main(argv: list[str], phases: PhaseLog | None = None) -> int:
         if phase == "warm":
             record = warm.run_warm(case, phases)
         else:  # through the modules: a test's sitecustomize may wrap cold.run_cold
-            record = (sweep.run_sweep if case.sweep else cold.run_cold)(case, artifacts_dir, phases)
+            record = (shape_sweep.run_sweep if case.sweep else cold.run_cold)(case, artifacts_dir, phases)
     except BaseException as exc:  # a failure outside the guarded steps is still a record
         if isinstance(exc, KeyboardInterrupt):
             raise

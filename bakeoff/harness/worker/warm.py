@@ -8,9 +8,9 @@ import torch
 
 from bakeoff.harness.measure.extra_checks import extra_check_fields
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.shared_reference import shared_reference
-from bakeoff.harness.run.worker.stages import (baseline, check, compile, eager_executable, load_case, load_inputs,
+from bakeoff.harness.worker.phases import PhaseLog
+from bakeoff.harness.worker.shared_reference import shared_reference
+from bakeoff.harness.worker.stages import (baseline, check, compile, eager_executable, load_case, load_inputs,
                                                output_names, process_setup)
 
 

@@ -1,4 +1,4 @@
-"""Which timing-gate policy a case runs under (run/gate.py), and why: `auto` picks it from how the case's
+"""Which timing-gate policy a case runs under (supervise/gate.py), and why: `auto` picks it from how the case's
 headline is timed.
 
 What disturbs timing on the H200 (benchmarks/gate_disturbance.py and configs/h200_checks.yaml, 2026-12-01):
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bakeoff.harness.run.gate import POLICIES
+from bakeoff.harness.supervise.gate import POLICIES
 
 AUTO = "auto"
 REQUESTABLE = (AUTO, *POLICIES)

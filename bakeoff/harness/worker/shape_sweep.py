@@ -24,12 +24,12 @@ from bakeoff.workloads.ir import Graph
 from bakeoff.harness.measure.checks import poison_allocator
 from bakeoff.harness.measure.environment import gpu_state
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.shared_reference import shared_reference
-from bakeoff.harness.run.worker.stages import (StageFailed, baseline, check, check_other_seeds, error_figures,
+from bakeoff.harness.worker.phases import PhaseLog
+from bakeoff.harness.worker.shared_reference import shared_reference
+from bakeoff.harness.worker.stages import (StageFailed, baseline, check, check_other_seeds, error_figures,
                                                failing_as, load_inputs, process_setup, save_artifacts,
                                                shape_mismatch, throughput, time_alone, verdict_fields, worst_check)
-from bakeoff.harness.run.worker.steps import first_result
+from bakeoff.harness.worker.steps import first_result
 
 MIN_POINT_BUDGET_S = 0.05
 MIN_POINT_WARMUP_S = 0.01

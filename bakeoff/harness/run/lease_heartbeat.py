@@ -22,7 +22,7 @@ from typing import Iterator
 from bakeoff.results.leases import LeaseClaim, LeaseHolder, LeaseLost
 from bakeoff.results.store import Store
 
-from bakeoff.harness.run.owner import ProcessId
+from bakeoff.harness.supervise.owner import ProcessId
 
 LEASE_STALE_S = 60.0  # a lease with no heartbeat for this long (seconds) may be taken over
 ENV_STALE = "BAKEOFF_LEASE_STALE_S"

@@ -31,12 +31,12 @@ from bakeoff.harness.measure.load_watch import LoadWatch
 from bakeoff.harness.measure.noise import assess as assess_noise
 from bakeoff.harness.measure.timing import TimedCall
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.gate import timing_exclusive
-from bakeoff.harness.run.worker.inputs import make_inputs
-from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.process_setup import setup_graph_for, warm_up_process
-from bakeoff.harness.run.worker.shared_reference import GroupReference, shared_reference
-from bakeoff.harness.run.worker.steps import (FirstResult, compiling, compile_seconds, count_cache_files,
+from bakeoff.harness.supervise.gate import timing_exclusive
+from bakeoff.harness.worker.input_tensors import make_inputs
+from bakeoff.harness.worker.phases import PhaseLog
+from bakeoff.harness.worker.process_setup import setup_graph_for, warm_up_process
+from bakeoff.harness.worker.shared_reference import GroupReference, shared_reference
+from bakeoff.harness.worker.steps import (FirstResult, compiling, compile_seconds, count_cache_files,
                                               error_record, first_result)
 
 
@@ -76,7 +76,7 @@ def load_case(case: Case, phases: PhaseLog) -> Loaded:
 
 
 def load_inputs(case: Case, graph: Graph, seed: int, phases: PhaseLog, grad: bool | None = None) -> list[torch.Tensor]:
-    """The inputs of `seed` (worker/inputs.py); with the case's `grad` unless told."""
+    """The inputs of `seed` (worker/input_tensors.py); with the case's `grad` unless told."""
     with phases.phase("inputs"):
         return make_inputs(graph, seed, case.device, case.input_files, case.grad if grad is None else grad)
 
@@ -259,7 +259,7 @@ def measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any,
 def time_case(case: Case, backend: Backend, result: FirstResult, eager: Compiled, eager_prepared: Any,
               phases: PhaseLog) -> dict[str, Any]:
     """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
-    (run/gate.py). The record gets the figures, what else ran meanwhile and the quality judged from it,
+    (supervise/gate.py). The record gets the figures, what else ran meanwhile and the quality judged from it,
     the seconds waited for the gate and the window it was held."""
     with timing_exclusive() as gate:
         phases.take_gate_wait()
