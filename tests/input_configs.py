@@ -7,7 +7,8 @@ import textwrap
 import pytest
 import torch
 
-from bakeoff.harness.config.schema import ConfigError, parse_config, resolve_workloads
+from bakeoff.harness.config.schema import ConfigError, parse_config
+from bakeoff.harness.plan.workloads import resolve_workloads
 from bakeoff.harness.plan.cases import Case, plan_cases
 from bakeoff.harness.worker.input_tensors import make_inputs
 

@@ -202,7 +202,7 @@ def _costed_case(workload: str, dims: dict, dtype: str = "float32") -> SimpleNam
 
 
 def test_compute_bound_case_is_not_held_against_copy_bandwidth():
-    from bakeoff.harness.run.orchestrator import _ceiling_for
+    from bakeoff.harness.run.assemble import ceiling_for as _ceiling_for
 
     gemm = _costed_case("gemm_bias_gelu", {"M": 2048, "N": 2048, "K": 2048})
     ew = _costed_case("ew_sigmoid_relu", {"M": 2048, "N": 2048})

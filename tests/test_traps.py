@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from bakeoff.harness.config.schema import load_config, resolve_workloads
+from bakeoff.harness.config.schema import load_config
+from bakeoff.harness.plan.workloads import resolve_workloads
 from bakeoff.harness.plan.cases import plan_cases
 from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.ir import bind

@@ -216,7 +216,7 @@ def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> 
     from bakeoff.harness.cli.backend_table import backend_rows
 
     from bakeoff.harness.measure.environment import environment
-    from bakeoff.harness.plan.cases import resolve_device
+    from bakeoff.harness.plan.from_config import resolve_device
 
     _check_device_option(device)
     env = environment(resolve_device(device))
@@ -242,7 +242,7 @@ def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
             fail(f"--dtype must be one of {', '.join(CASE_DTYPES)}, not {name!r}")
     from bakeoff.harness.measure.calibrate import measure_ceilings
     from bakeoff.harness.measure.environment import environment
-    from bakeoff.harness.plan.cases import resolve_device
+    from bakeoff.harness.plan.from_config import resolve_device
 
     dev = resolve_device(device)
     env = environment(dev)

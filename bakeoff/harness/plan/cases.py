@@ -17,7 +17,8 @@ from bakeoff.workloads import costs
 from bakeoff.workloads.grad import workload_label
 from bakeoff.workloads.ir import Graph, bind
 
-from bakeoff.harness.config.schema import Config, ResolvedWorkload
+from bakeoff.harness.config.schema import Config
+from bakeoff.harness.plan.workloads import ResolvedWorkload
 from bakeoff.backends.sweep import SweepSpec
 
 
@@ -72,15 +73,6 @@ class Case:
         data = json.loads(text)
         data["seeds"] = tuple(data["seeds"])
         return cls(**data)
-
-
-def resolve_device(device: str) -> str:
-    """'auto' -> 'cuda' when a CUDA device is present, else 'cpu'."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def shape_label(dims: dict[str, int], sweep: tuple[str, tuple[int, ...]] | None = None) -> str:
@@ -156,10 +148,3 @@ def _supports_sweep(backend: Backend, graph: Graph, dims: dict[str, int], sweep:
         return backend.sweep_refusal(SweepSpec(graph, dims, sweep[0], tuple(sweep[1]), dtype), options)
     except Exception:
         return None
-
-
-def resolve_preset(preset: str, device: str) -> str:
-    """'auto' -> 'gpu' on CUDA, 'cpu' on the CPU."""
-    if preset != "auto":
-        return preset
-    return "cpu" if device == "cpu" else "gpu"

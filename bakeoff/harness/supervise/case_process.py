@@ -20,11 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bakeoff.results.record import CaseFields
-
 from bakeoff.harness.measure.extra_checks import fold_extra_check
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.plan.digests import case_digests
 from bakeoff.harness.supervise.deaths import death_record as _death_record, kill_group, oom_kill_counts
 from bakeoff.harness.supervise.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
 from bakeoff.harness.supervise.gate_policy import resolve_gate_policy
@@ -32,7 +29,6 @@ from bakeoff.harness.supervise.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, o
 from bakeoff.harness.supervise.prestart import Prestarter, Spare, SpareSpec
 from bakeoff.harness.supervise.slots import Slot
 from bakeoff.harness.supervise.staging import discard, final_dir, staging_dir
-from bakeoff.workloads.inits import describe_inputs
 from bakeoff.harness.worker.entry import ENV_PARENT
 from bakeoff.harness.worker.phases import BEGIN_MARKED, ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
 from bakeoff.backends import backend_class
@@ -341,24 +337,3 @@ def references_dir(work_dir: Path) -> Path:
 def _add_phases(total: dict[str, float], phases: dict[str, float], prefix: str) -> None:
     for name, seconds in phases.items():
         total[prefix + name] = total.get(prefix + name, 0.0) + seconds
-
-
-def case_fields(case: Case) -> CaseFields:
-    """The record fields that come from the case itself."""
-    sweep = {"sweep_dim": case.sweep["dim"], "sweep_values": list(case.sweep["values"])} if case.sweep else {}
-    return CaseFields(case_id=case.case_id, workload=case.workload_label, grad=case.grad, preset=case.preset,
-                      shape=case.shape, dtype=case.dtype, backend=case.label, adapter=case.backend,
-                      device=case.device, flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims,
-                      options=case.options, seeds=list(case.seeds),
-                      inputs=describe_inputs(case.bound_graph(), case.input_files),
-                      **case_digests(case.graph, canonical_options(case), case.timing, case.grad, case.sweep), **sweep)
-
-
-def canonical_options(case: Case) -> dict[str, Any]:
-    """The case's backend options with every default filled in (Backend.canonical_options), so that `{}` and
-    `{mode: default}` digest alike; the options as given where the backend cannot be loaded or refuses them
-    (the record then fails on its own)."""
-    try:
-        return backend_class(case.backend).canonical_options(case.options)
-    except Exception:  # noqa: BLE001 - an unloadable backend or bad options: digest what the case carries
-        return dict(case.options)
