@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
+from pydantic import Field, StrictInt, ValidationError, field_validator, model_validator
 
 from bakeoff.workloads.ir import DTYPES, IRError
 
@@ -18,7 +18,9 @@ from bakeoff.harness.config.backend_options import check_backends
 from bakeoff.harness.config.errors import pydantic_error
 from bakeoff.harness.config.source import check_size, read_config_file
 from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, load_yaml
+from bakeoff.harness.config.strict import Strict as _Strict
 from bakeoff.harness.config.sweep import SweepConfig
+from bakeoff.harness.config.timing import TimingConfig
 
 # Inputs bigger than this in all, or any one node's output bigger than this (in the float64 reference, after
 # decomposition), are refused at load time: a typo of one digit must not exhaust memory.
@@ -38,42 +40,6 @@ def check_device(v: str) -> str:
     if v in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:(0|[1-9][0-9]{0,3})", v):
         return v
     raise ValueError(f"device must be {DEVICE_HELP}")
-
-
-class _Strict(BaseModel):
-    # Values keep their YAML type (`yes` or "4" is not coerced to a bool or a number; an int is a float), and
-    # every float is finite: `.inf` or `.nan` is never a meaningful time, size or limit.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-class TimingConfig(_Strict):
-    """How latency is measured. Times in seconds; the target is IQR/median."""
-
-    warmup_s: float = Field(0.2, ge=0, le=60)
-    budget_s: float = Field(1.0, gt=0, le=600)
-    min_reps: int = Field(5, ge=1, le=100_000)
-    max_reps: int = Field(10_000, ge=1, le=1_000_000)
-    target_iqr: float = Field(0.05, gt=0, le=1)
-    flush_l2: bool = True
-    cuda_graph: bool = True
-    profile: bool = True
-    # Calls profiled by CUPTI per target (the headline's distribution on a GPU), and seconds of continuous
-    # load before the timer (auto: measure.figures.AUTO_SUSTAINED_S on a GPU, none on the CPU), topped up
-    # before the CUPTI pass (at most TOP_UP_S); the clock during sampling is recorded either way.
-    profile_calls: int = Field(20, ge=3, le=10_000)
-    sustained_s: Annotated[float, Field(ge=0, le=600)] | Literal["auto"] = "auto"
-    # What a timing phase waits for (harness/supervise/gate.py): exclusive = every other worker on the device;
-    # timers_only = only other timing phases; beside_compiles = every other worker's device work, not its
-    # host-side compiles and imports; auto = beside_compiles on a GPU with the CUPTI pass, else exclusive
-    # (supervise/gate_policy.py). profiler_warmup: start CUPTI in the pre-started worker, before the case.
-    gate: Literal["auto", "exclusive", "timers_only", "beside_compiles"] = "auto"
-    profiler_warmup: bool = True
-
-    @model_validator(mode="after")
-    def _reps(self) -> "TimingConfig":
-        if self.min_reps > self.max_reps:
-            raise ValueError("min_reps must not exceed max_reps")
-        return self
 
 
 class CompileConfig(_Strict):

@@ -1,7 +1,7 @@
 """Config -> plan: the matrix workload x shape x dtype x backend, as self-contained cases.
 
 A case carries everything its worker needs (the bound graph as JSON, with how each input is filled, options,
-timing, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
+its typed timing settings, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
 are kept as cases with `skip_reason` set; the runner turns them into `skipped` records without starting a
 worker.
 """
@@ -18,6 +18,7 @@ from bakeoff.workloads.grad import workload_label
 from bakeoff.workloads.ir import Graph, bind
 
 from bakeoff.harness.config.schema import Config
+from bakeoff.harness.config.timing import TimingConfig
 from bakeoff.harness.plan.workloads import ResolvedWorkload
 from bakeoff.backends.sweep import SweepSpec
 
@@ -37,7 +38,7 @@ class Case:
     graph: dict  # bound Graph.to_json()
     options: dict[str, Any]
     seeds: tuple[int, ...]
-    timing: dict[str, Any]
+    timing: TimingConfig  # (a mapping of settings is validated into it)
     timeout_s: float
     warm_compile: bool
     flops: int
@@ -56,6 +57,8 @@ class Case:
     def __post_init__(self) -> None:
         if not self.backend:
             object.__setattr__(self, "backend", self.label)
+        if not isinstance(self.timing, TimingConfig):  # read back from JSON, or given as a mapping
+            object.__setattr__(self, "timing", TimingConfig.of(self.timing))
 
     @property
     def workload_label(self) -> str:
@@ -66,7 +69,9 @@ class Case:
         return Graph.from_json(self.graph)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        """The case as JSON (the worker's case file, a Ray task's argument); `from_json` reads it back."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return json.dumps({**data, "timing": self.timing.model_dump(mode="json")})
 
     @classmethod
     def from_json(cls, text: str) -> "Case":
@@ -109,7 +114,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                         preset=label, shape=shape, grad=w.grad,
                         dims=dims, dtype=dtype, label=name, device=device, graph=graph.to_json(),
                         options=options,
-                        backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
+                        backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing,
                         timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm and sweep is None, flops=flops,
                         bytes_moved=nbytes, memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason,
                         input_files=dict(w.input_files), sweep=sweep))

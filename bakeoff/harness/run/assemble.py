@@ -70,7 +70,8 @@ def case_fields(case: Case) -> CaseFields:
                       device=case.device, flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims,
                       options=case.options, seeds=list(case.seeds),
                       inputs=describe_inputs(case.bound_graph(), case.input_files),
-                      **case_digests(case.graph, canonical_options(case), case.timing, case.grad, case.sweep), **sweep)
+                      **case_digests(case.graph, canonical_options(case), case.timing.model_dump(), case.grad,
+                                   case.sweep), **sweep)
 
 
 def canonical_options(case: Case) -> dict[str, Any]:

@@ -127,7 +127,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
     collect its record and phases. With `spare_env`, the slot needs another worker after this one: its
     spares start with that environment."""
     t_begin = time.time()
-    profiler = bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
+    profiler = case.timing.profile and case.timing.profiler_warmup
     # Named for this process (harness/supervise/leftovers.py), so a later run removes it should this one be killed.
     with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as tmp:
         case_file, out_file = Path(tmp, "case.json"), Path(tmp, "record.json")
@@ -326,7 +326,7 @@ def _gate_policy(case: Case) -> tuple[str, str]:
         on_device = cls.graph_compile_times_on_device(case.bound_graph(), case.options, case.grad)
     except Exception:  # noqa: BLE001 - a backend that cannot load fails on its own; time it alone meanwhile
         return "exclusive", f"{case.backend} could not be loaded to choose a policy: it times alone"
-    return resolve_gate_policy(case.timing.get("gate"), case.device, case.timing, events, case.backend, on_device)
+    return resolve_gate_policy(case.timing.gate, case.device, case.timing, events, case.backend, on_device)
 
 
 def references_dir(work_dir: Path) -> Path:

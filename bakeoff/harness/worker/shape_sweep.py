@@ -21,6 +21,7 @@ from bakeoff.backends.sweep import SweepSpec
 from bakeoff.workloads import costs
 from bakeoff.workloads.ir import Graph
 
+from bakeoff.harness.config.timing import TimingConfig
 from bakeoff.harness.measure.checks import poison_allocator
 from bakeoff.harness.measure.environment import gpu_state
 from bakeoff.harness.plan.cases import Case
@@ -47,12 +48,12 @@ def spec_of(case: Case) -> SweepSpec:
                      case.dtype)
 
 
-def point_timing(timing: dict[str, Any], distinct: int) -> dict[str, Any]:
+def point_timing(timing: TimingConfig, distinct: int) -> TimingConfig:
     """The timing settings of one point: the case's, with `budget_s` and `warmup_s` divided among the sweep's
     distinct shapes (at least MIN_POINT_BUDGET_S and MIN_POINT_WARMUP_S), so a sweep costs about one case's
     timing budget per backend. Every other setting (min_reps, the cache flush, profiling) is the case's."""
-    return {**timing, "budget_s": max(MIN_POINT_BUDGET_S, float(timing["budget_s"]) / distinct),
-            "warmup_s": max(MIN_POINT_WARMUP_S, float(timing["warmup_s"]) / distinct)}
+    return timing.model_copy(update={"budget_s": max(MIN_POINT_BUDGET_S, timing.budget_s / distinct),
+                                     "warmup_s": max(MIN_POINT_WARMUP_S, timing.warmup_s / distinct)})
 
 
 def _stat(rec: dict[str, Any], key: str) -> Any:
@@ -73,7 +74,7 @@ class _Eager:
         return self._built[key]
 
 
-def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _Eager, timing: dict[str, Any],
+def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _Eager, timing: TimingConfig,
                  phases: PhaseLog, sources: dict[str, str]) -> dict[str, Any]:
     """One point: first result, checks, timing. Returns the point's fields (an error ends the point only)."""
     seed = case.seeds[0]
@@ -133,7 +134,7 @@ def run_sweep(case: Case, artifacts_dir, phases: PhaseLog) -> dict[str, Any]:
     # the process's one-time start, on the tiny graph, inside the gate
     rec.update(process_setup(case, backend, case.bound_graph(), phases, beside_timing=False))
     timing = point_timing(case.timing, spec.distinct())
-    rec["sweep_point_budget_s"] = timing["budget_s"]
+    rec["sweep_point_budget_s"] = timing.budget_s
     t0 = time.perf_counter()
     try:
         with failing_as("compile_error"), phases.phase("compile"):

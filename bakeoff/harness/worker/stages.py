@@ -25,6 +25,7 @@ from bakeoff.workloads import costs
 from bakeoff.workloads.grad import step_output_names
 from bakeoff.workloads.ir import Graph
 
+from bakeoff.harness.config.timing import TimingConfig
 from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, same_bits
 from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, measure_figures
 from bakeoff.harness.measure.load_watch import LoadWatch
@@ -242,15 +243,15 @@ def measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any,
                 eager_prepared: Any, phases: PhaseLog | None = None) -> dict[str, Any]:
     """Every latency figure of the case and its headline (harness.measure.figures), each step a phase."""
     phases = phases or PhaseLog(None)
+    timing = TimingConfig.of(case.timing)  # TimingConfig.of: tests time case-like objects with a mapping
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
     # A training step is replayed from a CUDA graph only where the backend says its backward captures too.
     grad = getattr(case, "grad", False)  # getattr: tests time case-like objects and backend stand-ins
     capturable = backend.graph_capturable and (not grad or getattr(backend, "grad_graph_capturable", False))
     # The minimum bytes moved (inputs and outputs) bound what calls in flight may allocate when pipelined.
-    out = measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, case.timing,
+    out = measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, timing,
                           capturable=capturable, bytes_per_call=case.bytes_moved, phase=phases.phase)
-    if case.device.startswith("cuda") and case.timing.get("cuda_graph", True) and backend.graph_capturable \
-            and not capturable:
+    if case.device.startswith("cuda") and timing.cuda_graph and backend.graph_capturable and not capturable:
         out["graph_latency_error"] = (f"not captured: {backend.name}'s forward is CUDA-graph capturable but its "
                                       "training step (backward) is not declared capturable (grad_graph_capturable)")
     return out
@@ -267,11 +268,11 @@ def time_case(case: Case, backend: Backend, result: FirstResult, eager: Compiled
             out = measure_all(case, backend, result.compiled, result.prepared, eager, eager_prepared, phases)
     out.update(load.fields())  # what else ran meanwhile, then the quality judged from it and the samples
     host_clock = not (case.device.startswith("cuda") and backend.timed_with_events)
-    out.update(assess_noise(out, case.timing["target_iqr"], paired=case.backend != "eager", host_clock=host_clock))
+    out.update(assess_noise(out, case.timing.target_iqr, paired=case.backend != "eager", host_clock=host_clock))
     return {**out, **(gate.summary() if gate is not None else {})}
 
 
-def time_alone(backend: Backend, result: FirstResult, graph: Graph, device: str, timing: dict[str, Any],
+def time_alone(backend: Backend, result: FirstResult, graph: Graph, device: str, timing: TimingConfig,
                phases: PhaseLog) -> dict[str, Any]:
     """The backend's figures alone (no eager beside it) under the timing gate: a sweep point's."""
     compiled, prepared = result.compiled, result.prepared
