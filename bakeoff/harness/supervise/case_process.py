@@ -147,13 +147,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         oom_before = oom_kill_counts()
         err_file = spare.output if spare else Path(tmp, "stderr.txt")
         try:
-            if spare is not None:
-                proc = spare.hand(argv, env)
-            else:
-                with open(err_file, "wb") as err:
-                    proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.worker.entry", *argv],
-                                            env=env, stdout=err, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+            proc = _spawn(spare, argv, env, err_file)
             rc, timed_out = _supervise(proc, case.timeout_s, wait_file, workers, top_up)
             t_exit = time.time()
             tail = err_file.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
@@ -166,21 +160,37 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         windows = [w for w in (written.window(name, t_exit) for name in BEGIN_MARKED) if w is not None]
         if prestarter is not None:
             overlap = sum(prestarter.warmup_overlap_s(start, end) for start, end in windows) if windows else None
-        gate_wait_s = waited_s(wait_file)
         if timed_out:
+            gate_wait_s = waited_s(wait_file)
             record = {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}"
                       + (f" (not counting {gate_wait_s:.1f} s waiting for the timing gate)" if gate_wait_s else ""),
                       "stderr_tail": tail}
         elif out_file.exists():
-            record = json.loads(out_file.read_text())
-            if tail.strip():
-                record["stderr_tail"] = tail
-            record[f"gate_wait_{phase}_s"] = gate_wait_s
+            record = _written_record(out_file, tail, phase, waited_s(wait_file))
         else:
             record = _death_record(rc, phase, tail, oom_before, oom_kill_counts(),
                                    killed_by_harness=workers is not None and workers.closed)
     phases["collect"] = time.time() - t_exit  # reading its record and output, deleting its folder
     return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh, overlap, windows)
+
+
+def _spawn(spare: Spare | None, argv: list[str], env: dict[str, str], err_file: Path) -> subprocess.Popen:
+    """The worker process: the slot's spare, handed the case, or a fresh one whose output goes to `err_file`."""
+    if spare is not None:
+        return spare.hand(argv, env)
+    with open(err_file, "wb") as err:
+        return subprocess.Popen([sys.executable, "-m", "bakeoff.harness.worker.entry", *argv],
+                                env=env, stdout=err, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+
+
+def _written_record(out_file: Path, tail: str, phase: str, gate_wait_s: float) -> dict[str, Any]:
+    """The record a worker wrote, with its output's tail and the seconds it waited for the gate."""
+    record = json.loads(out_file.read_text())
+    if tail.strip():
+        record["stderr_tail"] = tail
+    record[f"gate_wait_{phase}_s"] = gate_wait_s
+    return record
 
 
 def _choose_spare(prestarter: Prestarter | None, env: dict[str, str], device: str, profiler: bool,
@@ -290,15 +300,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
             warm = _run_worker(run_case, "warm", env, None, workers, prestarter, base if more_cases else None)
             _add_phases(phases, warm.phases_s, "warm_")
             compile_windows += warm.compile_windows
-            record.update(warm.start_fields("_warm"))
-            warm_tail = warm.record.pop("stderr_tail", None)
-            if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
-                record["stderr_tail_warm"] = warm_tail
-            if "compile_warm_s" in warm.record:
-                record.update(warm.record)
-                fold_extra_check(record, "warm")  # a wrong cache-loaded executable fails the case
-            else:
-                record["warm_error"] = warm.record.get("reason")
+            _add_warm(record, warm)
         elif prestarter is not None and not more_cases:
             prestarter.drop()  # started for a warm run that will not happen, and no case follows
         if staged.exists():
@@ -316,6 +318,20 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     phases["other"] = max(record["wall_s"] - sum(phases.values()), 0.0)
     record["phases_s"] = {k: round(v, 6) for k, v in phases.items()}
     return record
+
+
+def _add_warm(record: dict[str, Any], warm: WorkerRun) -> None:
+    """The warm worker's fields into the cold record: its start, its output's tail, and its figures (a wrong
+    cache-loaded executable fails the case) or its error."""
+    record.update(warm.start_fields("_warm"))
+    warm_tail = warm.record.pop("stderr_tail", None)
+    if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
+        record["stderr_tail_warm"] = warm_tail
+    if "compile_warm_s" in warm.record:
+        record.update(warm.record)
+        fold_extra_check(record, "warm")
+    else:
+        record["warm_error"] = warm.record.get("reason")
 
 
 def _gate_policy(case: Case) -> tuple[str, str]:
