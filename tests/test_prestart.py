@@ -172,7 +172,7 @@ class _FakeSpare:
 def test_the_pool_tops_up_only_during_a_long_compile(monkeypatch):
     import time
 
-    from bakeoff.harness.run import prestart
+    from bakeoff.harness.supervise import prestart
     from bakeoff.harness.worker.phases import PhaseFile
 
     now = time.time()
