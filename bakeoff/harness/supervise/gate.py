@@ -1,7 +1,7 @@
 """The timing gate of one device: a cross-process reader-writer lock on files, with writers first.
 
 Every worker process on a device holds the gate *shared* for its whole life (compiling, checking), and
-*exclusively* only while it times (`_timing` in worker/cold.py). So a timing phase runs only when no other
+*exclusively* only while it times (`time_case` in worker/stages.py). So a timing phase runs only when no other
 worker process on that device is doing anything, and compiles overlap freely. Writers go first: a worker
 waiting to time takes the turnstile, which stops new workers from entering, so timing is never starved by
 a stream of compiles.
