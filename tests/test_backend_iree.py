@@ -117,7 +117,7 @@ def test_headline_compile_time_is_iree_compile():
     from types import SimpleNamespace
 
     from bakeoff.harness.worker.input_tensors import make_inputs
-    from bakeoff.harness.worker.steps import compile_and_first_run
+    from bakeoff.harness.worker.compile_step import compile_and_first_run
 
     g = _graph("softmax")
     case = SimpleNamespace(device="cpu", options={})

@@ -208,7 +208,7 @@ def test_outputs_start_as_nan_and_inputs_must_be_on_the_session_device():
 def test_headline_compile_time_is_session_creation():
     from types import SimpleNamespace
 
-    from bakeoff.harness.worker.steps import compile_and_first_run
+    from bakeoff.harness.worker.compile_step import compile_and_first_run
 
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")

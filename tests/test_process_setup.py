@@ -6,7 +6,7 @@ import pytest
 
 from bakeoff.backends import get_backend
 from bakeoff.harness.worker.process_setup import setup_graph, warm_up_process
-from bakeoff.harness.worker.steps import count_cache_files
+from bakeoff.harness.worker.compile_step import count_cache_files
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.suite import builtin_workloads
 

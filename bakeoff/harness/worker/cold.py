@@ -18,7 +18,7 @@ from bakeoff.harness.worker.stages import (Baseline, FirstResult, Loaded, StageF
                                                failing_as, load_case, load_inputs, output_names, process_setup,
                                                save_artifacts, shape_mismatch, throughput, time_case, verdict_fields,
                                                worst_check)
-from bakeoff.harness.worker.steps import count_cache_files
+from bakeoff.harness.worker.compile_step import count_cache_files
 
 
 def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[str, Any]:

@@ -10,6 +10,7 @@ Anything that kills the process leaves no file and the runner records the crash.
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.supervise.gate import device_work as gate_device_work, note as gate_note
 from bakeoff.harness.worker import cold, shape_sweep, warm
 from bakeoff.harness.worker.phases import PhaseLog
-from bakeoff.harness.worker.steps import error_record, limit_host_memory
+from bakeoff.harness.worker.errors import error_record
 
 
 def init_device(device: str) -> None:
@@ -33,6 +34,14 @@ def init_device(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.init()
         torch.empty(1, device=device)
+
+
+def limit_host_memory(case: Case) -> None:
+    """Cap the process's address space at the case's `memory_limit_gb` on the CPU (a MemoryError then, not
+    the kernel's OOM killer)."""
+    if case.memory_limit_gb and not case.device.startswith("cuda"):
+        limit = int(case.memory_limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def main(argv: list[str], phases: PhaseLog | None = None) -> int:

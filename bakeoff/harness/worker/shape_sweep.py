@@ -30,7 +30,7 @@ from bakeoff.harness.worker.shared_reference import shared_reference
 from bakeoff.harness.worker.stages import (StageFailed, baseline, check, check_other_seeds, error_figures,
                                                failing_as, load_inputs, process_setup, save_artifacts,
                                                shape_mismatch, throughput, time_alone, verdict_fields, worst_check)
-from bakeoff.harness.worker.steps import first_result
+from bakeoff.harness.worker.compile_step import first_result
 
 MIN_POINT_BUDGET_S = 0.05
 MIN_POINT_WARMUP_S = 0.01

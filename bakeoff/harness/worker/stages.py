@@ -37,8 +37,9 @@ from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.harness.worker.phases import PhaseLog
 from bakeoff.harness.worker.process_setup import setup_graph_for, warm_up_process
 from bakeoff.harness.worker.shared_reference import GroupReference, shared_reference
-from bakeoff.harness.worker.steps import (FirstResult, compiling, compile_seconds, count_cache_files,
-                                              error_record, first_result)
+from bakeoff.harness.worker.compile_step import (FirstResult, compile_seconds, compiling, count_cache_files,
+                                                 first_result)
+from bakeoff.harness.worker.errors import error_record
 
 
 class StageFailed(Exception):
@@ -126,7 +127,7 @@ def spoil(outputs, inputs) -> None:
 def process_setup(case: Case, backend: Backend, graph: Graph, phases: PhaseLog, *, warm: bool = False,
                   beside_timing: bool = True) -> dict[str, Any]:
     """The process's one-time start on the tiny graph (process_setup.py): its `compile_process_setup*` fields.
-    With `beside_timing`, as a compile step (steps.compiling: outside the gate where the policy allows)."""
+    With `beside_timing`, as a compile step (compile_step.compiling: outside the gate where the policy allows)."""
     with phases.phase("compile_setup"):
         if not beside_timing:
             return warm_up_process(backend, case, graph, count_cache_files)

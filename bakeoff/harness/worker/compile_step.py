@@ -1,9 +1,9 @@
-"""Steps shared by the cold and warm worker phases."""
+"""A compile step of the worker: compile then the first result (`first_result`, and the headline compile
+seconds), the gate around it (`compiling`), and the files it writes to the backend's cache folders."""
 from __future__ import annotations
 
 import os
 import time
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass
@@ -11,46 +11,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.supervise.gate import host_work
+from bakeoff.harness.worker.errors import FirstRunError
 
-if TYPE_CHECKING:  # the orchestrator imports this module (mentions_oom): no torch here
+if TYPE_CHECKING:
     import torch
 
     from bakeoff.backends.base import Compiled
-
-
-# How a failed allocation is worded: Python (MemoryError, which the host memory cap raises), CUDA and torch
-# ("out of memory"), torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory"), the C library
-# ("Cannot allocate memory"), C++ (std::bad_alloc), ONNX Runtime/TensorRT ("OutOfMemory").
-_OOM_WORDS = ("memoryerror", "out of memory", "outofmemory", "can't allocate memory", "cannot allocate memory",
-              "bad_alloc")
-
-
-def mentions_oom(text: str) -> bool:
-    """Whether an error message or a worker's output tail reports a failed allocation."""
-    low = text.lower()
-    return any(w in low for w in _OOM_WORDS)
-
-
-def _status_of(exc: BaseException) -> str:
-    if isinstance(exc, MemoryError) or mentions_oom(f"{type(exc).__name__}: {exc}"):
-        return "oom"
-    return ""
-
-
-def is_lazy_compile_error(exc: BaseException) -> bool:
-    """Whether `exc` comes from torch.compile's compiler: it compiles lazily, inside the first run, and its
-    failures there are still compile errors."""
-    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
-
-
-def error_record(status: str, exc: BaseException) -> dict[str, Any]:
-    """A record for an exception: `status` unless it was an out-of-memory error."""
-    tb = traceback.format_exc(limit=8)
-    if isinstance(exc, FirstRunError):  # the first run after a compile failed
-        exc = exc.__cause__ or exc
-        status = "compile_error" if is_lazy_compile_error(exc) else "runtime_error"
-    return {"status": _status_of(exc) or status, "reason": f"{type(exc).__name__}: {exc}"[:2000],
-            "traceback": tb[-4000:]}
 
 
 def count_cache_files(env_names: tuple[str, ...]) -> int:
@@ -63,23 +29,11 @@ def count_cache_files(env_names: tuple[str, ...]) -> int:
     return total
 
 
-def limit_host_memory(case: Case) -> None:
-    if case.memory_limit_gb and not case.device.startswith("cuda"):
-        import resource
-
-        limit = int(case.memory_limit_gb * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-class FirstRunError(Exception):
-    """The backend compiled but its first run failed; `__cause__` is the real error."""
-
-
 @dataclass
 class FirstResult:
     """A compiled executable after its first run: the run's raw output, the seconds from the compile's start
     to the first result and of the first run alone (prepare + run + sync), and, for the case's own compile
-    (`compile`), the headline compile seconds (steps.compile_seconds) and the backend's cache files before
+    (stages.compile), the headline compile seconds (compile_seconds) and the backend's cache files before
     and after."""
 
     compiled: Compiled
