@@ -24,6 +24,16 @@ from bakeoff.backends.sweep import SweepSpec
 
 
 @dataclass(frozen=True)
+class CaseSweep:
+    """A shape sweep's plan (harness/config/sweep.py): the swept dim, its values in serving order, and the
+    unbound graph's JSON (inits applied)."""
+
+    dim: str
+    values: tuple[int, ...]
+    graph: dict
+
+
+@dataclass(frozen=True)
 class Case:
     """One unit of work: one workload at one shape and dtype, on one backend and device."""
 
@@ -50,15 +60,17 @@ class Case:
     # The training step (forward + backward, workloads/grad.py) instead of the forward alone; flops and
     # bytes_moved are then the step's.
     grad: bool = False
-    # A shape sweep (harness/config/sweep.py): {"dim", "values" (serving order), "graph" (the unbound graph's
-    # JSON, inits applied)}; `graph` and `dims` are then the first value's. None: one shape.
-    sweep: dict[str, Any] | None = None
+    # A shape sweep: `graph` and `dims` are then its first value's. None: one shape.
+    sweep: CaseSweep | None = None
 
     def __post_init__(self) -> None:
         if not self.backend:
             object.__setattr__(self, "backend", self.label)
         if not isinstance(self.timing, TimingConfig):  # read back from JSON, or given as a mapping
             object.__setattr__(self, "timing", TimingConfig.of(self.timing))
+        if isinstance(self.sweep, dict):  # read back from JSON
+            object.__setattr__(self, "sweep", CaseSweep(self.sweep["dim"], tuple(self.sweep["values"]),
+                                                        self.sweep["graph"]))
 
     @property
     def workload_label(self) -> str:
@@ -71,7 +83,8 @@ class Case:
     def to_json(self) -> str:
         """The case as JSON (the worker's case file, a Ray task's argument); `from_json` reads it back."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return json.dumps({**data, "timing": self.timing.model_dump(mode="json")})
+        sweep = dataclasses.asdict(self.sweep) if self.sweep else None
+        return json.dumps({**data, "timing": self.timing.model_dump(mode="json"), "sweep": sweep})
 
     @classmethod
     def from_json(cls, text: str) -> "Case":
@@ -106,7 +119,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                         unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
                     sweep = None
                     if w.sweep is not None:
-                        sweep = {"dim": w.sweep[0], "values": list(w.sweep[1]), "graph": w.graph.to_json()}
+                        sweep = CaseSweep(w.sweep[0], tuple(w.sweep[1]), w.graph.to_json())
                         reason = reason or _supports_sweep(backend, w.graph, dims, w.sweep, dtype, options)
                     shape = shape_label(dims, w.sweep)
                     cases.append(Case(

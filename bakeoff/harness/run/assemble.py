@@ -64,14 +64,15 @@ def ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | N
 
 def case_fields(case: Case) -> CaseFields:
     """The record fields that come from the case itself."""
-    sweep = {"sweep_dim": case.sweep["dim"], "sweep_values": list(case.sweep["values"])} if case.sweep else {}
+    swept = (case.sweep.dim, case.sweep.values) if case.sweep else None
+    sweep = {"sweep_dim": case.sweep.dim, "sweep_values": list(case.sweep.values)} if case.sweep else {}
     return CaseFields(case_id=case.case_id, workload=case.workload_label, grad=case.grad, preset=case.preset,
                       shape=case.shape, dtype=case.dtype, backend=case.label, adapter=case.backend,
                       device=case.device, flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims,
                       options=case.options, seeds=list(case.seeds),
                       inputs=describe_inputs(case.bound_graph(), case.input_files),
                       **case_digests(case.graph, canonical_options(case), case.timing.model_dump(), case.grad,
-                                   case.sweep), **sweep)
+                                   swept), **sweep)
 
 
 def canonical_options(case: Case) -> dict[str, Any]:

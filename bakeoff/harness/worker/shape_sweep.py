@@ -43,8 +43,8 @@ _ERR_KEYS = ("err_max_abs_vs_fp64", "err_rel_l2_vs_fp64", "err_rmse_vs_fp64", "e
 
 
 def spec_of(case: Case) -> SweepSpec:
-    sweep = case.sweep or {}
-    return SweepSpec(Graph.from_json(sweep["graph"]), dict(case.dims), sweep["dim"], tuple(sweep["values"]),
+    sweep = case.sweep
+    return SweepSpec(Graph.from_json(sweep.graph), dict(case.dims), sweep.dim, tuple(sweep.values),
                      case.dtype)
 
 
