@@ -33,13 +33,13 @@ from bakeoff.harness.measure.noise import assess as assess_noise
 from bakeoff.harness.measure.timing import TimedCall
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.supervise.gate import timing_exclusive
+from bakeoff.harness.worker.compile_step import (FirstResult, compile_seconds, compiling, count_cache_files,
+                                                 first_result)
+from bakeoff.harness.worker.errors import error_record
 from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.harness.worker.phases import PhaseLog
 from bakeoff.harness.worker.process_setup import setup_graph_for, warm_up_process
 from bakeoff.harness.worker.shared_reference import GroupReference, shared_reference
-from bakeoff.harness.worker.compile_step import (FirstResult, compile_seconds, compiling, count_cache_files,
-                                                 first_result)
-from bakeoff.harness.worker.errors import error_record
 
 
 class StageFailed(Exception):
@@ -156,12 +156,10 @@ def output_names(graph: Graph, grad: bool) -> list[str] | None:
 
 
 def check(graph: Graph, seed: int, outputs, base: Baseline, group: GroupReference, names: list[str] | None,
-          phases: PhaseLog, phase: str = "checks", eager_vs_refs=None) -> SeedCheck:
-    """One seed's check of outputs already computed, against eager's and the reference's (eager's error
-    against the reference: `eager_vs_refs` where given, else the group's)."""
+          phases: PhaseLog, phase: str = "checks") -> SeedCheck:
+    """One seed's check of outputs already computed, against eager's and the reference's."""
     with phases.phase(phase):
-        return check_outputs(graph, seed, outputs, base.outputs, group.refs,
-                             group.eager_vs_refs if eager_vs_refs is None else eager_vs_refs, names)
+        return check_outputs(graph, seed, outputs, base.outputs, group.refs, group.eager_vs_refs, names)
 
 
 def check_other_seeds(case: Case, graph: Graph, compiled: Compiled, eager: Compiled, first: SeedCheck,
