@@ -76,7 +76,7 @@ class ProcessId:
         return cls(found[1], int(found[2]), found[3]) if found else None
 
 
-# A case's temporary folder (the harness's cleaning of leftovers removes those of dead processes).
+# A case's temporary folder (harness/supervise/leftovers.py cleans what dead processes left of these).
 CASE_TMP_PREFIX = "bakeoff-case-"
 
 

@@ -53,8 +53,8 @@ from bakeoff.backends import backend_class, get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
 from bakeoff.harness.measure.device_time import profile_device_time  # noqa: E402
 from bakeoff.harness.measure.timing import TimedCall, host_latency, measure  # noqa: E402
-from bakeoff.harness.run.gate_policy import resolve_gate_policy  # noqa: E402
-from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.supervise.gate_policy import resolve_gate_policy  # noqa: E402
+from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
 

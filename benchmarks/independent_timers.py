@@ -54,7 +54,7 @@ def bakeoff_figures(backend_name: str, workload: str, preset: str, dtype: str, d
     from bakeoff.backends import get_backend
     from bakeoff.harness.measure.figures import BACKEND_TARGET, measure_figures
     from bakeoff.harness.measure.timing import TimedCall
-    from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.worker.input_tensors import make_inputs
     from bakeoff.workloads import costs
 
     graph = _graph(workload, preset, dtype)

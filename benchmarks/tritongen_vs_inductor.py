@@ -37,7 +37,7 @@ from triton.testing import do_bench  # noqa: E402
 
 from bakeoff.backends import get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
-from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.costs import flops, min_bytes  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import TORCH_DTYPES, lower_torch  # noqa: E402

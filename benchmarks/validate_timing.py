@@ -31,9 +31,10 @@ from bakeoff.harness.measure.device_time import profile_device_time  # noqa: E40
 from bakeoff.harness.measure.calibrate import measure_ceilings  # noqa: E402
 from bakeoff.harness.measure.clocks import sustain_load  # noqa: E402
 from bakeoff.harness.measure.figures import AUTO_SUSTAINED_S  # noqa: E402
-from bakeoff.harness.config.schema import parse_config, resolve_workloads  # noqa: E402
-from bakeoff.harness.run.case_process import execute_case  # noqa: E402
-from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.config.schema import parse_config  # noqa: E402
+from bakeoff.harness.plan.workloads import resolve_workloads  # noqa: E402
+from bakeoff.harness.supervise.case_process import execute_case  # noqa: E402
+from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.harness.plan.cases import plan_cases  # noqa: E402
 from bakeoff.harness.measure.timing import TimedCall, measure  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402

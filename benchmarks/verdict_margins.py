@@ -27,7 +27,7 @@ from bakeoff.backends import get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs  # noqa: E402
 from bakeoff.harness.measure.numerics import RMSE_MULTIPLIER, WORST_FACTOR  # noqa: E402
-from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import TORCH_DTYPES  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 from bakeoff.backends import get_backend
 from ci_required import skip_or_fail
 from bakeoff.backends.base import TensorSpec
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.reference import evaluate_reference
 from bakeoff.workloads.suite import builtin_workloads

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bakeoff.harness.run.worker.entry import keep_niceness
+from bakeoff.harness.worker.entry import keep_niceness
 
 NICE = 19
 

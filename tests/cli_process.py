@@ -53,7 +53,7 @@ def workers_left(cwd: Path, grace_s: float = 10) -> list[str]:
         for proc in psutil.process_iter(["cmdline"]):
             try:
                 cmd = " ".join(proc.info["cmdline"] or [])
-                if "bakeoff.harness.run.worker.entry" in cmd and Path(proc.cwd()) == cwd:
+                if "bakeoff.harness.worker.entry" in cmd and Path(proc.cwd()) == cwd:
                     left.append(f"{proc.pid}: {cmd}")
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue

@@ -7,9 +7,10 @@ import textwrap
 import pytest
 import torch
 
-from bakeoff.harness.config.schema import ConfigError, parse_config, resolve_workloads
+from bakeoff.harness.config.schema import ConfigError, parse_config
+from bakeoff.harness.plan.workloads import resolve_workloads
 from bakeoff.harness.plan.cases import Case, plan_cases
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 
 
 def write_config(tmp_path, init: str, *, dims: str = "{M: 64, N: 512}", dtypes: str = "[float32]") -> str:

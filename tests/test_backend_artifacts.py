@@ -8,7 +8,7 @@ from backend_check import INSTALLED_IN_CI, smoke_graph
 from ci_required import skip_or_fail
 from bakeoff.backends import get_backend
 from bakeoff.backends.base import TensorSpec
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.results.report.kernels import kernel_table
 
 

@@ -116,8 +116,8 @@ def test_available_names_what_to_install_when_nothing_is_installed(tmp_path):
 def test_headline_compile_time_is_iree_compile():
     from types import SimpleNamespace
 
-    from bakeoff.harness.run.worker.inputs import make_inputs
-    from bakeoff.harness.run.worker.steps import compile_and_first_run
+    from bakeoff.harness.worker.input_tensors import make_inputs
+    from bakeoff.harness.worker.compile_step import compile_and_first_run
 
     g = _graph("softmax")
     case = SimpleNamespace(device="cpu", options={})

@@ -8,7 +8,7 @@ from ci_required import importorskip
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
 from bakeoff.backends import get_backend
 from bakeoff.backends.onnxrt import OnnxRuntimeBackend
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.ir import Graph, bind
 from bakeoff.workloads.reference import evaluate_reference
@@ -241,7 +241,7 @@ def test_outputs_start_as_nan_and_inputs_must_be_on_the_session_device():
 def test_headline_compile_time_is_session_creation():
     from types import SimpleNamespace
 
-    from bakeoff.harness.run.worker.steps import compile_and_first_run
+    from bakeoff.harness.worker.compile_step import compile_and_first_run
 
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")

@@ -359,7 +359,7 @@ def stub_trt(monkeypatch, tmp_path):
 
 
 def _inputs(graph, start=4096):
-    from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.worker.input_tensors import make_inputs
 
     return [_FakeCudaTensor(x, start + 256 * i) for i, x in enumerate(make_inputs(graph, 0, "cpu"))]
 

@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference  # noqa: E402
 from bakeoff.backends import get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
-from bakeoff.harness.run.worker.inputs import make_inputs  # noqa: E402
+from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.builder import GraphBuilder  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import lower_torch  # noqa: E402

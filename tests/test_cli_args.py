@@ -8,7 +8,7 @@ import pytest
 
 from conftest import bakeoff
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, default_config_text
-from bakeoff.harness.run.lease import RunBusyError, RunLease
+from bakeoff.harness.run.lease_heartbeat import RunBusyError, RunLease
 from bakeoff.harness.run.orchestrator import Filters, plan_run, resumed_cases
 from bakeoff.harness.config.yaml_lines import ConfigError
 from bakeoff.results.store import Store

@@ -66,14 +66,14 @@ def _loaded_after(modules: tuple[str, ...], watched: tuple[str, ...]) -> list[st
 
 
 def test_importing_the_harness_loads_no_optional_backend_library():
-    assert _loaded_after(("bakeoff.harness.cli.app", "bakeoff.harness.run.orchestrator", "bakeoff.harness.run.worker.cold",
-                          "bakeoff.harness.run.worker.main", "bakeoff.backends", "bakeoff.results.store"),
+    assert _loaded_after(("bakeoff.harness.cli.app", "bakeoff.harness.run.orchestrator", "bakeoff.harness.worker.cold",
+                          "bakeoff.harness.worker.main", "bakeoff.backends", "bakeoff.results.store"),
                          ("jax", "jaxlib", "iree", "onnx", "onnxruntime", "tensorrt", "ray", "plotly")) == []
 
 
 def test_a_worker_imports_neither_the_store_nor_the_report():
     """Every case's process imports the worker: SQLAlchemy (0.3 s of a worker's start on the 2-core machine),
     pandas and plotly are the orchestrator's, not the worker's."""
-    assert _loaded_after(("bakeoff.harness.run.worker.entry", "bakeoff.harness.run.worker.cold",
-                          "bakeoff.harness.run.worker.main", "bakeoff.harness.run.worker.spare"),
+    assert _loaded_after(("bakeoff.harness.worker.entry", "bakeoff.harness.worker.cold",
+                          "bakeoff.harness.worker.main", "bakeoff.harness.worker.spare"),
                          ("sqlalchemy", "pandas", "plotly", "rich", "typer")) == []

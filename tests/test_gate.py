@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 PROGRAM = """
 import sys, time
-from bakeoff.harness.run.gate import Gate
+from bakeoff.harness.supervise.gate import Gate
 prefix, role, hold_s, wait_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 gate = Gate(prefix, wait_file, sys.argv[5])
 if role == "busy":                    # a worker compiling: shared for its whole life

@@ -1,11 +1,11 @@
-"""`timing.gate: auto` (the default) resolves per case from how its figures are timed (run/gate_policy.py)."""
+"""`timing.gate: auto` (the default) resolves per case from how its figures are timed (supervise/gate_policy.py)."""
 from __future__ import annotations
 
 import pytest
 
 from bakeoff.backends import backend_class
 from bakeoff.harness.config.schema import TimingConfig
-from bakeoff.harness.run.gate_policy import resolve_gate_policy
+from bakeoff.harness.supervise.gate_policy import resolve_gate_policy
 
 ON = {"profile": True}
 
@@ -61,7 +61,7 @@ def test_an_explicit_policy_is_kept_and_a_wrong_one_refused():
 def test_xla_holds_the_gate_only_for_graphs_its_autotuner_has_something_to_time_in(workload, tuned):
     """XLA tunes GEMMs, convolutions and fused attention; an elementwise forward graph (and the process
     warm-up's tiny graph, for every case) compiles beside timers, a training step or a reduction keeps the gate."""
-    from bakeoff.harness.run.worker.process_setup import setup_graph_for
+    from bakeoff.harness.worker.process_setup import setup_graph_for
     from bakeoff.workloads.ir import bind
     from bakeoff.workloads.suite import builtin_workloads
 

@@ -142,7 +142,8 @@ def test_a_workload_twice_with_grad_is_refused_but_forward_and_grad_may_both_run
     (tmp_path / "twice.yaml").write_text(twice)
     proc = bakeoff("run", "twice.yaml", "--db", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
     assert proc.returncode == 2 and "twice.yaml:4" in proc.stderr + proc.stdout
-    from bakeoff.harness.config.schema import parse_config, resolve_workloads
+    from bakeoff.harness.config.schema import parse_config
+    from bakeoff.harness.plan.workloads import resolve_workloads
     from bakeoff.harness.plan.cases import plan_cases
 
     cfg, where = parse_config("name: t\nbackends: [eager]\nworkloads:\n  - mlp_block\n"

@@ -8,7 +8,7 @@ import torch
 from bakeoff.backends import get_backend
 from bakeoff.backends.base import TensorSpec
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads import costs
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.grad import grad_inputs, step_output_names

@@ -11,7 +11,7 @@ import torch
 
 from input_configs import config_error, inputs_of, resolve, write_config
 from bakeoff.harness.plan.cases import Case, plan_cases
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.inits import describe_inputs, parse_init
 from bakeoff.workloads.tensor_files import TensorFileError
 

@@ -14,7 +14,7 @@ import pytest
 
 from cli_process import start_bakeoff
 from conftest import bakeoff, bakeoff_cmd
-from bakeoff.harness.run.lease import RunBusyError, RunLease
+from bakeoff.harness.run.lease_heartbeat import RunBusyError, RunLease
 from bakeoff.results.leases import LeaseLost
 from bakeoff.results.store import Store
 

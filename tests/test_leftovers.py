@@ -12,7 +12,7 @@ import psutil
 
 from cli_process import start_bakeoff, workers_left
 from conftest import bakeoff
-from bakeoff.harness.run.leftovers import CASE_TMP_PREFIX, SPARE_TMP_PREFIX, owned_prefix, sweep
+from bakeoff.harness.supervise.leftovers import CASE_TMP_PREFIX, SPARE_TMP_PREFIX, owned_prefix, remove_dead
 from bakeoff.owner import ProcessId
 
 HANG = """
@@ -40,7 +40,7 @@ def test_sweep_removes_only_what_ended_processes_on_this_machine_made(tmp_path):
              "untagged": f"{CASE_TMP_PREFIX}abc123", "other": "unrelated-1-2-3"}
     for name in names.values():
         (tmp_path / name / "tmp").mkdir(parents=True)
-    assert sweep(tmp_path, CASE_TMP_PREFIX) == [tmp_path / names["dead"]]
+    assert remove_dead(tmp_path, CASE_TMP_PREFIX) == [tmp_path / names["dead"]]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v for k, v in names.items() if k != "dead")
 
 
@@ -49,7 +49,7 @@ def _worker(cwd: Path, timeout_s: float = 300) -> psutil.Process:
     while time.monotonic() < deadline:
         for proc in psutil.process_iter(["cmdline"]):
             try:
-                if "bakeoff.harness.run.worker.entry" in " ".join(proc.info["cmdline"] or []) and \
+                if "bakeoff.harness.worker.entry" in " ".join(proc.info["cmdline"] or []) and \
                         Path(proc.cwd()) == cwd:
                     return proc
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -59,7 +59,7 @@ def _worker(cwd: Path, timeout_s: float = 300) -> psutil.Process:
 
 
 def test_leftovers_of_a_sigkilled_run_are_removed_by_the_next_run(tmp_path, monkeypatch):
-    tmp = tmp_path / "tmp"  # this test's temporary folder: the sweep must not touch other processes' /tmp
+    tmp = tmp_path / "tmp"  # this test's temporary folder: the cleaning must not touch other processes' /tmp
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
     (tmp_path / "hang.yaml").write_text(HANG)
@@ -69,7 +69,7 @@ def test_leftovers_of_a_sigkilled_run_are_removed_by_the_next_run(tmp_path, monk
     proc = start_bakeoff("run", "hang.yaml", "--db", db, cwd=tmp_path)
     worker = _worker(tmp_path)
     (case_dir,) = tmp.glob(f"{CASE_TMP_PREFIX}*")
-    spare_dirs = list(tmp.glob(f"{SPARE_TMP_PREFIX}*"))  # pre-started workers (run/prestart.py)
+    spare_dirs = list(tmp.glob(f"{SPARE_TMP_PREFIX}*"))  # pre-started workers (supervise/prestart.py)
     # What its compilers write goes with its folders: a fresh worker starts with its case's TMPDIR; a
     # pre-started one with its own folder's, replaced by its case's when the case arrives.
     started_in = case_dir if "--spare" not in worker.cmdline() else next(

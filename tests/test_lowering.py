@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from backend_check import REL_L2_TOL, WORKLOADS, rel_l2_vs_reference
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.decompose import decompose
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.lower_torch import lower_torch

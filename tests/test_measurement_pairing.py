@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import bakeoff.harness.run.worker.cold as case_run
-import bakeoff.harness.run.case_process as execute
+import bakeoff.harness.worker.stages as case_run
+from bakeoff.harness.measure.figures import BACKEND_TARGET, latency_fields
+import bakeoff.harness.supervise.case_process as execute
 from bakeoff.harness.measure.environment import environment, fingerprint
 from bakeoff.results.hardware import hardware_id
 from bakeoff.harness.plan.cases import Case
@@ -68,7 +69,7 @@ def test_label_eager_for_another_adapter_keeps_both_targets_apart():
     assert len({t.name for t in targets}) == 2
     results = measure(targets, "cpu", warmup_s=0.0, budget_s=0.5, min_reps=5, max_reps=15, target_iqr=1e-9,
                       flush_l2=False)
-    out = case_run.latency_fields(results, targets)
+    out = latency_fields(results, targets)
     assert 2.0 <= out["latency_ms_median"] < 5.0  # the backend's own (2 ms), not eager's (6 ms)
     assert out["eager_latency_ms_median"] >= 6.0
     assert out["timer_speedup_vs_eager"] == pytest.approx(out["eager_latency_ms_median"] / out["latency_ms_median"])
@@ -78,9 +79,9 @@ def test_label_eager_for_another_adapter_keeps_both_targets_apart():
 
 
 def test_eager_case_reports_its_own_latency_as_eager():
-    target = TimedCall(case_run.BACKEND_TARGET, lambda: None, lambda: None)
+    target = TimedCall(BACKEND_TARGET, lambda: None, lambda: None)
     stats = Stats(1.0, 0.9, 1.1, 0.1, 1.0, 0.9, 5, "m")
-    out = case_run.latency_fields({case_run.BACKEND_TARGET: stats}, [target])
+    out = latency_fields({BACKEND_TARGET: stats}, [target])
     assert out["timer_speedup_vs_eager"] == 1.0 and out["eager_timing_method"] == "m"
 
 
@@ -97,7 +98,7 @@ def test_profiler_failure_keeps_the_case(monkeypatch):
 
     monkeypatch.setattr(figures, "profile_device_time", broken)
     monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)  # no GPU here
-    out = case_run._measure_all(_case("iree", "iree", device="cuda"), HostTimedBackend(), _Compiled("b"), None,
+    out = case_run.measure_all(_case("iree", "iree", device="cuda"), HostTimedBackend(), _Compiled("b"), None,
                                 _Compiled("e"), None)
     assert out["latency_ms_median"] == 1.0
     assert "CUPTI_ERROR_NOT_INITIALIZED" in out["profile_error"] and "kernel_count" not in out
@@ -201,7 +202,7 @@ def _costed_case(workload: str, dims: dict, dtype: str = "float32") -> SimpleNam
 
 
 def test_compute_bound_case_is_not_held_against_copy_bandwidth():
-    from bakeoff.harness.run.orchestrator import _ceiling_for
+    from bakeoff.harness.run.assemble import ceiling_for as _ceiling_for
 
     gemm = _costed_case("gemm_bias_gelu", {"M": 2048, "N": 2048, "K": 2048})
     ew = _costed_case("ew_sigmoid_relu", {"M": 2048, "N": 2048})
@@ -217,5 +218,5 @@ def test_compute_bound_case_is_not_held_against_copy_bandwidth():
 def test_spoil_overwrites_eager_outputs_but_never_inputs():
     x = torch.randn(4, 3)
     out = torch.sigmoid(x)
-    case_run._spoil([out, x], [x])
+    case_run.spoil([out, x], [x])
     assert torch.isnan(out).all() and not torch.isnan(x).any()

@@ -8,7 +8,7 @@ import pytest
 from backend_check import smoke_graph
 from bakeoff.backends import get_backend
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 
 
 def _verdict(backend: str, workload: str, dtype: str, options: dict):

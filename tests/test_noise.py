@@ -128,7 +128,7 @@ def _wait_for_worker(cwd, proc: subprocess.Popen, timeout_s: float = 120) -> Non
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         for p in psutil.process_iter(["cmdline", "cwd"]):
-            if "bakeoff.harness.run.worker.entry" in " ".join(p.info["cmdline"] or []) and p.info["cwd"] == str(cwd):
+            if "bakeoff.harness.worker.entry" in " ".join(p.info["cmdline"] or []) and p.info["cwd"] == str(cwd):
                 return
         time.sleep(0.1)
     raise AssertionError("no worker started")

@@ -4,7 +4,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from bakeoff.harness.config.schema import parse_config, resolve_workloads
+from bakeoff.harness.config.schema import parse_config
+from bakeoff.harness.plan.workloads import resolve_workloads
 from bakeoff.harness.plan.cases import plan_cases
 from bakeoff.harness.plan.order import estimated_work, longest_first
 from bakeoff.harness.run.executors import local

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bakeoff.harness.run.worker.phases import PhaseLog, read_phases
+from bakeoff.harness.worker.phases import PhaseLog, read_phases
 
 
 def test_gate_waits_before_and_inside_a_phase_are_counted_once_as_gate_wait(tmp_path):

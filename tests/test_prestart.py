@@ -11,12 +11,12 @@ import torch
 
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs
 from bakeoff.harness.measure.numerics import error_stats
-from bakeoff.harness.run.case_process import base_env
-from bakeoff.harness.run.leftovers import SPARE_TMP_PREFIX, owned_prefix
-from bakeoff.harness.run.prestart import Spare, refusal
-from bakeoff.harness.run.worker import shared_reference as shared
-from bakeoff.harness.run.worker.inputs import make_inputs
-from bakeoff.harness.run.worker.phases import PhaseLog
+from bakeoff.harness.supervise.case_process import base_env
+from bakeoff.harness.supervise.leftovers import SPARE_TMP_PREFIX, owned_prefix
+from bakeoff.harness.supervise.prestart import Spare, refusal
+from bakeoff.harness.worker import shared_reference as shared
+from bakeoff.harness.worker.input_tensors import make_inputs
+from bakeoff.harness.worker.phases import PhaseLog
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.lower_torch import lower_torch
 from bakeoff.workloads.suite import builtin_workloads
@@ -29,7 +29,7 @@ def test_cache_folders_and_compiler_switches_may_be_set_late():
             "BAKEOFF_TRITONGEN_CACHE_DIR": "/c/g", "BAKEOFF_TRT_CACHE_DIR": "/c/r", "TRITON_INTERPRET": "1",
             "XLA_FLAGS": "--xla_cpu_enable_fast_math=false", "BAKEOFF_PHASES_FILE": "/p"}
     assert refusal(BASE, case, imported=[]) is None
-    # Each process's own temporary folder (the spare's, then its case's: run/leftovers.py) measures nothing.
+    # Each process's own temporary folder (the spare's, then its case's: supervise/leftovers.py) measures nothing.
     assert refusal({**BASE, "TMPDIR": "/tmp/bakeoff-spare-x/tmp"}, {**BASE, "TMPDIR": "/tmp/bakeoff-case-y/tmp"},
                    imported=["torch._inductor", "triton"]) is None
 
@@ -52,7 +52,7 @@ def test_a_spare_gets_ready_without_importing_any_compiler(tmp_path):
     env = {**base_env(None, None, "exclusive"), "BAKEOFF_PARENT_PID": str(os.getpid())}
     spare = Spare.start(env, "cpu", profiler=False)
     try:
-        # Its folder names its maker (swept should the orchestrator be killed) and holds its TMPDIR.
+        # Its folder names its maker (cleaned up should the orchestrator be killed) and holds its TMPDIR.
         assert spare.folder.name.startswith(owned_prefix(SPARE_TMP_PREFIX))
         report = spare.wait_ready(timeout_s=300)
         # Read once it is running: read right after the spawn, /proc/PID/environ once lacked TMPDIR (a KeyError
@@ -76,7 +76,7 @@ def test_starting_the_profiler_imports_no_compiler():
     import sys
 
     code = ("import sys, torch\n"
-            "from bakeoff.harness.run.worker.spare import WATCHED_MODULES, start_profiler_once\n"
+            "from bakeoff.harness.worker.spare import WATCHED_MODULES, start_profiler_once\n"
             "start_profiler_once('cuda:0' if torch.cuda.is_available() else 'cpu')\n"
             "print(sorted(m for m in WATCHED_MODULES if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
@@ -172,8 +172,8 @@ class _FakeSpare:
 def test_the_pool_tops_up_only_during_a_long_compile(monkeypatch):
     import time
 
-    from bakeoff.harness.run import prestart
-    from bakeoff.harness.run.worker.phases import PhaseFile
+    from bakeoff.harness.supervise import prestart
+    from bakeoff.harness.worker.phases import PhaseFile
 
     now = time.time()
     monkeypatch.setattr(prestart.Spare, "start",

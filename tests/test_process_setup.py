@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from bakeoff.backends import get_backend
-from bakeoff.harness.run.worker.process_setup import setup_graph, warm_up_process
-from bakeoff.harness.run.worker.steps import count_cache_files
+from bakeoff.harness.worker.process_setup import setup_graph, warm_up_process
+from bakeoff.harness.worker.compile_step import count_cache_files
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.suite import builtin_workloads
 
@@ -46,7 +46,7 @@ def test_artifact_options_are_not_passed_to_the_setup_graph(tmp_path):
 def test_inductor_counts_only_its_own_compile_after_the_warm_up(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    from bakeoff.harness.run.worker.inputs import make_inputs
+    from bakeoff.harness.worker.input_tensors import make_inputs
 
     backend = get_backend("inductor")
     graph = bind(builtin_workloads()["ew_sigmoid_relu"].graph, {"M": 5, "N": 7}, "float32")

@@ -12,7 +12,7 @@ import bakeoff.harness.run.executors.local as local
 import bakeoff.harness.run.progress as progress
 from bakeoff.harness.run.executors.local import LocalExecutor
 from bakeoff.harness.run.orchestrator import Filters, plan_run, run_cases
-from bakeoff.harness.run.slots import Slot
+from bakeoff.harness.supervise.slots import Slot
 from bakeoff.results.store import Store
 
 CONFIG = """

@@ -7,7 +7,7 @@ import pytest
 
 from ci_required import importorskip
 from bakeoff.harness.run.executors.ray_executor import RayExecutor
-from bakeoff.harness.run.staging import staging_dir
+from bakeoff.harness.supervise.staging import staging_dir
 from test_staging import case
 
 ray = importorskip("ray", reason="Ray is not installed (pip install 'bakeoff[scale]')")

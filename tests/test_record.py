@@ -14,7 +14,7 @@ from conftest import bakeoff
 from pydantic import ValidationError
 
 from bakeoff.harness.measure.numerics import error_stats
-from bakeoff.harness.run.worker.main import serialize
+from bakeoff.harness.worker.main import serialize
 from bakeoff.results.record import (
     GROUPS,
     CaseRecord,
@@ -286,7 +286,7 @@ NOT_ON_THIS_RUN = {
 # field more than the record model has, as a worker of a newer bakeoff, or a harness change that forgot the
 # model, would.
 SITECUSTOMIZE = """
-import bakeoff.harness.run.worker.cold as cold
+import bakeoff.harness.worker.cold as cold
 
 _run_cold = cold.run_cold
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import bakeoff
-from bakeoff.harness.run.slots import local_slots
+from bakeoff.harness.supervise.slots import local_slots
 
 
 def test_gpu_slots_are_pinned_and_dealt_in_turn(monkeypatch):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.staging import final_dir, pack, publish, recover, staging_dir, unpack
+from bakeoff.harness.supervise.staging import final_dir, pack, publish, recover, staging_dir, unpack
 
 
 def case(case_id: str) -> Case:

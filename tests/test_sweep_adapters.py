@@ -15,7 +15,7 @@ from conftest import bakeoff
 
 from bakeoff.backends import get_backend
 from bakeoff.backends.sweep_server import PerShapeServer, SweepSpec
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.suite import every_workload
 

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from bakeoff.harness.config.schema import load_config, resolve_workloads
+from bakeoff.harness.config.schema import load_config
+from bakeoff.harness.plan.workloads import resolve_workloads
 from bakeoff.harness.plan.cases import plan_cases
-from bakeoff.harness.run.worker.inputs import make_inputs
+from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.reference import evaluate_reference
 from bakeoff.workloads.suite import builtin_workloads, every_workload

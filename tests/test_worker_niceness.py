@@ -1,5 +1,5 @@
 """A worker leads its own session; under autogroup scheduling it carries its inherited nice value to that
-session's group (bakeoff/harness/run/worker/entry.py, keep_niceness), so that `nice bakeoff run` lowers the
+session's group (bakeoff/harness/worker/entry.py, keep_niceness), so that `nice bakeoff run` lowers the
 workers' priority against other sessions, not only within their own."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroup scheduling here")
 
-SHOW = ("from bakeoff.harness.run.worker.entry import keep_niceness; keep_niceness(); "
+SHOW = ("from bakeoff.harness.worker.entry import keep_niceness; keep_niceness(); "
         "print(os.getpriority(os.PRIO_PROCESS, 0), open('/proc/self/autogroup').read().split()[-1])")
 
 

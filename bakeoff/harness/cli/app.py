@@ -24,9 +24,9 @@ from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVI
 from bakeoff.harness.config.source import read_config_file
 from bakeoff.harness.config.yaml_lines import ConfigError
 from bakeoff.harness.measure.environment import environment
-from bakeoff.harness.plan.cases import resolve_device
+from bakeoff.harness.plan.from_config import resolve_device
 from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
-from bakeoff.harness.run.gate_policy import REQUESTABLE as GATE_POLICIES
+from bakeoff.harness.supervise.gate_policy import REQUESTABLE as GATE_POLICIES
 from bakeoff.results.errors import LeaseLost, StoreError
 from bakeoff.workloads.suite import every_workload
 
@@ -98,7 +98,7 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
     """The run started from `config` narrowed by `filters` (or the run `resume` finished): its store and id.
     Everything wrong with the config is found before the store is opened."""
     # The orchestrator and the run's lease bring SQLAlchemy (and the store): loaded when a run starts only.
-    from bakeoff.harness.run.lease import LeaseError, stale_after_s
+    from bakeoff.harness.run.lease_heartbeat import LeaseError, stale_after_s
     from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
 
     try:

@@ -1,5 +1,5 @@
 """Where a run's time went: its totals line (end of `bakeoff show`) and the phase table
-(benchmarks/harness_overhead.py), from the records' `wall_s` and `phases_s` (run/worker/phases.py).
+(benchmarks/harness_overhead.py), from the records' `wall_s` and `phases_s` (worker/phases.py).
 
 Measuring is compiling (cold and warm) and timing (the timed samples, host latency, graph replay and the
 profiled pass); everything else (process start, imports, inputs, baseline, reference, checks, gate wait,
@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from rich.table import Table
 
-from bakeoff.harness.run.worker.phases import COMPILE_PHASES, ORCHESTRATOR_PHASES, PROCESS_PHASES, TIMING_PHASES
+from bakeoff.harness.worker.phases import COMPILE_PHASES, ORCHESTRATOR_PHASES, PROCESS_PHASES, TIMING_PHASES
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:

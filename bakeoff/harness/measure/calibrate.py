@@ -21,6 +21,10 @@ from bakeoff.harness.measure.clocks import ClockSampler
 from bakeoff.harness.measure.spec_peaks import spec_ceilings
 from bakeoff.harness.measure.timing import TimedCall, measure
 from bakeoff.workloads.lower_torch import TORCH_DTYPES
+from bakeoff.backends import get_backend
+from bakeoff.harness.worker.input_tensors import make_inputs
+from bakeoff.workloads.builder import GraphBuilder
+from bakeoff.workloads.ir import bind
 
 # Copies several times the last-level cache; matmuls big enough to fill the device, (M, K, N).
 COPY_BYTES = {"cuda": (2**30, 2**28), "cpu": (2**28,)}
@@ -94,11 +98,6 @@ def matmul_candidates(device: str, dtype: str) -> Iterator[Candidate]:
 
 def _triton_matmul(device: str, dtype: str) -> Iterator[Candidate]:
     """tritongen's autotuned Triton matmul at the first CUDA shape (nothing when Triton is absent)."""
-    from bakeoff.backends import get_backend
-    from bakeoff.harness.run.worker.inputs import make_inputs
-    from bakeoff.workloads.builder import GraphBuilder
-    from bakeoff.workloads.ir import bind
-
     backend = get_backend("tritongen")
     if backend.available() is not None:
         return

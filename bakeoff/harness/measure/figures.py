@@ -21,7 +21,9 @@ the CPU (no CUPTI) the timer's figure: host clock around one call and its sync, 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Mapping
+
+from bakeoff.harness.config.timing import TimingConfig
 
 from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
@@ -32,7 +34,6 @@ from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency
 # another adapter cannot collide with the interleaved eager reference.
 BACKEND_TARGET = "backend"
 EAGER_TARGET = "eager (reference)"
-DEFAULT_PROFILE_CALLS = 20
 
 
 def latency_fields(results: dict[str, Stats], targets: list[TimedCall]) -> dict[str, Any]:
@@ -87,12 +88,14 @@ def headline_fields(device: str, timer: dict[str, Stats], profiled: dict[str, De
     return out
 
 
-def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, timing: dict[str, Any], *,
+def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str,
+                    timing: TimingConfig | Mapping[str, Any], *,
                     capturable: bool, bytes_per_call: int,
                     phase: Callable[[str], ContextManager[None]] = lambda name: nullcontext()) -> dict[str, Any]:
     """All figures of the case (see the module docstring) as record fields. `eager` is None when the case is
     eager itself; `bytes_per_call` (what one call may allocate, at most) bounds the calls kept in flight when
-    pipelining. `phase(name)` times each step for the record's phases_s (harness/run/worker/phases.py)."""
+    pipelining. `phase(name)` times each step for the record's phases_s (harness/worker/phases.py)."""
+    timing = TimingConfig.of(timing)
     targets = [backend] + ([eager] if eager is not None else [])
     cuda = device.startswith("cuda")
     sustained = sustained_s(timing, device)
@@ -101,23 +104,23 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str, ti
         with phase("timing"):
             if sustained:
                 out["sustained_s"] = sustain_load(targets, sustained, device)
-            timer = measure(targets, device, warmup_s=timing["warmup_s"], budget_s=timing["budget_s"],
-                            min_reps=timing["min_reps"], max_reps=timing["max_reps"],
-                            target_iqr=timing["target_iqr"], flush_l2=timing["flush_l2"])
+            timer = measure(targets, device, warmup_s=timing.warmup_s, budget_s=timing.budget_s,
+                            min_reps=timing.min_reps, max_reps=timing.max_reps,
+                            target_iqr=timing.target_iqr, flush_l2=timing.flush_l2)
         out.update(latency_fields(timer, targets))
         with phase("host_latency"):
             pipelined = _host_figures(targets, device, timing, bytes_per_call, out)
-        if cuda and timing.get("cuda_graph", True) and capturable:
+        if cuda and timing.cuda_graph and capturable:
             try:
                 with phase("graph_replay"):
                     replay = cuda_graph_latency_ms(backend.call, graph_calls(timer[BACKEND_TARGET].median_ms),
-                                                   budget_s=_side_budget_s(timing), min_replays=timing["min_reps"])
+                                                   budget_s=_side_budget_s(timing), min_replays=timing.min_reps)
                 out.update(graph_latency_ms=replay.median_ms, graph_latency_method=replay.method,
                            graph_replays=replay.n)
             except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
                 out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
         profiled, note = None, None
-        if cuda and timing.get("profile", True):
+        if cuda and timing.profile:
             with phase("profiling"):
                 if sustained:  # a top-up: the timer, host figures and replay kept the device loaded
                     out["sustained_s"] += sustain_load(targets, min(sustained, TOP_UP_S), device)
@@ -140,22 +143,22 @@ AUTO_SUSTAINED_S = 0.3
 TOP_UP_S = 0.05
 
 
-def sustained_s(timing: dict[str, Any], device: str) -> float:
+def sustained_s(timing: TimingConfig | Mapping[str, Any], device: str) -> float:
     """The seconds of continuous load `timing.sustained_s` asks for on `device` (auto: AUTO_SUSTAINED_S on a
     GPU, 0 on the CPU, whose figures are taken as before)."""
-    value = timing.get("sustained_s", "auto")
-    if value is None or value == "auto":
+    value = TimingConfig.of(timing).sustained_s
+    if value == "auto":
         return AUTO_SUSTAINED_S if device.startswith("cuda") else 0.0
     return float(value)
 
 
-def _side_budget_s(timing: dict[str, Any]) -> float:
+def _side_budget_s(timing: TimingConfig) -> float:
     """Seconds for each figure beside the timer's (host latency, pipelined, graph replay): a quarter of the
     timer's budget, at least 50 ms; each still takes its minimum number of samples."""
-    return max(0.05, 0.25 * float(timing["budget_s"]))
+    return max(0.05, 0.25 * timing.budget_s)
 
 
-def _host_figures(targets: list[TimedCall], device: str, timing: dict[str, Any], bytes_per_call: int,
+def _host_figures(targets: list[TimedCall], device: str, timing: TimingConfig, bytes_per_call: int,
                   out: dict[str, Any]) -> dict[str, Stats]:
     """The single synchronized call and the pipelined call of each target, into `out`; returns the pipelined
     Stats by target name. Each gets a quarter of the timer's budget (at least 50 ms)."""
@@ -172,14 +175,14 @@ def _host_figures(targets: list[TimedCall], device: str, timing: dict[str, Any],
     return pipelined
 
 
-def _device_figures(targets: list[TimedCall], device: str, timing: dict[str, Any],
+def _device_figures(targets: list[TimedCall], device: str, timing: TimingConfig,
                     out: dict[str, Any]) -> tuple[dict[str, DeviceFigures] | None, str | None]:
     """The CUPTI pass, into `out` (span, kernel sum, kernel count, launch overhead share); returns the
     figures by target name, or None and the profiler's error (also kept as `profile_error`)."""
     try:
-        calls = int(timing.get("profile_calls") or DEFAULT_PROFILE_CALLS)
-        profiled = profile_device_time(targets, device, calls, timing["flush_l2"], budget_s=float(timing["budget_s"]),
-                                       min_calls=min(calls, max(int(timing["min_reps"]), 3)))
+        calls = timing.profile_calls
+        profiled = profile_device_time(targets, device, calls, timing.flush_l2, budget_s=timing.budget_s,
+                                       min_calls=min(calls, max(timing.min_reps, 3)))
     except Exception as exc:  # a profiler failure costs the device figures, not the case
         out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
         return None, out["profile_error"]

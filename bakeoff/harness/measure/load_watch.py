@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bakeoff.harness.measure.environment import _nvml, _nvml_handle
+
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # /proc/stat counts in clock ticks (usually 10 ms): a window shorter than this many ticks over all our CPUs
 # would judge others' share to worse than 2% (two ticks of rounding), so it is not judged (None).
@@ -137,8 +139,6 @@ class GpuWatch:
         self.t0_us = int(time.time() * 1e6)
 
     def finish(self) -> None:
-        from bakeoff.harness.measure.environment import _nvml, _nvml_handle
-
         nv = _nvml()
         if nv is None:
             self.error = "NVML unavailable"

@@ -1,7 +1,7 @@
 """Config -> plan: the matrix workload x shape x dtype x backend, as self-contained cases.
 
 A case carries everything its worker needs (the bound graph as JSON, with how each input is filled, options,
-timing, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
+its typed timing settings, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
 are kept as cases with `skip_reason` set; the runner turns them into `skipped` records without starting a
 worker.
 """
@@ -17,7 +17,20 @@ from bakeoff.workloads import costs
 from bakeoff.workloads.grad import workload_label
 from bakeoff.workloads.ir import Graph, bind
 
-from bakeoff.harness.config.schema import Config, ResolvedWorkload
+from bakeoff.harness.config.schema import Config
+from bakeoff.harness.config.timing import TimingConfig
+from bakeoff.harness.plan.workloads import ResolvedWorkload
+from bakeoff.backends.sweep import SweepSpec
+
+
+@dataclass(frozen=True)
+class CaseSweep:
+    """A shape sweep's plan (harness/config/sweep.py): the swept dim, its values in serving order, and the
+    unbound graph's JSON (inits applied)."""
+
+    dim: str
+    values: tuple[int, ...]
+    graph: dict
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,7 @@ class Case:
     graph: dict  # bound Graph.to_json()
     options: dict[str, Any]
     seeds: tuple[int, ...]
-    timing: dict[str, Any]
+    timing: TimingConfig  # (a mapping of settings is validated into it)
     timeout_s: float
     warm_compile: bool
     flops: int
@@ -47,13 +60,17 @@ class Case:
     # The training step (forward + backward, workloads/grad.py) instead of the forward alone; flops and
     # bytes_moved are then the step's.
     grad: bool = False
-    # A shape sweep (harness/config/sweep.py): {"dim", "values" (serving order), "graph" (the unbound graph's
-    # JSON, inits applied)}; `graph` and `dims` are then the first value's. None: one shape.
-    sweep: dict[str, Any] | None = None
+    # A shape sweep: `graph` and `dims` are then its first value's. None: one shape.
+    sweep: CaseSweep | None = None
 
     def __post_init__(self) -> None:
         if not self.backend:
             object.__setattr__(self, "backend", self.label)
+        if not isinstance(self.timing, TimingConfig):  # read back from JSON, or given as a mapping
+            object.__setattr__(self, "timing", TimingConfig.of(self.timing))
+        if isinstance(self.sweep, dict):  # read back from JSON
+            object.__setattr__(self, "sweep", CaseSweep(self.sweep["dim"], tuple(self.sweep["values"]),
+                                                        self.sweep["graph"]))
 
     @property
     def workload_label(self) -> str:
@@ -64,22 +81,16 @@ class Case:
         return Graph.from_json(self.graph)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        """The case as JSON (the worker's case file, a Ray task's argument); `from_json` reads it back."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        sweep = dataclasses.asdict(self.sweep) if self.sweep else None
+        return json.dumps({**data, "timing": self.timing.model_dump(mode="json"), "sweep": sweep})
 
     @classmethod
     def from_json(cls, text: str) -> "Case":
         data = json.loads(text)
         data["seeds"] = tuple(data["seeds"])
         return cls(**data)
-
-
-def resolve_device(device: str) -> str:
-    """'auto' -> 'cuda' when a CUDA device is present, else 'cpu'."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def shape_label(dims: dict[str, int], sweep: tuple[str, tuple[int, ...]] | None = None) -> str:
@@ -108,7 +119,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                         unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
                     sweep = None
                     if w.sweep is not None:
-                        sweep = {"dim": w.sweep[0], "values": list(w.sweep[1]), "graph": w.graph.to_json()}
+                        sweep = CaseSweep(w.sweep[0], tuple(w.sweep[1]), w.graph.to_json())
                         reason = reason or _supports_sweep(backend, w.graph, dims, w.sweep, dtype, options)
                     shape = shape_label(dims, w.sweep)
                     cases.append(Case(
@@ -116,7 +127,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                         preset=label, shape=shape, grad=w.grad,
                         dims=dims, dtype=dtype, label=name, device=device, graph=graph.to_json(),
                         options=options,
-                        backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing.model_dump(),
+                        backend=adapters[name], seeds=tuple(cfg.seeds), timing=cfg.timing,
                         timeout_s=cfg.timeout_s, warm_compile=cfg.compile.warm and sweep is None, flops=flops,
                         bytes_moved=nbytes, memory_limit_gb=cfg.memory_limit_gb, skip_reason=reason,
                         input_files=dict(w.input_files), sweep=sweep))
@@ -151,16 +162,7 @@ def _supports_sweep(backend: Backend, graph: Graph, dims: dict[str, int], sweep:
                     dtype: str, options: dict[str, Any]) -> str | None:
     """backend.sweep_refusal() for the sweep (None: it can serve it); one that raises is taken as None, so the
     case's worker records the failure."""
-    from bakeoff.backends.sweep import SweepSpec
-
     try:
         return backend.sweep_refusal(SweepSpec(graph, dims, sweep[0], tuple(sweep[1]), dtype), options)
     except Exception:
         return None
-
-
-def resolve_preset(preset: str, device: str) -> str:
-    """'auto' -> 'gpu' on CUDA, 'cpu' on the CPU."""
-    if preset != "auto":
-        return preset
-    return "cpu" if device == "cpu" else "gpu"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 STOPPING_RULE = frozenset({"warmup_s", "budget_s", "min_reps", "max_reps", "target_iqr"})
 
@@ -26,15 +26,16 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def graph_digest(graph_json: Mapping[str, Any], grad: bool = False, sweep: Mapping[str, Any] | None = None) -> str:
+def graph_digest(graph_json: Mapping[str, Any], grad: bool = False,
+                 sweep: tuple[str, Sequence[int]] | None = None) -> str:
     """Of a bound graph's JSON (Graph.to_json()): its nodes and outputs; `grad` (the training step) when set;
     for a shape sweep, the swept dim and its values in serving order, so a sweep is compared only with the
     same sweep (the digest of a forward case without a sweep is unchanged)."""
     value: dict[str, Any] = {"nodes": graph_json.get("nodes"), "outputs": graph_json.get("outputs")}
     if grad:
         value["step"] = "forward+backward"
-    if sweep:
-        value["sweep"] = {"dim": sweep["dim"], "values": list(sweep["values"])}
+    if sweep:  # (dim, values)
+        value["sweep"] = {"dim": sweep[0], "values": list(sweep[1])}
     return _digest(value)
 
 
@@ -52,7 +53,7 @@ def timing_digest(timing: Mapping[str, Any]) -> str:
 
 
 def case_digests(graph_json: Mapping[str, Any], options: Mapping[str, Any], timing: Mapping[str, Any],
-                 grad: bool = False, sweep: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 grad: bool = False, sweep: tuple[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """The record fields graph_digest, options_digest, timing_digest and timing_settings."""
     return {"graph_digest": graph_digest(graph_json, grad, sweep), "options_digest": options_digest(options),
             "timing_digest": timing_digest(timing), "timing_settings": timing_settings(timing)}

@@ -1,12 +1,12 @@
 """The orchestrator: plan a config, run its cases through an executor, write each record as its case ends.
 
 It is the only writer of the store. Cases run on `--jobs N` local worker slots or on a Ray cluster
-(harness/executors); each record is committed in its own transaction and its artifacts are moved into
-place only after that (harness/staging.py). Ctrl-C stops every worker, keeps every finished record, marks
+(harness/run/executors); each record is committed in its own transaction and its artifacts are moved into
+place only after that (harness/supervise/staging.py). Ctrl-C stops every worker, keeps every finished record, marks
 the run interrupted and says how to resume; `--resume RUN_ID` runs only the cases without a record.
-A run is held by one orchestrator at a time through its lease in the store (harness/run/lease.py), wherever
-the orchestrators start; each record is a CaseRecord (results/record.py), assembled here from the case and
-what its workers returned.
+A run is held by one orchestrator at a time through its lease in the store (harness/run/lease_heartbeat.py), wherever
+the orchestrators start; each record is a CaseRecord (results/record.py), built from the case and what its
+workers returned by run/assemble.py. Planning (config to cases) is plan/from_config.py's.
 """
 from __future__ import annotations
 
@@ -19,33 +19,22 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 from rich.markup import escape
 
-from pydantic import ValidationError
-
 from bakeoff.results.leases import LeaseLost
-from bakeoff.results.record import CaseRecord, ProcessFields, invalid_fields
-from bakeoff.results.store import Store
+from bakeoff.results.record import CaseRecord
+from bakeoff.results.store import Store, default_url
 
-from bakeoff.harness.config.backend_options import check_backends
-from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, LocatedYaml, parse_config, resolve_workloads
-from bakeoff.harness.run.case_process import case_fields
+from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, Config, parse_config
+from bakeoff.harness.config.yaml_lines import load_yaml
+from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.plan.from_config import Filters, build_cases
+from bakeoff.harness.run.assemble import build_record
 from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
-from bakeoff.harness.run.lease import LeaseError, RunBusyError, RunLease  # noqa: F401  (the CLI's errors)
-from bakeoff.harness.run.leftovers import sweep_run_folders, sweep_temporary
-from bakeoff.harness.plan.cases import Case, plan_cases, resolve_device, resolve_preset
+from bakeoff.harness.run.lease_heartbeat import LeaseError, RunBusyError, RunLease  # noqa: F401  (the CLI's errors)
 from bakeoff.harness.run.progress import RunProgress
-from bakeoff.harness.run.staging import discard, publish, recover
-from bakeoff.harness.config.yaml_lines import ConfigError, load_yaml
+from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
+from bakeoff.harness.supervise.staging import discard, publish, recover
 
-
-@dataclass(frozen=True)
-class Filters:
-    """Command-line narrowing of a config (None = keep all)."""
-
-    backends: tuple[str, ...] | None = None
-    workloads: tuple[str, ...] | None = None
-    device: str | None = None
-    preset: str | None = None
-    gate: str | None = None  # the timing gate policy (timing.gate), overriding the config's
+__all__ = ["Filters", "LeaseError", "RunBusyError", "executor_for", "plan_run", "resume_run", "start_run"]
 
 
 ARTIFACTS_ROOT = Path("results") / "artifacts"  # relative to the working folder
@@ -61,87 +50,6 @@ class PlannedRun:
     filters: Filters
     device: str
     cases: list[Case]
-
-
-def build_cases(cfg: Config, where: LocatedYaml, filters: Filters,
-                extend_backends: bool = False) -> tuple[str, list[Case]]:
-    """Resolve the device and preset, apply the filters, and plan. Returns (device, cases).
-
-    `--backend` narrows the config to some of its labels; a name the config lacks is a ConfigError, unless
-    `extend_backends` (the built-in default config), where any registered backend may be named and is added."""
-    device = resolve_device(filters.device or cfg.device)
-    preset = resolve_preset(filters.preset or cfg.preset, device)
-    if filters.gate:
-        cfg = cfg.model_copy(update={"timing": cfg.timing.model_copy(update={"gate": filters.gate})})
-    if filters.backends:
-        for name in filters.backends:
-            if name in cfg.backends:
-                continue
-            if not extend_backends:
-                raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name[:60]!r} is not a backend of this config; its labels: "
-                                  f"{', '.join(cfg.backends)}")
-            from bakeoff.backends import known, names
-
-            if not known(name):
-                raise ConfigError(where.file, None, "backends",
-                                  f"--backend {name[:60]!r} is unknown; known: {', '.join(names())}")
-        cfg = cfg.model_copy(update={"backends": {b: cfg.backends.get(b, {}) for b in filters.backends}})
-        check_backends(cfg.backends, where)  # a backend --backend added: it must load, with default options
-    workloads = resolve_workloads(cfg, where, preset, device)
-    if filters.workloads:
-        missing = set(filters.workloads) - {w.name for w in workloads}
-        if missing:
-            raise ConfigError(where.file, None, "workloads",
-                              f"--workload {sorted(missing)[0][:60]!r} is not in this config "
-                              f"(it has {', '.join(w.name for w in workloads)})")
-        workloads = [w for w in workloads if w.name in filters.workloads]
-    return device, plan_cases(cfg, workloads, device)
-
-
-def _complete(case: Case, result: dict[str, Any], ceilings: dict[str, float]) -> CaseRecord:
-    """The case's record: its planned fields, what its workers returned, and its ceiling. A result that
-    does not fit the record model (an unknown field, a wrong type: a worker of another bakeoff, a harness
-    bug) becomes a crash record naming the fields, with the process facts that do fit."""
-    identity = case_fields(case).model_dump()
-    record = {**identity, **result}
-    record.setdefault("status", "crash")
-    ceiling = _ceiling_for(case, ceilings)
-    if ceiling and (record.get("headline_ms") or record.get("latency_ms_median")):
-        from bakeoff.harness.measure.ceiling_share import ceiling_fields
-
-        record.update(ceiling_fields(record, ceiling, ceilings))
-    try:
-        return CaseRecord.model_validate(record)
-    except ValidationError as exc:
-        reason = f"the case's result does not fit the record model: {invalid_fields(exc)}"
-    facts: dict[str, Any] = {}
-    for name in ProcessFields.model_fields:
-        try:
-            facts.update(ProcessFields.model_validate({name: result.get(name)}).model_dump(include={name}))
-        except ValidationError:
-            pass
-    return CaseRecord(**identity, **facts, status="crash", reason=reason[:2000],
-                      attempt=result.get("attempt") if isinstance(result.get("attempt"), int) else None)
-
-
-def _ceiling_for(case: Case, ceilings: dict[str, float]) -> tuple[str, float] | None:
-    """The ceiling that bounds this case: matmul TFLOP/s for compute-bound graphs, copy GB/s otherwise.
-
-    With both ceilings measured, the measured ridge point decides; with one missing, the cost model's
-    (workloads.costs.bound_kind) does, and a case bound by the missing ceiling gets none (None): a
-    compute-bound case is never measured against copy bandwidth, nor a memory-bound one against matmul."""
-    intensity = case.flops / max(case.bytes_moved, 1)
-    key = f"matmul_tflops_{case.dtype}"
-    if key in ceilings and "copy_gbps" in ceilings:
-        ridge = ceilings[key] * 1e12 / (ceilings["copy_gbps"] * 1e9)
-        return (key, ceilings[key]) if intensity > ridge else ("copy_gbps", ceilings["copy_gbps"])
-    if key not in ceilings and "copy_gbps" not in ceilings:
-        return None
-    from bakeoff.workloads.costs import bound_kind
-
-    wanted = key if bound_kind(case.bound_graph(), grad=getattr(case, "grad", False)) == "compute" else "copy_gbps"
-    return (wanted, ceilings[wanted]) if wanted in ceilings else None
 
 
 def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, console: Console,
@@ -162,7 +70,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
         progress.started(case)
 
     def write(case: Case, result: dict[str, Any]) -> None:
-        record = _complete(case, {**result, "attempt": attempt}, ceilings)
+        record = build_record(case, {**result, "attempt": attempt}, ceilings)
         if lease is not None:
             lease.check()
         if store.add_record(run_id, record, lease=token):  # committed: now its artifacts may appear
@@ -216,8 +124,6 @@ def _sigint_ignored() -> Iterator[None]:
 
 
 def _db_hint(store: Store) -> str:
-    from bakeoff.results.store import default_url
-
     return "" if store.url == default_url() else f" --db {store.safe_url}"
 
 
@@ -259,15 +165,15 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
                   f"store {escape(store.safe_url)}", highlight=False)
     with lease.held(run_id, acquire=False):
         work_dir = _work_dir(run_id)
-        sweep_leftovers(console)
+        clean_leftovers(console)
         run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor, lease=lease)
     return run_id
 
 
-def sweep_leftovers(console: Console) -> None:
+def clean_leftovers(console: Console) -> None:
     """Delete the case folders that killed bakeoff processes on this machine left behind (harness/run/
     leftovers.py): in the temporary folder, and cache folders under this working folder's runs."""
-    removed = sweep_temporary() + sweep_run_folders(ARTIFACTS_ROOT.resolve())
+    removed = clean_temporary() + clean_run_folders(ARTIFACTS_ROOT.resolve())
     if removed:
         names = ", ".join(str(p) for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
         console.print(f"removed {len(removed)} folder(s) left by killed bakeoff processes: {names}",
@@ -337,7 +243,7 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
             executor.close()
             raise
         ceilings = store.latest_ceilings(run.get("environment") or {})
-        sweep_leftovers(console)
+        clean_leftovers(console)
         run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt,
                   lease=lease)
     return run_id

@@ -5,7 +5,7 @@ the store. A case that runs out of memory on a device other slots share may have
 its own: it runs again once every slot is done, with the device to itself, and that record (whatever its
 status) says so in `rerun_alone_reason`. On stop (Ctrl-C) the workers in flight are killed and their
 results dropped: a killed case has no record and runs again on resume. Each slot keeps pre-started
-workers getting ready for its next worker process (run/prestart.py); `prestart=False` starts every worker
+workers getting ready for its next worker process (supervise/prestart.py); `prestart=False` starts every worker
 fresh.
 """
 from __future__ import annotations
@@ -16,11 +16,12 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bakeoff.harness.run.case_process import Workers, execute_case, references_dir
+from bakeoff.harness.supervise.case_process import Workers, execute_case, references_dir
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.plan.order import longest_first
-from bakeoff.harness.run.prestart import Prestarter
-from bakeoff.harness.run.slots import Slot
+from bakeoff.harness.supervise.prestart import Prestarter
+from bakeoff.harness.supervise.slots import Slot
+from bakeoff.harness.measure.environment import environment
 
 RESULT_POLL_S = 0.2  # the main thread wakes this often (seconds), so Ctrl-C is handled at once
 
@@ -138,6 +139,4 @@ class LocalExecutor:
 
     def environment(self, device: str) -> dict[str, Any]:
         """This host's environment: the workers run here."""
-        from bakeoff.harness.measure.environment import environment
-
         return environment(device)

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from bakeoff.harness.measure.environment import environment
-from bakeoff.harness.run.case_process import execute_case
-from bakeoff.harness.run.executors import DeviceError, ExecutorError
-from bakeoff.harness.run.leftovers import RAY_TMP_PREFIX, owned_prefix, sweep_temporary
+from bakeoff.harness.supervise.case_process import execute_case
+from bakeoff.harness.run.executors.protocol import DeviceError, ExecutorError
+from bakeoff.harness.supervise.leftovers import RAY_TMP_PREFIX, clean_temporary, owned_prefix
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.slots import Slot, gate_prefix
-from bakeoff.harness.run.staging import discard, final_dir, pack, staging_dir, unpack
+from bakeoff.harness.supervise.slots import Slot, gate_prefix
+from bakeoff.harness.supervise.staging import discard, final_dir, pack, staging_dir, unpack
 
 WAIT_POLL_S = 0.2  # how long one ray.wait blocks (seconds), so Ctrl-C is handled at once
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # records and artifacts are small; spare the host's memory
@@ -67,8 +67,8 @@ def run_case_task(case_json: str) -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def _sweep_node() -> None:
     """Once per Ray worker process: delete what killed bakeoff processes left in this node's temporary folder
-    (harness/run/leftovers.py; a cancelled task's Ray worker is killed with its folders in place)."""
-    sweep_temporary()
+    (harness/supervise/leftovers.py; a cancelled task's Ray worker is killed with its folders in place)."""
+    clean_temporary()
 
 
 @functools.lru_cache(maxsize=None)

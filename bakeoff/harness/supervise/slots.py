@@ -30,7 +30,7 @@ class Slot:
     label: kept in each record as `worker` ("cpu#1", "gpu3", "ray:10.0.0.5/gpu0").
     device: the device string the worker is given; None keeps the case's own.
     env: environment variables the worker gets on top of the orchestrator's.
-    gate: path prefix of the device's timing gate (harness/gate.py); None runs ungated.
+    gate: path prefix of the device's timing gate (harness/supervise/gate.py); None runs ungated.
     """
 
     label: str

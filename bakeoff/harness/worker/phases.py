@@ -3,7 +3,7 @@
 A worker appends one line per finished phase, ``NAME SECONDS``, to the file named by BAKEOFF_PHASES_FILE
 (flushed at once), so the phases a worker finished are known even when it crashes or is killed later.
 A compile also marks its start, ``begin compile EPOCH`` (and ``begin compile_setup EPOCH``): the slot
-starts its spare workers while a long compile runs (run/prestart.py), and the record says how much of their
+starts its spare workers while a long compile runs (supervise/prestart.py), and the record says how much of their
 getting ready overlapped the compiles. The
 orchestrator adds its own (setup, collect, cleanup), prefixes the warm process's with ``warm_`` and puts
 what no phase covers in ``other``: the record's `phases_s` sums to its `wall_s`.
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from bakeoff.harness.run.gate import note as gate_note
+from bakeoff.harness.supervise.gate import note as gate_note
 
 ENV_PHASES_FILE = "BAKEOFF_PHASES_FILE"
 ENV_SPAWNED_AT = "BAKEOFF_SPAWNED_AT"  # epoch seconds: when the orchestrator started the worker (or handed over)

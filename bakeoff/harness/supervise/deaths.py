@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bakeoff.harness.run.worker.steps import mentions_oom
+from bakeoff.harness.worker.errors import mentions_oom
 
 
 def death_record(rc: int, phase: str, tail: str, oom_kills_before: dict[str, int] | None = None,

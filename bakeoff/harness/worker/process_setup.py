@@ -15,6 +15,8 @@ from typing import Any
 
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.ir import Graph, bind
+from bakeoff.backends.base import TensorSpec
+from bakeoff.harness.worker.input_tensors import make_inputs
 
 SETUP_SHAPE = (3, 5)
 SETUP_CONSTANT = 0.8125
@@ -45,9 +47,6 @@ def warm_up_process(backend: Any, case: Any, case_graph: Graph, count_files: Any
     `compile_process_setup{phase}_s` (seconds) and `cache_files_setup{phase}` (files it wrote in the cache
     folders), or `compile_process_setup{phase}_error` when it failed (the case then runs as it would have
     without it). `phase` is "" in the cold worker and "_warm" in the warm one."""
-    from bakeoff.backends.base import TensorSpec
-    from bakeoff.harness.run.worker.inputs import make_inputs
-
     graph = setup_graph_for(case_graph)
     options = {k: v for k, v in dict(case.options).items() if k not in _ARTIFACT_OPTIONS}
     grad = bool(getattr(case, "grad", False))  # a training step warms up the backward's compiler too

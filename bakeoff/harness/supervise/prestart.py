@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bakeoff.harness.run.leftovers import SPARE_TMP_PREFIX, owned_prefix
-from bakeoff.harness.run.worker.phases import BEGIN_MARKED, PhaseFile
-from bakeoff.harness.run.worker.spare import ENV_SPARE_DEVICE, ENV_SPARE_PROFILER
+from bakeoff.harness.supervise.leftovers import SPARE_TMP_PREFIX, owned_prefix
+from bakeoff.harness.worker.phases import BEGIN_MARKED, PhaseFile
+from bakeoff.harness.worker.spare import ENV_SPARE_DEVICE, ENV_SPARE_PROFILER
 
 # Variable prefixes and the modules that may read them when imported. A variable a case changes is safe
 # for a spare only when its prefix is listed and none of those modules is imported in the spare; the
@@ -49,7 +49,7 @@ LATE_READ_PREFIXES: dict[str, tuple[str, ...]] = {
 # Read by the spare itself before its case arrives: a case must see the same values (the gate's policy is
 # read again when the case arrives: it only changes how the case times).
 FIXED_AT_START = ("BAKEOFF_GATE", "BAKEOFF_PARENT_PID")
-# The process's own temporary folder (inside its case folder, run/leftovers.py): where scratch files go, never
+# The process's own temporary folder (inside its case folder, supervise/leftovers.py): where scratch files go, never
 # what a case measures; the spare takes the case's value (worker/spare.py resets tempfile's cached choice).
 PER_PROCESS = ("TMPDIR",)
 READY_TIMEOUT_S = 600.0  # longest wait for a spare still getting ready, in seconds
@@ -95,12 +95,12 @@ class Spare:
 
     @classmethod
     def start(cls, env: dict[str, str], device: str, profiler: bool) -> "Spare":
-        folder = Path(tempfile.mkdtemp(prefix=owned_prefix(SPARE_TMP_PREFIX)))  # swept if we are killed
+        folder = Path(tempfile.mkdtemp(prefix=owned_prefix(SPARE_TMP_PREFIX)))  # cleaned up by a later run if we are killed
         (folder / "tmp").mkdir()  # its TMPDIR until its case's arrives: what it writes goes with the folder
         spawn_env = {**env, ENV_SPARE_DEVICE: device, ENV_SPARE_PROFILER: "1" if profiler else "0",
                      "TMPDIR": str(folder / "tmp")}
         with open(folder / "output.txt", "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", "--spare",
+            proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.worker.entry", "--spare",
                                      str(folder / "ready.json")], env=spawn_env, stdin=subprocess.PIPE,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
         return cls(proc, folder, spawn_env, device, profiler, time.time())

@@ -30,7 +30,7 @@ import torch
 
 from bakeoff.harness.measure.checks import reference_outputs
 from bakeoff.harness.measure.numerics import ErrorStats, error_stats
-from bakeoff.harness.run.worker.phases import PhaseLog
+from bakeoff.harness.worker.phases import PhaseLog
 from bakeoff.workloads.ir import Graph
 
 ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"
@@ -38,8 +38,8 @@ KEEP_BYTES_PER_S = 1e9  # assumed speed of writing and reading a kept reference 
 # The modules whose code decides a reference: a kept one is never read by a different version of them.
 _CODE = ("workloads/ir.py", "workloads/decompose.py", "workloads/reference.py", "workloads/lower_torch.py",
          "workloads/vjp.py", "workloads/grad.py",
-         "harness/measure/checks.py", "harness/measure/numerics.py", "harness/run/worker/inputs.py")
-_PACKAGE = Path(__file__).resolve().parents[3]
+         "harness/measure/checks.py", "harness/measure/numerics.py", "harness/worker/input_tensors.py")
+_PACKAGE = Path(__file__).resolve().parents[2]
 
 
 @cache

@@ -3,9 +3,9 @@ behind can be deleted later, and only that.
 
 A case runs in a temporary folder (`bakeoff-case-*` in the system's temporary folder: the case file, the
 worker's output, its TMPDIR) and fills cache folders (`cache-*` under the run's artifacts folder); a
-pre-started worker waits in `bakeoff-spare-*` (run/prestart.py, its TMPDIR inside); a Ray task works in
+pre-started worker waits in `bakeoff-spare-*` (supervise/prestart.py, its TMPDIR inside); a Ray task works in
 `bakeoff-ray-*`. They are deleted when the case ends, but not when the process that made them is killed
-with SIGKILL. Each name holds its maker's `ProcessId` tag; `sweep` deletes a folder whose maker ran on
+with SIGKILL. Each name holds its maker's `ProcessId` tag; cleaning deletes a folder whose maker ran on
 this machine and has ended. A folder made elsewhere (another host or container), or by a live process, or
 named without a tag, is left alone.
 """
@@ -15,17 +15,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bakeoff.owner import CASE_TMP_PREFIX, ProcessId, owned_prefix
-
-__all__ = ["CACHE_PREFIX", "CASE_TMP_PREFIX", "RAY_TMP_PREFIX", "SPARE_TMP_PREFIX", "owned_prefix", "sweep",
-           "sweep_temporary"]
+from bakeoff.owner import CASE_TMP_PREFIX, ProcessId, owned_prefix  # CASE_TMP_PREFIX, owned_prefix: re-exported
 
 RAY_TMP_PREFIX = "bakeoff-ray-"
 SPARE_TMP_PREFIX = "bakeoff-spare-"
 CACHE_PREFIX = "cache-"
 
 
-def sweep(folder: Path, prefix: str) -> list[Path]:
+def remove_dead(folder: Path, prefix: str) -> list[Path]:
     """Delete the folders `prefix`* directly under `folder` whose owner has ended; returns them."""
     removed = []
     try:
@@ -42,16 +39,16 @@ def sweep(folder: Path, prefix: str) -> list[Path]:
     return removed
 
 
-def sweep_temporary() -> list[Path]:
+def clean_temporary() -> list[Path]:
     """Case, spare and Ray task folders left in this machine's temporary folder by dead processes."""
     tmp = Path(tempfile.gettempdir())
-    return sweep(tmp, CASE_TMP_PREFIX) + sweep(tmp, SPARE_TMP_PREFIX) + sweep(tmp, RAY_TMP_PREFIX)
+    return remove_dead(tmp, CASE_TMP_PREFIX) + remove_dead(tmp, SPARE_TMP_PREFIX) + remove_dead(tmp, RAY_TMP_PREFIX)
 
 
-def sweep_run_folders(artifacts_root: Path) -> list[Path]:
+def clean_run_folders(artifacts_root: Path) -> list[Path]:
     """Cache folders left under each run's folder of `artifacts_root` by dead orchestrators."""
     removed = []
     for run_dir in sorted(artifacts_root.iterdir()) if artifacts_root.is_dir() else []:
         if run_dir.is_dir():
-            removed += sweep(run_dir, CACHE_PREFIX)
+            removed += remove_dead(run_dir, CACHE_PREFIX)
     return removed

@@ -1,45 +1,22 @@
-"""Steps shared by the cold and warm worker phases."""
+"""A compile step of the worker: compile then the first result (`first_result`, and the headline compile
+seconds), the gate around it (`compiling`), and the files it writes to the backend's cache folders."""
 from __future__ import annotations
 
 import os
 import time
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bakeoff.harness.plan.cases import Case
+from bakeoff.harness.supervise.gate import host_work
+from bakeoff.harness.worker.errors import FirstRunError
 
+if TYPE_CHECKING:
+    import torch
 
-# How a failed allocation is worded: Python (MemoryError, which the host memory cap raises), CUDA and torch
-# ("out of memory"), torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory"), the C library
-# ("Cannot allocate memory"), C++ (std::bad_alloc), ONNX Runtime/TensorRT ("OutOfMemory").
-_OOM_WORDS = ("memoryerror", "out of memory", "outofmemory", "can't allocate memory", "cannot allocate memory",
-              "bad_alloc")
-
-
-def mentions_oom(text: str) -> bool:
-    """Whether an error message or a worker's output tail reports a failed allocation."""
-    low = text.lower()
-    return any(w in low for w in _OOM_WORDS)
-
-
-def _status_of(exc: BaseException) -> str:
-    if isinstance(exc, MemoryError) or mentions_oom(f"{type(exc).__name__}: {exc}"):
-        return "oom"
-    return ""
-
-
-def error_record(status: str, exc: BaseException) -> dict[str, Any]:
-    """A record for an exception: `status` unless it was an out-of-memory error."""
-    tb = traceback.format_exc(limit=8)
-    if isinstance(exc, FirstRunError):
-        exc = exc.__cause__ or exc
-        # torch.compile compiles lazily, inside the first run: its failures are still compile errors.
-        lazy_compile = type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
-        status = "compile_error" if lazy_compile else "runtime_error"
-    return {"status": _status_of(exc) or status, "reason": f"{type(exc).__name__}: {exc}"[:2000],
-            "traceback": tb[-4000:]}
+    from bakeoff.backends.base import Compiled
 
 
 def count_cache_files(env_names: tuple[str, ...]) -> int:
@@ -52,16 +29,37 @@ def count_cache_files(env_names: tuple[str, ...]) -> int:
     return total
 
 
-def limit_host_memory(case: Case) -> None:
-    if case.memory_limit_gb and not case.device.startswith("cuda"):
-        import resource
+@dataclass
+class FirstResult:
+    """A compiled executable after its first run: the run's raw output, the seconds from the compile's start
+    to the first result and of the first run alone (prepare + run + sync), and, for the case's own compile
+    (stages.compile), the headline compile seconds (compile_seconds) and the backend's cache files before
+    and after."""
 
-        limit = int(case.memory_limit_gb * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    compiled: Compiled
+    prepared: Any
+    raw: Any
+    total_s: float
+    first_run_s: float
+    compile_s: float | None = None
+    cache_files_before: int = 0
+    cache_files_after: int = 0
 
 
-class FirstRunError(Exception):
-    """The backend compiled but its first run failed; `__cause__` is the real error."""
+def first_result(make: Callable[[], Compiled], inputs: list[torch.Tensor]) -> FirstResult:
+    """`make()` (the compile, whose exception propagates as is), then prepare, one run and a sync (whose
+    exception is wrapped in FirstRunError: error_record's lazy-compile rule decides its status)."""
+    t0 = time.perf_counter()
+    compiled = make()
+    t1 = time.perf_counter()
+    try:
+        prepared = compiled.prepare(inputs)
+        raw = compiled.run(prepared)
+        compiled.sync()
+    except Exception as exc:
+        raise FirstRunError(f"{type(exc).__name__}: {exc}") from exc
+    t2 = time.perf_counter()
+    return FirstResult(compiled, prepared, raw, t2 - t0, t2 - t1)
 
 
 def compile_and_first_run(backend, graph, specs, case: Case, inputs):
@@ -77,18 +75,10 @@ def compile_and_first_run(backend, graph, specs, case: Case, inputs):
     An exception from compile() propagates as is (a compile error); one from the first run is wrapped
     in FirstRunError (a runtime error), though lazy compilers (torch.compile) compile inside it.
     """
-    t0 = time.perf_counter()
     # getattr: callers outside the worker pass case-like objects without `grad` (a forward)
-    compiled = backend.compile_case(graph, specs, case.device, dict(case.options), getattr(case, "grad", False))
-    t1 = time.perf_counter()
-    try:
-        prepared = compiled.prepare(inputs)
-        raw = compiled.run(prepared)
-        compiled.sync()
-    except Exception as exc:
-        raise FirstRunError(f"{type(exc).__name__}: {exc}") from exc
-    t2 = time.perf_counter()
-    return compiled, prepared, raw, compile_seconds(compiled, t2 - t0, t2 - t1), t2 - t0
+    r = first_result(lambda: backend.compile_case(graph, specs, case.device, dict(case.options),
+                                                  getattr(case, "grad", False)), inputs)
+    return r.compiled, r.prepared, r.raw, compile_seconds(r.compiled, r.total_s, r.first_run_s), r.total_s
 
 
 def compile_seconds(compiled, total_s: float, first_run_s: float) -> float:
@@ -107,8 +97,6 @@ def compiling(backend: Any, case: Case, graph: Any) -> Iterator[None]:
     its first run): outside the device's gate under the `beside_compiles` policy when the backend's compile of
     that graph times nothing on the device (Backend.graph_compile_times_on_device) or the backend marks what it
     times (Backend.marks_device_work), so other cases may time meanwhile; inside it otherwise."""
-    from bakeoff.harness.run.gate import host_work
-
     cls = type(backend)
     on_device = cls.graph_compile_times_on_device(graph, case.options, bool(getattr(case, "grad", False)))
     if on_device is not None and not cls.marks_device_work:

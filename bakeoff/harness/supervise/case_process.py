@@ -2,7 +2,7 @@
 
 A worker that crashes, hangs or runs out of memory becomes a record with status crash, timeout or oom and
 the tail of its stderr. This module never touches the store: the orchestrator writes what it returns.
-A worker runs in a slot (harness/slots.py): pinned to a device, sharing that device's timing gate. Time
+A worker runs in a slot (harness/supervise/slots.py): pinned to a device, sharing that device's timing gate. Time
 it spends waiting for the gate is not counted against its timeout.
 """
 from __future__ import annotations
@@ -20,21 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bakeoff.results.record import CaseFields
-
 from bakeoff.harness.measure.extra_checks import fold_extra_check
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.plan.digests import case_digests
-from bakeoff.harness.run.deaths import death_record as _death_record, kill_group, oom_kill_counts
-from bakeoff.harness.run.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
-from bakeoff.harness.run.gate_policy import resolve_gate_policy
-from bakeoff.harness.run.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
-from bakeoff.harness.run.prestart import Prestarter, Spare, SpareSpec
-from bakeoff.harness.run.slots import Slot
-from bakeoff.harness.run.staging import discard, final_dir, staging_dir
-from bakeoff.workloads.inits import describe_inputs
-from bakeoff.harness.run.worker.entry import ENV_PARENT
-from bakeoff.harness.run.worker.phases import BEGIN_MARKED, ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
+from bakeoff.harness.supervise.deaths import death_record as _death_record, kill_group, oom_kill_counts
+from bakeoff.harness.supervise.gate import ENV_POLICY, ENV_PREFIX, ENV_WAIT_FILE, waited_s
+from bakeoff.harness.supervise.gate_policy import resolve_gate_policy
+from bakeoff.harness.supervise.leftovers import CACHE_PREFIX, CASE_TMP_PREFIX, owned_prefix
+from bakeoff.harness.supervise.prestart import Prestarter, Spare, SpareSpec
+from bakeoff.harness.supervise.slots import Slot
+from bakeoff.harness.supervise.staging import discard, final_dir, staging_dir
+from bakeoff.harness.worker.entry import ENV_PARENT
+from bakeoff.harness.worker.phases import BEGIN_MARKED, ENV_PHASES_FILE, ENV_SPAWNED_AT, PhaseFile, read_phases
+from bakeoff.backends import backend_class
 
 ENV_REFERENCE_DIR = "BAKEOFF_REFERENCE_DIR"  # worker/shared_reference.py (not imported here: it imports torch)
 
@@ -90,8 +87,6 @@ def base_env(slot: Slot | None, extra_env: dict[str, str] | None, gate_policy: s
 def _worker_env(case: Case, cache_root: Path, base: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:
     """The case's worker environment: `base` plus the backend's cache folders under `cache_root` and the
     variables it needs before its compiler is imported; `overrides` (the slot's) win."""
-    from bakeoff.backends import backend_class
-
     backend = backend_class(case.backend)
     env = dict(base)
     for name in backend.cache_env:
@@ -132,8 +127,8 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
     collect its record and phases. With `spare_env`, the slot needs another worker after this one: its
     spares start with that environment."""
     t_begin = time.time()
-    profiler = bool(case.timing.get("profile")) and bool(case.timing.get("profiler_warmup"))
-    # Named for this process (harness/run/leftovers.py), so a later run removes it should this one be killed.
+    profiler = case.timing.profile and case.timing.profiler_warmup
+    # Named for this process (harness/supervise/leftovers.py), so a later run removes it should this one be killed.
     with tempfile.TemporaryDirectory(prefix=owned_prefix(CASE_TMP_PREFIX)) as tmp:
         case_file, out_file = Path(tmp, "case.json"), Path(tmp, "record.json")
         wait_file, phases_file, worker_tmp = Path(tmp, "gate_wait.txt"), Path(tmp, "phases.txt"), Path(tmp, "tmp")
@@ -152,13 +147,7 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         oom_before = oom_kill_counts()
         err_file = spare.output if spare else Path(tmp, "stderr.txt")
         try:
-            if spare is not None:
-                proc = spare.hand(argv, env)
-            else:
-                with open(err_file, "wb") as err:
-                    proc = subprocess.Popen([sys.executable, "-m", "bakeoff.harness.run.worker.entry", *argv],
-                                            env=env, stdout=err, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+            proc = _spawn(spare, argv, env, err_file)
             rc, timed_out = _supervise(proc, case.timeout_s, wait_file, workers, top_up)
             t_exit = time.time()
             tail = err_file.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
@@ -171,21 +160,37 @@ def _run_worker(case: Case, phase: str, env: dict[str, str], artifacts_dir: Path
         windows = [w for w in (written.window(name, t_exit) for name in BEGIN_MARKED) if w is not None]
         if prestarter is not None:
             overlap = sum(prestarter.warmup_overlap_s(start, end) for start, end in windows) if windows else None
-        gate_wait_s = waited_s(wait_file)
         if timed_out:
+            gate_wait_s = waited_s(wait_file)
             record = {"status": "timeout", "reason": f"{phase} worker exceeded timeout_s={case.timeout_s:g}"
                       + (f" (not counting {gate_wait_s:.1f} s waiting for the timing gate)" if gate_wait_s else ""),
                       "stderr_tail": tail}
         elif out_file.exists():
-            record = json.loads(out_file.read_text())
-            if tail.strip():
-                record["stderr_tail"] = tail
-            record[f"gate_wait_{phase}_s"] = gate_wait_s
+            record = _written_record(out_file, tail, phase, waited_s(wait_file))
         else:
             record = _death_record(rc, phase, tail, oom_before, oom_kill_counts(),
                                    killed_by_harness=workers is not None and workers.closed)
     phases["collect"] = time.time() - t_exit  # reading its record and output, deleting its folder
     return WorkerRun(record, phases, "prestarted" if spare is not None else "fresh", why_fresh, overlap, windows)
+
+
+def _spawn(spare: Spare | None, argv: list[str], env: dict[str, str], err_file: Path) -> subprocess.Popen:
+    """The worker process: the slot's spare, handed the case, or a fresh one whose output goes to `err_file`."""
+    if spare is not None:
+        return spare.hand(argv, env)
+    with open(err_file, "wb") as err:
+        return subprocess.Popen([sys.executable, "-m", "bakeoff.harness.worker.entry", *argv],
+                                env=env, stdout=err, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+
+
+def _written_record(out_file: Path, tail: str, phase: str, gate_wait_s: float) -> dict[str, Any]:
+    """The record a worker wrote, with its output's tail and the seconds it waited for the gate."""
+    record = json.loads(out_file.read_text())
+    if tail.strip():
+        record["stderr_tail"] = tail
+    record[f"gate_wait_{phase}_s"] = gate_wait_s
+    return record
 
 
 def _choose_spare(prestarter: Prestarter | None, env: dict[str, str], device: str, profiler: bool,
@@ -266,7 +271,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     `work_dir/staging`; the orchestrator moves them to `work_dir/artifacts` once the record commits, and
     the record's `artifacts_dir` names that final place). `slot` pins the worker to a device and its gate;
     `workers` registers the processes so that an interrupt can kill them. With a `prestarter`, each worker
-    process is the slot's pre-started one where it may be (run/prestart.py) and a new one starts for the
+    process is the slot's pre-started one where it may be (supervise/prestart.py) and a new one starts for the
     slot's next worker; `more_cases` says whether the slot will run another case after this one.
     The record's `phases_s` says where `wall_s` went (worker/phases.py).
     """
@@ -295,15 +300,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
             warm = _run_worker(run_case, "warm", env, None, workers, prestarter, base if more_cases else None)
             _add_phases(phases, warm.phases_s, "warm_")
             compile_windows += warm.compile_windows
-            record.update(warm.start_fields("_warm"))
-            warm_tail = warm.record.pop("stderr_tail", None)
-            if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
-                record["stderr_tail_warm"] = warm_tail
-            if "compile_warm_s" in warm.record:
-                record.update(warm.record)
-                fold_extra_check(record, "warm")  # a wrong cache-loaded executable fails the case
-            else:
-                record["warm_error"] = warm.record.get("reason")
+            _add_warm(record, warm)
         elif prestarter is not None and not more_cases:
             prestarter.drop()  # started for a warm run that will not happen, and no case follows
         if staged.exists():
@@ -323,17 +320,29 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
     return record
 
 
-def _gate_policy(case: Case) -> tuple[str, str]:
-    """The timing-gate policy `case` runs under and why (run/gate_policy.py: `auto` by its timing method)."""
-    from bakeoff.backends import backend_class
+def _add_warm(record: dict[str, Any], warm: WorkerRun) -> None:
+    """The warm worker's fields into the cold record: its start, its output's tail, and its figures (a wrong
+    cache-loaded executable fails the case) or its error."""
+    record.update(warm.start_fields("_warm"))
+    warm_tail = warm.record.pop("stderr_tail", None)
+    if warm_tail:  # the cold run's tail stays `stderr_tail`; the warm one is kept beside it
+        record["stderr_tail_warm"] = warm_tail
+    if "compile_warm_s" in warm.record:
+        record.update(warm.record)
+        fold_extra_check(record, "warm")
+    else:
+        record["warm_error"] = warm.record.get("reason")
 
+
+def _gate_policy(case: Case) -> tuple[str, str]:
+    """The timing-gate policy `case` runs under and why (supervise/gate_policy.py: `auto` by its timing method)."""
     try:
         cls = backend_class(case.backend)
         events = bool(cls.timed_with_events)
         on_device = cls.graph_compile_times_on_device(case.bound_graph(), case.options, case.grad)
     except Exception:  # noqa: BLE001 - a backend that cannot load fails on its own; time it alone meanwhile
         return "exclusive", f"{case.backend} could not be loaded to choose a policy: it times alone"
-    return resolve_gate_policy(case.timing.get("gate"), case.device, case.timing, events, case.backend, on_device)
+    return resolve_gate_policy(case.timing.gate, case.device, case.timing, events, case.backend, on_device)
 
 
 def references_dir(work_dir: Path) -> Path:
@@ -344,26 +353,3 @@ def references_dir(work_dir: Path) -> Path:
 def _add_phases(total: dict[str, float], phases: dict[str, float], prefix: str) -> None:
     for name, seconds in phases.items():
         total[prefix + name] = total.get(prefix + name, 0.0) + seconds
-
-
-def case_fields(case: Case) -> CaseFields:
-    """The record fields that come from the case itself."""
-    sweep = {"sweep_dim": case.sweep["dim"], "sweep_values": list(case.sweep["values"])} if case.sweep else {}
-    return CaseFields(case_id=case.case_id, workload=case.workload_label, grad=case.grad, preset=case.preset,
-                      shape=case.shape, dtype=case.dtype, backend=case.label, adapter=case.backend,
-                      device=case.device, flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims,
-                      options=case.options, seeds=list(case.seeds),
-                      inputs=describe_inputs(case.bound_graph(), case.input_files),
-                      **case_digests(case.graph, canonical_options(case), case.timing, case.grad, case.sweep), **sweep)
-
-
-def canonical_options(case: Case) -> dict[str, Any]:
-    """The case's backend options with every default filled in (Backend.canonical_options), so that `{}` and
-    `{mode: default}` digest alike; the options as given where the backend cannot be loaded or refuses them
-    (the record then fails on its own)."""
-    from bakeoff.backends import backend_class
-
-    try:
-        return backend_class(case.backend).canonical_options(case.options)
-    except Exception:  # noqa: BLE001 - an unloadable backend or bad options: digest what the case carries
-        return dict(case.options)

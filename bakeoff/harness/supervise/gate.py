@@ -1,7 +1,7 @@
 """The timing gate of one device: a cross-process reader-writer lock on files, with writers first.
 
 Every worker process on a device holds the gate *shared* for its whole life (compiling, checking), and
-*exclusively* only while it times (`_timing` in worker/cold.py). So a timing phase runs only when no other
+*exclusively* only while it times (`time_case` in worker/stages.py). So a timing phase runs only when no other
 worker process on that device is doing anything, and compiles overlap freely. Writers go first: a worker
 waiting to time takes the turnstile, which stops new workers from entering, so timing is never starved by
 a stream of compiles.
@@ -21,7 +21,7 @@ With BAKEOFF_GATE_TRACE (a file), every gated process appends what it does with 
 phase it is in, one line per event (`EPOCH PID EVENT ...`): benchmarks/gate_timeline.py reads it to say
 how long the device was timed, waited for, or idle, and which work held timers off.
 
-Policies (`timing: {gate: ...}` in a config; `auto` is resolved per case, run/gate_policy.py, and the
+Policies (`timing: {gate: ...}` in a config; `auto` is resolved per case, supervise/gate_policy.py, and the
 policy each case used is its record's `gate_policy`, with `gate_policy_reason`). They differ only in what a
 worker waits for when it times; every busy worker holds the gate shared whatever its own policy, so a
 device may mix them and an exclusive timer still has the device alone:

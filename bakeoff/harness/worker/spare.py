@@ -4,12 +4,12 @@ Getting ready is what every fresh worker does first and what measures nothing: s
 import torch and the measuring code, create the device's context (and, when asked, start CUPTI once). A
 spare does it while the case before it still runs, holding the device's gate shared as a busy worker does
 (so its device work never overlaps a timing phase; under `beside_compiles` its imports and the profiler's
-start are host work, harness/run/gate.py), then leaves the gate, writes READY_FILE and waits on stdin.
+start are host work, harness/supervise/gate.py), then leaves the gate, writes READY_FILE and waits on stdin.
 
 It imports no compiler: no backend's compiler (Triton, JAX, IREE, ONNX Runtime, TensorRT), nor torch's
 Inductor and Dynamo, so every variable a case sets for them (its empty cache folders, TRITON_INTERPRET,
 XLA_FLAGS) is still read for the first time after the case arrives. READY_FILE lists the modules it did
-import, and the orchestrator (run/prestart.py) refuses a spare for a case whose environment changes a
+import, and the orchestrator (supervise/prestart.py) refuses a spare for a case whose environment changes a
 variable that one of those could already have read; that case gets a fresh process.
 
 The case arrives as one JSON line, {"argv": [...], "env": {...}}: the environment replaces this process's
@@ -27,11 +27,13 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
+from bakeoff.harness.supervise.gate import ENV_POLICY, ENV_WAIT_FILE, current_gate, note
+
 ENV_SPARE_DEVICE = "BAKEOFF_SPARE_DEVICE"  # the device to make a context on ("cpu": none)
 ENV_SPARE_PROFILER = "BAKEOFF_SPARE_PROFILER"  # "1": start the profiler (CUPTI) once while getting ready
 
 # Modules whose import reads environment variables a case may set; a spare must not have imported them
-# (checked by the orchestrator from READY_FILE's list, run/prestart.py).
+# (checked by the orchestrator from READY_FILE's list, supervise/prestart.py).
 WATCHED_MODULES = ("torch._inductor", "torch._dynamo", "triton", "jax", "jaxlib", "iree.compiler",
                    "iree.runtime", "onnxruntime", "tensorrt")
 
@@ -41,15 +43,13 @@ def get_ready(device: str, profiler: bool,
     """Import what every case needs and make the device's context. Returns seconds per step. The imports and
     the profiler's start run inside `host_work()` (the gate's Gate.host_work: beside other cases' timing under
     `beside_compiles`); making the context is device work, inside the gate."""
-    from bakeoff.harness.run.gate import note
-
     t0 = time.perf_counter()
     note("phase spare_imports")
     with host_work():
         import torch
 
-        import bakeoff.harness.run.worker.cold  # noqa: F401  (the measuring code, numpy, scipy)
-        import bakeoff.harness.run.worker.main  # noqa: F401
+        import bakeoff.harness.worker.cold  # noqa: F401  (the measuring code, numpy, scipy)
+        import bakeoff.harness.worker.main  # noqa: F401
         from bakeoff.backends import REGISTRY, backend_class
 
         for name in REGISTRY:  # adapter modules only: they import their compiler lazily, in compile()
@@ -59,7 +59,7 @@ def get_ready(device: str, profiler: bool,
     note("phase spare_device_init")
     if device.startswith("cuda") and torch.cuda.is_available():
         from bakeoff.harness.measure.environment import gpu_state
-        from bakeoff.harness.run.worker.main import init_device
+        from bakeoff.harness.worker.main import init_device
 
         init_device(device)
         gpu_state(device)  # NVML's initialization
@@ -94,10 +94,9 @@ def start_profiler_once(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def serve(ready_file: str) -> int:
-    """Get ready, report it, wait for one case and run it; returns the exit code."""
-    from bakeoff.harness.run.gate import ENV_POLICY, ENV_WAIT_FILE, current_gate
-
+def serve(ready_file: str, run_case: Callable[[list[str]], int]) -> int:
+    """Get ready, report it, wait for one case and run it with `run_case` (entry.run_case, passed in: the
+    entry module imports this one); returns the exit code."""
     gate = current_gate()
     if gate is not None:
         gate.note("spare")
@@ -120,6 +119,4 @@ def serve(ready_file: str) -> int:
     tempfile.tempdir = None  # chosen again from the case's TMPDIR (its case folder), should anything have asked
     if gate is not None:
         gate.rebind(os.environ.get(ENV_WAIT_FILE), os.environ.get(ENV_POLICY))
-    from bakeoff.harness.run.worker.entry import run_case
-
     return run_case(message["argv"])

@@ -21,39 +21,39 @@ from bakeoff.backends.sweep import SweepSpec
 from bakeoff.workloads import costs
 from bakeoff.workloads.ir import Graph
 
-from bakeoff.harness.measure.checks import check_outputs, poison_allocator
+from bakeoff.harness.config.timing import TimingConfig
+from bakeoff.harness.measure.checks import poison_allocator
 from bakeoff.harness.measure.environment import gpu_state
-from bakeoff.harness.measure.figures import BACKEND_TARGET, measure_figures
-from bakeoff.harness.measure.timing import TimedCall
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.run.gate import timing_exclusive
-from bakeoff.harness.run.worker.cold import _check_seeds, _save_artifacts, _verdict_fields, _worst
-from bakeoff.harness.run.worker.inputs import make_inputs
-from bakeoff.harness.run.worker.phases import PhaseLog
-from bakeoff.harness.run.worker.process_setup import warm_up_process
-from bakeoff.harness.run.worker.shared_reference import shared_reference
-from bakeoff.harness.run.worker.steps import count_cache_files, error_record
+from bakeoff.harness.worker.phases import PhaseLog
+from bakeoff.harness.worker.shared_reference import shared_reference
+from bakeoff.harness.worker.stages import (StageFailed, baseline, check, check_other_seeds, error_figures,
+                                               failing_as, load_inputs, process_setup, save_artifacts,
+                                               shape_mismatch, throughput, time_alone, verdict_fields, worst_check)
+from bakeoff.harness.worker.compile_step import first_result
 
 MIN_POINT_BUDGET_S = 0.05
 MIN_POINT_WARMUP_S = 0.01
 # A point's status, worst first: a wrong answer served without an error is worse than a loud failure.
 SEVERITY = {"mismatch": 3, "oom": 2, "compile_error": 2, "runtime_error": 2, "ok": 0}
+_POINT_FIGURES = ("headline_ms", "headline_p20_ms", "headline_p80_ms", "headline_iqr_rel", "headline_n",
+                  "headline_method", "headline_fallback", "host_latency_ms")
 _ERR_KEYS = ("err_max_abs_vs_fp64", "err_rel_l2_vs_fp64", "err_rmse_vs_fp64", "err_ulp_max_vs_fp64",
              "err_max_abs_vs_eager", "err_rel_l2_vs_eager", "eager_err_rel_l2_vs_fp64")
 
 
 def spec_of(case: Case) -> SweepSpec:
-    sweep = case.sweep or {}
-    return SweepSpec(Graph.from_json(sweep["graph"]), dict(case.dims), sweep["dim"], tuple(sweep["values"]),
+    sweep = case.sweep
+    return SweepSpec(Graph.from_json(sweep.graph), dict(case.dims), sweep.dim, tuple(sweep.values),
                      case.dtype)
 
 
-def point_timing(timing: dict[str, Any], distinct: int) -> dict[str, Any]:
+def point_timing(timing: TimingConfig, distinct: int) -> TimingConfig:
     """The timing settings of one point: the case's, with `budget_s` and `warmup_s` divided among the sweep's
     distinct shapes (at least MIN_POINT_BUDGET_S and MIN_POINT_WARMUP_S), so a sweep costs about one case's
     timing budget per backend. Every other setting (min_reps, the cache flush, profiling) is the case's."""
-    return {**timing, "budget_s": max(MIN_POINT_BUDGET_S, float(timing["budget_s"]) / distinct),
-            "warmup_s": max(MIN_POINT_WARMUP_S, float(timing["warmup_s"]) / distinct)}
+    return timing.model_copy(update={"budget_s": max(MIN_POINT_BUDGET_S, timing.budget_s / distinct),
+                                     "warmup_s": max(MIN_POINT_WARMUP_S, timing.warmup_s / distinct)})
 
 
 def _stat(rec: dict[str, Any], key: str) -> Any:
@@ -74,69 +74,42 @@ class _Eager:
         return self._built[key]
 
 
-def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _Eager, timing: dict[str, Any],
+def _serve_point(case: Case, backend, server, value: int, graph: Graph, eager: _Eager, timing: TimingConfig,
                  phases: PhaseLog, sources: dict[str, str]) -> dict[str, Any]:
     """One point: first result, checks, timing. Returns the point's fields (an error ends the point only)."""
-    point: dict[str, Any] = {}
     seed = case.seeds[0]
-    with phases.phase("inputs"):
-        inputs = make_inputs(graph, seed, case.device, case.input_files)
-    with phases.phase("eager_baseline"):
-        eager_fn = eager(graph)
-        eager_out = [o.clone() for o in eager_fn(*inputs)]
-    group = shared_reference(graph, seed, inputs, eager_out, case.device, phases)
+    inputs = load_inputs(case, graph, seed, phases, grad=False)
+    base = baseline(lambda: eager(graph), inputs, phases, clone=True)
+    group = shared_reference(graph, seed, inputs, base.outputs, case.device, phases)
     sources[f"{seed}@{graph.digest()}"] = group.source
     before = server.compiles()
     torch.manual_seed(seed)
     poison_allocator(graph, case.device)
-    stage = "compile_error"
     try:
-        with phases.phase("compile"):
-            t0 = time.perf_counter()
-            compiled = server.at(value, graph, TensorSpec.of_inputs(graph))
-            stage = "runtime_error"
-            prepared = compiled.prepare(inputs)
-            raw = compiled.run(prepared)
-            compiled.sync()
-            point["first_result_s"] = time.perf_counter() - t0
-    except Exception as exc:
-        lazy = type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
-        point["compiles_so_far"] = _safe_compiles(server, before)
-        return {**point, **_error(("compile_error" if lazy else stage), exc)}
-    point["compiles_so_far"] = after = server.compiles()
-    point["recompiled"] = after > before
+        with failing_as("compile_error"), phases.phase("compile"):
+            result = first_result(lambda: server.at(value, graph, TensorSpec.of_inputs(graph)), inputs)
+    except StageFailed as failed:
+        return {"compiles_so_far": _safe_compiles(server, before), **_error(failed)}
+    point: dict[str, Any] = {"first_result_s": result.total_s, "compiles_so_far": server.compiles()}
+    point["recompiled"] = point["compiles_so_far"] > before
     point.update(server.point_facts())
-    point["_compiled"] = compiled
+    point["_compiled"] = result.compiled
     try:
-        with phases.phase("checks"):
-            first = check_outputs(graph, seed, compiled.to_torch(raw), eager_out, group.refs, group.eager_vs_refs)
-        checks = _check_seeds(graph, case, compiled, eager_fn, first, phases, sources)
-    except Exception as exc:
-        return {**point, **_error("runtime_error", exc)}
-    worst = _worst(checks)
-    point.update(_verdict_fields(worst, checks))
-    stats = {}
-    for prefix, suffix, s in (("err", "vs_fp64", worst.vs_ref), ("err", "vs_eager", worst.vs_eager),
-                              ("eager_err", "vs_fp64", worst.eager_vs_ref)):
-        if s is not None:
-            stats.update(s.as_dict(suffix, prefix))
-    point.update({k: _stat(stats, k) for k in _ERR_KEYS if k in stats})
-    if point["reason"] and point["reason"].startswith("output shape"):
-        return point
-    try:
-        call = TimedCall(BACKEND_TARGET, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)
-        with timing_exclusive():
-            phases.take_gate_wait()
-            figures = measure_figures(call, None, case.device, timing, capturable=backend.graph_capturable,
-                                      bytes_per_call=costs.min_bytes(graph), phase=phases.phase)
-    except Exception as exc:
-        return {**point, **_error("runtime_error", exc)}
-    point.update({k: figures.get(k) for k in ("headline_ms", "headline_p20_ms", "headline_p80_ms",
-                                              "headline_iqr_rel", "headline_n", "headline_method",
-                                              "headline_fallback", "host_latency_ms") if k in figures})
-    if figures.get("headline_ms"):
-        point["achieved_gbps"] = costs.min_bytes(graph) / (figures["headline_ms"] * 1e-3) / 1e9
-        point["achieved_tflops"] = costs.flops(graph) / (figures["headline_ms"] * 1e-3) / 1e12
+        with failing_as("runtime_error"):
+            first = check(graph, seed, result.compiled.to_torch(result.raw), base, group, None, phases)
+            checks = check_other_seeds(case, graph, result.compiled, base.eager, first, phases, sources)
+        worst = worst_check(checks)
+        point.update(verdict_fields(worst, checks))
+        stats = error_figures(worst)
+        point.update({k: _stat(stats, k) for k in _ERR_KEYS if k in stats})
+        if shape_mismatch(worst):
+            return point
+        with failing_as("runtime_error"):
+            figures = time_alone(backend, result, graph, case.device, timing, phases)
+    except StageFailed as failed:
+        return {**point, **_error(failed)}
+    point.update({k: figures.get(k) for k in _POINT_FIGURES if k in figures})
+    point.update(throughput(costs.flops(graph), costs.min_bytes(graph), figures.get("headline_ms")))
     return point
 
 
@@ -147,9 +120,8 @@ def _safe_compiles(server, fallback: int) -> int:
         return fallback
 
 
-def _error(status: str, exc: BaseException) -> dict[str, Any]:
-    rec = error_record(status, exc)
-    return {"status": rec["status"], "reason": rec["reason"]}
+def _error(failed: StageFailed) -> dict[str, Any]:
+    return {"status": failed.fields["status"], "reason": failed.fields["reason"]}
 
 
 def run_sweep(case: Case, artifacts_dir, phases: PhaseLog) -> dict[str, Any]:
@@ -159,16 +131,16 @@ def run_sweep(case: Case, artifacts_dir, phases: PhaseLog) -> dict[str, Any]:
         backend = get_backend(case.backend)
     with phases.phase("gpu_state"):
         rec: dict[str, Any] = {"gpu_state_before": gpu_state(case.device)}
-    with phases.phase("compile_setup"):  # the process's one-time start, on the tiny graph
-        rec.update(warm_up_process(backend, case, case.bound_graph(), count_cache_files))
+    # the process's one-time start, on the tiny graph, inside the gate
+    rec.update(process_setup(case, backend, case.bound_graph(), phases, beside_timing=False))
     timing = point_timing(case.timing, spec.distinct())
-    rec["sweep_point_budget_s"] = timing["budget_s"]
+    rec["sweep_point_budget_s"] = timing.budget_s
     t0 = time.perf_counter()
     try:
-        with phases.phase("compile"):
+        with failing_as("compile_error"), phases.phase("compile"):
             server = backend.serve_sweep(spec, case.device, dict(case.options))
-    except Exception as exc:
-        return {**rec, **error_record("compile_error", exc)}
+    except StageFailed as failed:
+        return {**rec, **failed.fields}
     setup_s = time.perf_counter() - t0
     rec.update(sweep_serving=server.how, sweep_compile_counter=server.counter, sweep_setup_s=setup_s,
                compile_notes=list(server.notes))
@@ -185,7 +157,7 @@ def run_sweep(case: Case, artifacts_dir, phases: PhaseLog) -> dict[str, Any]:
     rec.update(sweep_fields(points, setup_s, _safe_compiles(server, None)))
     if compiled is not None:  # the last executable served: for a dynamic server, the one that served them all
         with phases.phase("artifacts"):
-            rec["artifacts"] = _save_artifacts(compiled, artifacts_dir)
+            rec["artifacts"] = save_artifacts(compiled, artifacts_dir)
     with phases.phase("gpu_state"):
         rec["gpu_state_after"] = gpu_state(case.device)
     return rec

@@ -1,4 +1,4 @@
-"""Which timing-gate policy a case runs under (run/gate.py), and why: `auto` picks it from how the case's
+"""Which timing-gate policy a case runs under (supervise/gate.py), and why: `auto` picks it from how the case's
 headline is timed.
 
 What disturbs timing on the H200 (benchmarks/gate_disturbance.py and configs/h200_checks.yaml, 2026-12-01):
@@ -21,15 +21,16 @@ while it compiles. On the CPU every figure is the host clock's and a compile tak
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
-from bakeoff.harness.run.gate import POLICIES
+from bakeoff.harness.config.timing import TimingConfig
+from bakeoff.harness.supervise.gate import POLICIES
 
 AUTO = "auto"
 REQUESTABLE = (AUTO, *POLICIES)
 
 
-def resolve_gate_policy(requested: str | None, device: str, timing: dict[str, Any],
+def resolve_gate_policy(requested: str | None, device: str, timing: TimingConfig | Mapping[str, Any],
                         timed_with_events: bool, backend: str, compile_on_device: str | None = None
                         ) -> tuple[str, str]:
     """(policy, reason) for a case on `device` with `timing` (the case's timing settings) whose backend
@@ -44,7 +45,7 @@ def resolve_gate_policy(requested: str | None, device: str, timing: dict[str, An
     if not device.startswith("cuda"):
         return "exclusive", ("auto: on the CPU every figure is read from the host clock, which a compile on another "
                              "core moves")
-    if not timing.get("profile", True):
+    if not TimingConfig.of(timing).profile:
         return "exclusive", "auto: timing.profile is off, so the headline is the pipelined host figure"
     why = ("auto: the headline (CUPTI span) reads the device's clock; other cases' device work waits while this "
            "case times, their host-side compiles do not (they moved CUPTI spans <= 0.6% on the H200)")

@@ -1,13 +1,13 @@
-"""The worker entry the orchestrator starts: join the device's timing gate, then run `bakeoff.harness.run.worker.main`.
+"""The worker entry the orchestrator starts: join the device's timing gate, then run `bakeoff.harness.worker.main`.
 
-``python -m bakeoff.harness.run.worker.entry CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` takes the same arguments as
+``python -m bakeoff.harness.worker.entry CASE_JSON OUT_JSON PHASE [ARTIFACTS_DIR]`` takes the same arguments as
 `worker.main`. Before anything heavy (importing torch and the compiler is itself a load on the CPU)
 it (1) asks Linux to kill it if the process that started it dies, so an orchestrator killed with SIGKILL
 leaves no worker behind, (2) gives its own session's scheduling group the nice value it inherited
 (`keep_niceness`), and (3) joins the gate named in the environment as a shared holder
-(harness/gate.py); it holds it until it exits, and exclusively while it times.
+(harness/supervise/gate.py); it holds it until it exits, and exclusively while it times.
 
-``python -m bakeoff.harness.run.worker.entry --spare READY_FILE`` starts a pre-started worker instead
+``python -m bakeoff.harness.worker.entry --spare READY_FILE`` starts a pre-started worker instead
 (worker/spare.py): it gets ready (imports, device context), then waits on its stdin for the one case it
 will run, and runs it exactly as above.
 """
@@ -19,6 +19,11 @@ from contextlib import nullcontext
 import signal
 import sys
 import time
+
+# Light modules only (no torch): this runs before the process asks to die with its parent.
+from bakeoff.harness.supervise.gate import current_gate, note
+from bakeoff.harness.worker.phases import ENV_PHASES_FILE, PhaseLog, spawned_at
+from bakeoff.harness.worker.spare import serve
 
 PR_SET_PDEATHSIG = 1
 ENV_PARENT = "BAKEOFF_PARENT_PID"
@@ -60,9 +65,6 @@ def keep_niceness() -> None:
 def run_case(argv: list[str]) -> int:
     """Join the gate, import the worker, run the case of `argv`. Phases go to the phase file named in the
     environment; `process_start` lasts from the spawn (or hand-over) until here."""
-    from bakeoff.harness.run.gate import current_gate
-    from bakeoff.harness.run.worker.phases import ENV_PHASES_FILE, PhaseLog, spawned_at
-
     gate = current_gate()
     phases = PhaseLog(os.environ.get(ENV_PHASES_FILE), lambda: gate.waited_s if gate is not None else 0.0)
     born = spawned_at()
@@ -72,10 +74,10 @@ def run_case(argv: list[str]) -> int:
         phases.add("process_start", max(time.time() - born, 0.0))
     if gate is not None:
         gate.enter_shared()
-    # Importing is host work: beside other cases' timing under `beside_compiles` (harness/run/gate.py).
+    # Importing is host work: beside other cases' timing under `beside_compiles` (harness/supervise/gate.py).
     with phases.phase("imports"), (gate.host_work() if gate is not None else nullcontext()):
-        import bakeoff.harness.run.worker.cold  # noqa: F401  (torch and the measuring code)
-        from bakeoff.harness.run.worker.main import main as worker_main
+        import bakeoff.harness.worker.cold  # noqa: F401  (torch and the measuring code)
+        from bakeoff.harness.worker.main import main as worker_main
     return worker_main(argv, phases)
 
 
@@ -83,8 +85,6 @@ def finish(code: int) -> None:
     """Exit at once once the record is written: flush what the worker printed, then skip the interpreter's
     teardown (atexit hooks, compile worker pools, module finalizers), which measures nothing and can take
     seconds with torch loaded. Nothing is left behind: the orchestrator kills the process group."""
-    from bakeoff.harness.run.gate import note
-
     note("exit")  # the kernel drops this process's locks as it exits
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -98,9 +98,7 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     keep_niceness()
     if argv and argv[0] == "--spare":
-        from bakeoff.harness.run.worker.spare import serve
-
-        finish(serve(argv[1]))
+        finish(serve(argv[1], run_case))
     finish(run_case(argv))
     return 0  # not reached
 

@@ -1,0 +1,80 @@
+"""The worker's stages without a worker process: a case crosses the process boundary as JSON with its typed
+settings; a failure's status follows one rule (a lazy compiler's failure in the first run is a compile error,
+an out-of-memory error is `oom` wherever it happens); a composition ends at the first failing stage."""
+from __future__ import annotations
+
+import pytest
+
+from bakeoff.harness.config.timing import TimingConfig
+from bakeoff.harness.plan.cases import Case, CaseSweep
+from bakeoff.harness.worker.compile_step import first_result
+from bakeoff.harness.worker.errors import FirstRunError, error_record
+from bakeoff.harness.worker.stages import StageFailed, failing_as
+
+
+def _case(**fields) -> Case:
+    base = dict(case_id="w/N=4/float32/eager", workload="w", preset="smoke", shape="N=4", dims={"N": 4},
+                dtype="float32", label="eager", device="cpu", graph={}, options={}, seeds=(0, 1),
+                timing={"budget_s": 0.5, "gate": "exclusive"}, timeout_s=60, warm_compile=False, flops=0,
+                bytes_moved=0)
+    return Case(**{**base, **fields})
+
+
+def test_a_case_round_trips_through_json_with_its_typed_settings():
+    sweep = CaseSweep("S", (128, 256), {"nodes": [], "outputs": []})
+    case = _case(sweep=sweep)
+    assert isinstance(case.timing, TimingConfig) and case.timing.budget_s == 0.5
+    assert case.timing.cuda_graph and case.timing.min_reps == TimingConfig().min_reps  # the model's defaults
+    back = Case.from_json(case.to_json())
+    assert back == case and back.timing == case.timing and back.sweep == sweep
+    assert isinstance(back.seeds, tuple) and isinstance(back.sweep.values, tuple)
+    with pytest.raises(ValueError):
+        _case(timing={"budget_s": -1})  # checked when the case is made, not when it is timed
+
+
+class _LazyCompilerError(Exception):
+    """Stands for an error torch.compile raises inside the first run."""
+
+
+_LazyCompilerError.__module__ = "torch._inductor.exc"
+
+
+class _Compiled:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+
+    def prepare(self, inputs):
+        return inputs
+
+    def run(self, prepared):
+        if self.error is not None:
+            raise self.error
+        return prepared
+
+    def sync(self) -> None:
+        pass
+
+
+def _status(make) -> dict:
+    try:
+        with failing_as("compile_error"):
+            first_result(make, [])
+    except StageFailed as failed:
+        return failed.fields
+    return {"status": "ok"}
+
+
+def test_a_failure_gets_its_status_by_one_rule():
+    def compile_fails():
+        raise ValueError("no kernel for this op")
+
+    assert _status(compile_fails)["status"] == "compile_error"
+    assert _status(lambda: _Compiled(RuntimeError("illegal memory access")))["status"] == "runtime_error"
+    lazy = _status(lambda: _Compiled(_LazyCompilerError("lowering failed")))
+    assert lazy["status"] == "compile_error" and lazy["reason"] == "_LazyCompilerError: lowering failed"
+    assert _status(lambda: _Compiled(RuntimeError("CUDA out of memory")))["status"] == "oom"
+    assert _status(lambda: _Compiled())["status"] == "ok"
+    try:
+        raise FirstRunError("x") from MemoryError()
+    except FirstRunError as exc:
+        assert error_record("runtime_error", exc)["status"] == "oom"
