@@ -5,7 +5,7 @@
     python benchmarks/harness_overhead.py --run-id A --run-id B [--db URL]     # two runs side by side
     python benchmarks/harness_overhead.py [...] --gate-trace FILE              # and what the timing gate did
 
-`--gate-trace FILE` reads the trace a run writes with BAKEOFF_GATE_TRACE=FILE (harness/run/gate.py) and splits
+`--gate-trace FILE` reads the trace a run writes with BAKEOFF_GATE_TRACE=FILE (harness/supervise/gate.py) and splits
 the run's time, moment by moment, into: timing (a worker holds the gate exclusively, by the phase it is in);
 blocked (a timer waits while other workers hold it shared: the moment is split among those holders, by backend
 and phase, which is what held timers off); device work (workers hold it shared, no timer waits); idle (nobody

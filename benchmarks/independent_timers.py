@@ -156,9 +156,39 @@ def jax_figures(workload: str, preset: str, dtype: str, platform: str, calls: in
 
 # --- IREE's own benchmark tool ------------------------------------------------------------------------
 
-def iree_benchmark(figures: dict, workload: str, preset: str, device: str) -> dict:
-    from iree_crosscheck import benchmark_compiled_ms
+def benchmark_module_ms(vmfb: Path, inputs: list[Path], device: str, reps: int) -> list[float]:
+    """Real time per call (ms) of each repetition iree-benchmark-module reports."""
+    import iree._runtime_libs as libs
 
+    exe = Path(libs.__file__).parent / "iree-benchmark-module"
+    args = [str(exe), f"--module={vmfb}", "--function=main", f"--device={device}",
+            f"--benchmark_repetitions={reps}", "--benchmark_format=json"]
+    args += [f"--input=@{p}" for p in inputs]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    runs = json.loads(out[out.index("{"):])["benchmarks"]
+    unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    return [b["real_time"] * unit[b["time_unit"]] for b in runs if b.get("run_type") == "iteration"]
+
+
+def benchmark_compiled_ms(compiled, graph, inputs, device: str, reps: int = 10) -> list[float]:
+    """iree-benchmark-module's real time per call (ms, one value per repetition) on the module bakeoff's iree
+    backend compiled (its StableHLO and flags, compiled again to a .vmfb) and the same inputs (.npy files)."""
+    import iree.compiler as ireec
+    import numpy as np
+
+    arts = compiled.artifacts()
+    with tempfile.TemporaryDirectory() as tmp:
+        vmfb = Path(tmp, "module.vmfb")
+        vmfb.write_bytes(ireec.compile_str(arts["stablehlo"], input_type="stablehlo", extra_args=arts["flags"]))
+        paths = []
+        for n, x in zip(graph.inputs, inputs):
+            p = Path(tmp, f"{n.attr('name')}.npy")
+            np.save(p, x.cpu().numpy())
+            paths.append(p)
+        return benchmark_module_ms(vmfb, paths, "local-task" if device == "cpu" else "cuda", reps=reps)
+
+
+def iree_benchmark(figures: dict, workload: str, preset: str, device: str) -> dict:
     graph = _graph(workload, preset, "float32")
     times = benchmark_compiled_ms(figures["_compiled"], graph, figures["_inputs"], device, reps=10)
     return {"iree_benchmark_module_ms": statistics.median(times), "repetitions": len(times)}

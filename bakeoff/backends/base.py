@@ -54,7 +54,7 @@ __all__ = ["Backend", "Compiled", "CompileInfo", "TensorSpec", "TorchCompiled", 
            "set_device_work", "user_cache_dir"]
 
 # What a compile marks as its device work (Backend.marks_device_work): the worker installs the timing gate's
-# (harness/run/gate.py device_work: the section holds the gate while the rest of the compile does not).
+# (harness/supervise/gate.py device_work: the section holds the gate while the rest of the compile does not).
 _device_work: Callable[[], ContextManager[Any]] = nullcontext
 
 
@@ -80,7 +80,7 @@ class Backend(ABC):
     timed_with_events: ClassVar[bool] = False
     # Whether `run` can be captured in a CUDA graph (torch.cuda.graph) for graph-replay timing.
     graph_capturable: ClassVar[bool] = False
-    # Why the process warm-up compile (harness/run/worker/process_setup.py) runs in the case's own process
+    # Why the process warm-up compile (harness/worker/process_setup.py) runs in the case's own process
     # rather than in a pre-started worker ahead of it (the record's `compile_setup_in_case_reason`).
     warmup_in_case_reason: ClassVar[str] = (
         "a pre-started worker gets ready before its case is dealt (cases come from one queue), so it cannot "
@@ -150,7 +150,7 @@ class Backend(ABC):
     def compile_times_on_device(cls, options: Mapping[str, Any] | BackendOptions | None) -> str | None:
         """Why a compile with `options` times work on the device (autotuning: candidate kernels or tactics
         timed while compiling), or None when it is host work and at most a first run of what it built. Under
-        the `beside_compiles` timing gate (harness/run/gate.py) a compile that returns None runs while other
+        the `beside_compiles` timing gate (harness/supervise/gate.py) a compile that returns None runs while other
         cases time; one that returns a reason holds the gate like any device work (all of it, unless the
         backend `marks_device_work`). A backend that says nothing is taken to time on the device."""
         return f"{cls.name} does not declare its compile free of device timing"

@@ -2,7 +2,7 @@
 
 A fresh Inductor process with empty cache folders (every cold and every warm worker) spends, before its first
 C++ kernel, time on two things that depend on the machine and its toolchain, never on the case (2-core CPU
-machine, torch 2.13, benchmarks/inductor_cpu_startup.py):
+machine, torch 2.13, docs/EVIDENCE.md):
 
 - Vector-ISA checks (torch/_inductor/cpu_vec_isa.py). For each ISA the CPU's flags report (AVX2, AVX-512,
   AVX-512 VNNI, AMX here) Inductor compiles a program using ATen's vectorized math into the cache folder and

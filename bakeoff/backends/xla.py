@@ -220,7 +220,7 @@ class XlaBackend(Backend):
         """None for a forward graph of elementwise and layout ops only (the process warm-up's tiny graph, the
         elementwise workloads): XLA's autotuner times GEMMs, convolutions and fused attention (their
         algorithms, tactics and Triton tilings), and such a graph compiles to loop fusions, none of which it
-        tunes (benchmarks/xla_autotune_check.py reads XLA's own dump of what it autotuned). Reductions keep
+        tunes (docs/EVIDENCE.md: XLA's own dump of what it autotuned). Reductions keep
         the gate: XLA may emit and tune them as Triton fusions."""
         if not grad and all(kind(n.op) in _UNTUNED_KINDS for n in graph.nodes):
             return None

@@ -3,7 +3,7 @@
 One row of `run_leases` per held run. Taking, renewing and releasing are single statements conditioned on
 the row's `token` (compare and swap), so two orchestrators racing for one run, from any folder or host, never
 both win. Times come from the database's clock, the one clock every host of a shared store agrees on.
-Whether a holder is alive is decided by the caller (harness/run/lease.py); this module only reads and swaps.
+Whether a holder is alive is decided by the caller (harness/run/lease_heartbeat.py); this module only reads and swaps.
 """
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ class TimingFields(_Group):
     sm_clock_mhz_max: int | None = doc("highest SM clock sampled, MHz")
     sm_clock_samples: int | None = doc("SM clock samples taken")
     sm_clock_error: str | None = doc("why the SM clock was not (fully) sampled")
-    # the timing gate (harness/run/gate.py)
+    # the timing gate (harness/supervise/gate.py)
     gate: str | None = doc("the device's timing gate")
     gate_policy: Literal["exclusive", "timers_only", "beside_compiles"] | None = doc(
         "exclusive: nothing else on the device while a case times; timers_only: only timing phases serialized; "
@@ -246,7 +246,7 @@ class DeviceState(_Group):
 
 
 class SweepFields(_Group):
-    """A shape sweep's serving (harness/run/worker/sweep.py; docs/MEASUREMENT.md "Shape sweeps")."""
+    """A shape sweep's serving (harness/worker/shape_sweep.py; docs/WORKLOADS.md "Shape sweeps")."""
 
     sweep: list[dict[str, JsonValue]] | None = doc(
         "one point per value in serving order: value, dims, new_shape, first_result_s (s), recompiled, "
@@ -283,7 +283,7 @@ class WarmFields(_Group):
 
 
 class ProcessFields(_Group):
-    """Facts of the processes around the case (harness/run/case_process.py, the executors)."""
+    """Facts of the processes around the case (harness/supervise/case_process.py, the executors)."""
 
     worker: Annotated[str | None, InTable(128)] = doc("the slot that ran it: 'cpu#0', 'cuda:1#0', "
                                                       "'ray:10.0.0.5/gpu3'")
@@ -334,11 +334,11 @@ GROUPS: tuple[type[_Group], ...] = (CaseFields, Outcome, CompileFields, CheckFie
 
 
 class ColdOutput(SweepFields, DeviceState, LoadFields, TimingFields, CheckFields, CompileFields, Outcome):
-    """What the cold worker writes (harness/run/worker/cold.py)."""
+    """What the cold worker writes (harness/worker/cold.py)."""
 
 
 class WarmOutput(WarmFields, Outcome):
-    """What the warm worker writes: its figures, or an error (harness/run/worker/main.py run_warm)."""
+    """What the warm worker writes: its figures, or an error (harness/worker/main.py run_warm)."""
 
 
 class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, SweepFields, DeviceState, LoadFields,

@@ -3,7 +3,7 @@
 runs: one row per `bakeoff run`. records: one row per case, written in one transaction when the case
 ends; its columns are the fields of the record model (results/record.py) marked `InTable`, and the other
 fields are kept in `details` (JSON). run_leases: the orchestrator holding each running run (its owner and
-heartbeat; harness/run/lease.py). ceilings: measured device ceilings per environment fingerprint
+heartbeat; harness/run/lease_heartbeat.py). ceilings: measured device ceilings per environment fingerprint
 (`bakeoff calibrate`).
 
 Versions (upgrades in results/migrations.py):
@@ -102,7 +102,7 @@ ceilings = Table(
     Column("environment", JSON),
 )
 
-# The lease of a run: held by one orchestrator at a time (harness/run/lease.py). Times are seconds on the
+# The lease of a run: held by one orchestrator at a time (harness/run/lease_heartbeat.py). Times are seconds on the
 # database's clock (one clock for every host); a lease whose heartbeat is older than its holder's `stale_s`
 # may be taken over.
 run_leases = Table(

@@ -236,7 +236,7 @@ class Store:
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(records).where(records.c.run_id == run_id)).scalar_one()
 
-    # the run lease (results/leases.py; harness/run/lease.py decides who is alive)
+    # the run lease (results/leases.py; harness/run/lease_heartbeat.py decides who is alive)
     def lease_holder(self, run_id: str) -> LeaseHolder | None:
         with self.engine.connect() as conn:
             return leases.holder(conn, run_id)
@@ -289,7 +289,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 # A transaction left open this long (seconds) belongs to a suspended or hung process: the server ends it, so
-# the row locks it holds (a run's lease, harness/run/lease.py) do not outlive it.
+# the row locks it holds (a run's lease, harness/run/lease_heartbeat.py) do not outlive it.
 IDLE_IN_TRANSACTION_S = 60
 
 

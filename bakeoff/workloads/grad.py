@@ -8,7 +8,7 @@ backend spends time on the loss's own reduction, and all do the same work.
 
 A step's executable takes the graph's inputs followed by one cotangent per output (the output's shape and
 dtype) and returns the graph's outputs followed by one gradient per differentiable input (`grad_inputs`, in
-graph order). The harness draws the cotangents as it draws the inputs (harness/run/worker/inputs.py), so
+graph order). The harness draws the cotangents as it draws the inputs (harness/worker/input_tensors.py), so
 they are the same for every backend of a case and every run of a seed. Outputs are named `out0`, `out1`,
 ... and gradients `grad:<input name>` in records and verdicts (`step_output_names`).
 """

@@ -12,8 +12,7 @@ so the kernels of call j are those that start after its first marker and before 
 overlapping it. The lead-in (LEAD_IN_MS of the target's own calls, unprofiled in effect: outside every
 marker pair; none for a call of LEAD_IN_NONE_FROM_MS or more, which loads the device itself) keeps the
 device loaded between profiled calls, as a steady loop does: after a pause a
-power-capped GPU runs a compute-bound call at a higher clock than it keeps under load (benchmarks/
-dobench_gap.py), and the pass would otherwise time every call after the pause of the syncs around the one
+power-capped GPU runs a compute-bound call at a higher clock than it keeps under load (docs/EVIDENCE.md), and the pass would otherwise time every call after the pause of the syncs around the one
 before it. Memory copies and memsets are not kernels (`is_kernel_event`) and count in neither number.
 """
 from __future__ import annotations

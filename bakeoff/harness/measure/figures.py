@@ -135,7 +135,7 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str,
 # Seconds of continuous load before the timer and before the CUPTI pass on a GPU when `timing.sustained_s` is
 # auto: a power-capped GPU runs a compute-bound call faster for the first tenths of a second of load than it
 # does after (on the H200, GEMM and attention figures taken right after a compile read 3-9% below
-# triton.testing.do_bench's 350 ms loop; benchmarks/dobench_gap.py), and a model's steady loop sees the latter.
+# triton.testing.do_bench's 350 ms loop; docs/EVIDENCE.md), and a model's steady loop sees the latter.
 AUTO_SUSTAINED_S = 0.3
 # Before the CUPTI pass the device has just run the timer, the host figures and the graph replay, which keep it
 # busy (half a second or more after the first load); a short top-up covers the gap before the pass, instead of the

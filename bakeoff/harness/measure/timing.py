@@ -79,7 +79,7 @@ class CacheFlusher:
 # one before it is read (waiting on its last event), so the device runs a device-bound call back to back, as
 # in triton.testing.do_bench's long loop. A pause would change the figure itself: on the power-capped H200 a
 # GEMM timed in batches of 5 behind a 1 ms rest read 5-9% faster than do_bench's loop, and as fast as
-# do_bench's loop once the rests were gone (benchmarks/dobench_gap.py).
+# do_bench's loop once the rests were gone (docs/EVIDENCE.md).
 EVENT_BATCH = 5
 
 

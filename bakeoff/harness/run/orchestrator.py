@@ -171,8 +171,8 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
 
 
 def clean_leftovers(console: Console) -> None:
-    """Delete the case folders that killed bakeoff processes on this machine left behind (harness/run/
-    leftovers.py): in the temporary folder, and cache folders under this working folder's runs."""
+    """Delete the case folders that killed bakeoff processes on this machine left behind
+    (harness/supervise/leftovers.py): in the temporary folder, and cache folders under this working folder's runs."""
     removed = clean_temporary() + clean_run_folders(ARTIFACTS_ROOT.resolve())
     if removed:
         names = ", ".join(str(p) for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")

@@ -18,7 +18,7 @@ to `wait_file`, so the orchestrator can leave it out of the worker's timeout.
 The orchestrator passes the gate to a worker in the environment: BAKEOFF_GATE (the prefix),
 BAKEOFF_GATE_WAIT (the wait file) and BAKEOFF_GATE_POLICY. Without a prefix the gate is a no-op.
 With BAKEOFF_GATE_TRACE (a file), every gated process appends what it does with the locks, and which
-phase it is in, one line per event (`EPOCH PID EVENT ...`): benchmarks/gate_timeline.py reads it to say
+phase it is in, one line per event (`EPOCH PID EVENT ...`): benchmarks/harness_overhead.py --gate-trace reads it to say
 how long the device was timed, waited for, or idle, and which work held timers off.
 
 Policies (`timing: {gate: ...}` in a config; `auto` is resolved per case, supervise/gate_policy.py, and the

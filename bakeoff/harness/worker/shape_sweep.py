@@ -1,5 +1,5 @@
-"""The cold run of a shape-sweep case: one server (backends/sweep.py), then every value of the swept dim in
-the order given, each checked and timed as a normal case is (docs/MEASUREMENT.md, "Shape sweeps").
+"""The cold run of a shape-sweep case: one server (backends/sweep_server.py), then every value of the swept dim in
+the order given, each checked and timed as a normal case is (docs/WORKLOADS.md, "Shape sweeps").
 
 Per point: inputs at that shape from the case's seeds (the same inits), eager's outputs and the shared
 float64 reference at that shape; then, synchronised, the time to the first result at that shape (the server's
