@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bakeoff.harness.measure.environment import _nvml, _nvml_handle
+from bakeoff.harness.measure import environment  # NVML through the module: one place to stand in for it
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # /proc/stat counts in clock ticks (usually 10 ms): a window shorter than this many ticks over all our CPUs
@@ -139,12 +139,12 @@ class GpuWatch:
         self.t0_us = int(time.time() * 1e6)
 
     def finish(self) -> None:
-        nv = _nvml()
+        nv = environment._nvml()
         if nv is None:
             self.error = "NVML unavailable"
             return
         try:
-            h = _nvml_handle(nv, int(self.device.split(":")[1]) if ":" in self.device else 0)
+            h = environment._nvml_handle(nv, int(self.device.split(":")[1]) if ":" in self.device else 0)
             procs = {int(p.pid) for p in nv.nvmlDeviceGetComputeProcesses(h)}
             try:
                 samples = nv.nvmlDeviceGetProcessUtilization(h, self.t0_us)
