@@ -108,9 +108,8 @@ class Outcome(_Group):
 class CompileFields(_Group):
     """The cold worker's compile, in a fresh process with empty caches."""
 
-    compile_s: Annotated[float | None, COLUMN] = doc("headline compile seconds: the compiler's own stages where "
-                                                     "the backend names them, else compile + prepare + first run + "
-                                                     "sync")
+    compile_s: Annotated[float | None, COLUMN] = doc("headline compile seconds: the compiler's own stages where the "
+                                                     "backend names them, else compile + prepare + first run + sync")
     compile_total_s: float | None = doc("seconds from the graph to the first result (compile, load or session, "
                                         "first run, sync)")
     compile_stages_s: dict[str, float] | None = doc("seconds per stage, as the backend reports them")
@@ -199,6 +198,8 @@ class TimingFields(_Group):
     sm_clock_mhz: float | None = doc("median SM clock during timing and profiling, MHz")
     sm_clock_mhz_min: int | None = doc("lowest SM clock sampled, MHz")
     sm_clock_mhz_max: int | None = doc("highest SM clock sampled, MHz")
+    headline_sm_clock_mhz_median: float | None = doc("median SM clock over the headline's samples, MHz")
+    headline_sm_clock_mhz_min: int | None = doc("lowest SM clock over the headline's samples, MHz")
     sm_clock_samples: int | None = doc("SM clock samples taken")
     sm_clock_error: str | None = doc("why the SM clock was not (fully) sampled")
     # the timing gate (harness/supervise/gate.py)
@@ -208,8 +209,7 @@ class TimingFields(_Group):
         "beside_compiles: no other device work while it times, other cases' host-side compiles go on")
     gate_policy_reason: str | None = doc("why the case ran under that policy (run/gate_policy.py; `auto` resolved)")
     gate_wait_s: float | None = doc("seconds waited for the timing gate before timing")
-    timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held "
-                                                           "alone")
+    timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held alone")
     compile_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds of the cold and warm "
                                                             "processes' compiles (compile_setup, compile), gate "
                                                             "waits inside them not counted")
@@ -230,10 +230,13 @@ class LoadFields(_Group):
     host_load_avg: tuple[float, float] | None = doc("1-minute load average at the window's start and end")
     gpu_other_processes: list[GpuProcess] | None = doc("other processes on the GPU during timing")
     gpu_process_error: str | None = doc("why NVML could not tell which processes used the GPU")
-    measurement_quality: Literal["clean", "noisy"] | None = doc("noisy when any noise rule fired")
+    measurement_quality: Literal["clean", "noisy"] | None = doc("the case's summary: noisy when any rule fired")
     noise_reasons: list[str] | None = doc("each noise rule that fired, with who and by how much")
-    latency_drift_rel: float | None = doc("spread of the backend's third-medians over the smallest (None: "
-                                          "under 15 samples)")
+    headline_quality: Literal["clean", "noisy"] | None = doc("the headline's own quality (marks and compare)")
+    headline_noise_reasons: list[str] | None = doc("each rule that fired for the headline")
+    host_quality: Literal["clean", "noisy"] | None = doc("the host-clock figures' quality (host load)")
+    host_noise_reasons: list[str] | None = doc("each rule that fired for the host-clock figures")
+    latency_drift_rel: float | None = doc("spread of the backend's third-medians over the smallest (None: <15)")
     eager_drift_rel: float | None = doc("the same for the interleaved eager")
     eager_iqr_rel: float | None = doc("the interleaved eager's interquartile range over its median")
 
@@ -274,8 +277,7 @@ class WarmFields(_Group):
     cache_files_before_warm: int | None = doc("cache files before the warm compile")
     cache_files_after_warm: int | None = doc("cache files after the warm compile")
     compile_stages_warm_s: dict[str, float] | None = doc("seconds per stage, warm")
-    compile_process_setup_warm_s: float | None = doc("seconds of the warm process's one-time start (the tiny "
-                                                     "graph)")
+    compile_process_setup_warm_s: float | None = doc("seconds of the warm process's one-time start (tiny graph)")
     cache_files_setup_warm: int | None = doc("files the tiny graph wrote to the cache folders, warm")
     compile_process_setup_warm_error: str | None = doc("why the tiny graph failed in the warm process")
     warm_check: CheckStatus | None = doc("the cache-loaded executable's output, checked like the first seed")
@@ -295,8 +297,7 @@ class ProcessFields(_Group):
     worker_start_reason: str | None = doc("why the cold worker started fresh")
     worker_start_warm: Literal["prestarted", "fresh"] | None = doc("the same for the warm worker")
     worker_start_warm_reason: str | None = doc("why the warm worker started fresh")
-    warmup_overlap_compile_s: float | None = doc("seconds spares were getting ready while the cold worker "
-                                                 "compiled")
+    warmup_overlap_compile_s: float | None = doc("seconds spares were getting ready while the cold worker compiled")
     warmup_overlap_compile_warm_s: float | None = doc("the same while the warm worker compiled")
     stderr_tail: str | None = doc("last 3000 characters of the cold worker's output")
     stderr_tail_warm: str | None = doc("last 3000 characters of the warm worker's output")
@@ -324,8 +325,7 @@ class RunFields(_Group):
 
 
 class LegacyFields(_Group):
-    legacy_fields: dict[str, JsonValue] | None = doc("fields of a stored record this bakeoff does not know (an "
-                                                     "older or newer writer), kept as read")
+    legacy_fields: dict[str, JsonValue] | None = doc("fields of a stored record this bakeoff does not know, kept")
 
 
 # The groups in export order.

@@ -10,7 +10,8 @@ For the backend and for eager beside it (paired: interleaved, measured the same 
   `min_reps`, once the timer's budget is spent: a long call needs no twenty);
 - on a GPU, for capturable backends, CUDA-graph replay (`graph_latency_ms`; about 2 ms of calls per graph,
   replayed up to 20 times within a quarter of the timer's budget, at least `min_reps` times);
-- the SM clock during the whole window (`sm_clock_mhz*`).
+- the SM clock during the whole window (`sm_clock_mhz*`), and over the CUPTI pass alone, the headline's own
+  samples (`headline_sm_clock_mhz_median`, `headline_sm_clock_mhz_min`; None on the CPU or without the span).
 
 The headline (`headline_ms`, `headline_method`): on a GPU, the CUPTI span, the one figure obtained the same way
 whatever stream or runtime a backend launches from, with the cache flushed before every call for all of them
@@ -181,14 +182,19 @@ def _device_figures(targets: list[TimedCall], device: str, timing: TimingConfig,
     figures by target name, or None and the profiler's error (also kept as `profile_error`)."""
     try:
         calls = timing.profile_calls
-        profiled = profile_device_time(targets, device, calls, timing.flush_l2, budget_s=timing.budget_s,
-                                       min_calls=min(calls, max(timing.min_reps, 3)))
+        with ClockSampler(device) as span_clock:  # the SM clock over the span's own samples (the headline's)
+            profiled = profile_device_time(targets, device, calls, timing.flush_l2, budget_s=timing.budget_s,
+                                           min_calls=min(calls, max(timing.min_reps, 3)))
     except Exception as exc:  # a profiler failure costs the device figures, not the case
         out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
         return None, out["profile_error"]
     for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
         if name in profiled:
             out.update(profiled[name].fields(prefix))
+    clk = span_clock.fields()
+    if "sm_clock_mhz" in clk:
+        out.update(headline_sm_clock_mhz_median=clk["sm_clock_mhz"],
+                   headline_sm_clock_mhz_min=clk["sm_clock_mhz_min"])
     lone = out["host_latency_ms"]
     out["launch_overhead_share"] = 1.0 - out["device_ms"] / lone if lone > 0 else None
     return profiled, None

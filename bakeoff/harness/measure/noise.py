@@ -17,6 +17,13 @@ A case is noisy when any of these holds (each reason names who and by how much):
   ten, or one of two cores half the time), or the timing thread waited for a CPU (runnable, not running)
   more than RUN_DELAY_LIMIT (5%) of the window: that wait is inside host-timed samples and delays dispatch.
 - Other GPU processes: NVML saw another process use the GPU during the timing window.
+These make `measurement_quality`, the case's overall summary. Each figure is also judged on its own:
+- `headline_quality` (with `headline_noise_reasons`): the headline's own samples (`device_span_samples` for
+  the CUPTI span, else the timer's `samples`) and the eager reference's headline samples, by the IQR and drift
+  rules above; other GPU processes; an SM-clock drop during the headline's samples (the lowest reading more than
+  CLOCK_DROP_LIMIT (10%) under their median); host load only where the headline is host-timed (not a
+  DEVICE_METHODS method). The terminal's "~", the report and `compare` read it.
+- `host_quality` (with `host_noise_reasons`): the host-clock figures, by host load alone.
 """
 from __future__ import annotations
 
@@ -28,6 +35,8 @@ DRIFT_FLOOR = 0.10
 DRIFT_MIN_SAMPLES = 15
 HOST_SHARE_LIMIT = 0.10
 RUN_DELAY_LIMIT = 0.05
+CLOCK_DROP_LIMIT = 0.10
+DEVICE_METHODS = ("cupti-span", "cupti-kernel-sum")  # headline methods read from the device, not the host
 
 
 def drift_limit(target_iqr: float) -> float:
@@ -62,37 +71,90 @@ def _targets(rec: dict[str, Any], paired: bool) -> list[tuple[str, list[float], 
     return out
 
 
+def _spread_reasons(who: str, samples: Sequence[float], iqr: float | None, target_iqr: float) -> list[str]:
+    """The IQR-target and drift reasons of one target's samples."""
+    reasons = []
+    if iqr is not None and iqr > target_iqr:
+        reasons.append(f"{who} IQR/median {iqr:.3g} missed the target {target_iqr:g} ({iqr / target_iqr:.3g}x)")
+    drift = drift_rel(samples)
+    if drift is not None and drift > drift_limit(target_iqr):
+        meds = [float(np.median(p)) for p in np.array_split(np.asarray(samples, dtype=np.float64), 3)]
+        reasons.append(f"{who} drifted during the case: medians of the first, middle and last third of its "
+                       f"{len(samples)} samples {meds[0]:.3g} / {meds[1]:.3g} / {meds[2]:.3g} ms differ by "
+                       f"{drift:.0%} (limit {drift_limit(target_iqr):.0%})")
+    return reasons
+
+
+def _host_load_reasons(rec: dict[str, Any]) -> list[str]:
+    """Host load over the timing window: other processes' CPU share, the timing thread's run delay."""
+    reasons = []
+    share, cpus = rec.get("host_other_cpu_share"), rec.get("host_cpus")
+    if share is not None and share > HOST_SHARE_LIMIT:
+        reasons.append(f"host load: other processes used {share * (cpus or 1):.2g} of {cpus} CPU(s) "
+                       f"({share:.0%}, limit {HOST_SHARE_LIMIT:.0%}) during timing")
+    delay = rec.get("host_run_delay_share")
+    if delay is not None and delay > RUN_DELAY_LIMIT:
+        reasons.append(f"host load: the timing thread waited for a CPU {delay:.0%} of the timing window "
+                       f"(limit {RUN_DELAY_LIMIT:.0%})")
+    return reasons
+
+
+def _gpu_reasons(rec: dict[str, Any]) -> list[str]:
+    """Other processes NVML saw on the GPU during the timing window."""
+    others = rec.get("gpu_other_processes")
+    if not others:
+        return []
+    pids = ", ".join(str(p.get("pid")) for p in others[:5]) + (", ..." if len(others) > 5 else "")
+    what = "held a context on" if any(p.get("activity") == "unknown" for p in others) else "used"
+    return [f"{len(others)} other process(es) {what} the GPU during timing (pid {pids})"]
+
+
+def _clock_reasons(rec: dict[str, Any]) -> list[str]:
+    """An SM-clock drop during the headline's samples."""
+    med, low = rec.get("headline_sm_clock_mhz_median"), rec.get("headline_sm_clock_mhz_min")
+    if not med or low is None or low >= med * (1.0 - CLOCK_DROP_LIMIT):
+        return []
+    return [f"SM clock dropped to {low:.0f} MHz during the headline's samples ({1 - low / med:.0%} under their "
+            f"median {med:.0f} MHz, limit {CLOCK_DROP_LIMIT:.0%})"]
+
+
+def headline_device_timed(rec: dict[str, Any]) -> bool:
+    """The headline is read from the device (the CUPTI span), which host load does not move."""
+    return rec.get("headline_method") in DEVICE_METHODS
+
+
+def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool) -> list[str]:
+    """What makes the headline itself noisy (module docstring)."""
+    device = headline_device_timed(rec)
+    key = "device_span_samples" if device else "samples"
+    mine = list(rec.get(key) or [])
+    iqr = rec.get("headline_iqr_rel", iqr_rel(mine) if mine else None)
+    reasons = _spread_reasons("backend headline", mine, iqr, target_iqr)
+    if paired:
+        eager = list(rec.get(f"eager_{key}") or [])
+        reasons += _spread_reasons("eager headline", eager, iqr_rel(eager), target_iqr)
+    host_timed = not device if rec.get("headline_method") else host_clock
+    return reasons + (_host_load_reasons(rec) if host_timed else []) + _gpu_reasons(rec) + _clock_reasons(rec)
+
+
 def assess(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool = True) -> dict[str, Any]:
-    """The record's measurement_quality ('clean' or 'noisy'), noise_reasons (list of text), and the numbers
-    judged: latency_drift_rel, eager_drift_rel and eager_iqr_rel (None where not judged). `paired` says an
-    eager reference was timed interleaved with the backend (every case but eager's own); `host_clock` that
-    the case's figures are read from the host clock (then host load makes it noisy)."""
+    """The record's measurement_quality ('clean' or 'noisy'; the case's overall summary), noise_reasons (list
+    of text), headline_quality and headline_noise_reasons (the headline alone), host_quality and
+    host_noise_reasons (the host-clock figures), and the numbers judged: latency_drift_rel, eager_drift_rel and
+    eager_iqr_rel (None where not judged). `paired` says an eager reference was timed interleaved with the
+    backend (every case but eager's own); `host_clock` that the case's timer figures are read from the host
+    clock (then host load makes the summary noisy)."""
     reasons: list[str] = []
     fields: dict[str, Any] = {}
     for who, samples, iqr in _targets(rec, paired):
         key = "latency" if who == "backend" else "eager"
         if key == "eager":
             fields["eager_iqr_rel"] = iqr
-        if iqr is not None and iqr > target_iqr:
-            reasons.append(f"{who} IQR/median {iqr:.3g} missed the target {target_iqr:g} ({iqr / target_iqr:.3g}x)")
-        drift = drift_rel(samples)
-        fields[f"{key}_drift_rel"] = drift
-        if drift is not None and drift > drift_limit(target_iqr):
-            meds = [float(np.median(p)) for p in np.array_split(np.asarray(samples, dtype=np.float64), 3)]
-            reasons.append(f"{who} drifted during the case: medians of the first, middle and last third of its "
-                           f"{len(samples)} samples {meds[0]:.3g} / {meds[1]:.3g} / {meds[2]:.3g} ms differ by "
-                           f"{drift:.0%} (limit {drift_limit(target_iqr):.0%})")
-    share, cpus = rec.get("host_other_cpu_share"), rec.get("host_cpus")
-    if host_clock and share is not None and share > HOST_SHARE_LIMIT:
-        reasons.append(f"host load: other processes used {share * (cpus or 1):.2g} of {cpus} CPU(s) "
-                       f"({share:.0%}, limit {HOST_SHARE_LIMIT:.0%}) during timing")
-    delay = rec.get("host_run_delay_share")
-    if host_clock and delay is not None and delay > RUN_DELAY_LIMIT:
-        reasons.append(f"host load: the timing thread waited for a CPU {delay:.0%} of the timing window "
-                       f"(limit {RUN_DELAY_LIMIT:.0%})")
-    others = rec.get("gpu_other_processes")
-    if others:
-        pids = ", ".join(str(p.get("pid")) for p in others[:5]) + (", ..." if len(others) > 5 else "")
-        what = "held a context on" if any(p.get("activity") == "unknown" for p in others) else "used"
-        reasons.append(f"{len(others)} other process(es) {what} the GPU during timing (pid {pids})")
-    return {"measurement_quality": "noisy" if reasons else "clean", "noise_reasons": reasons, **fields}
+        fields[f"{key}_drift_rel"] = drift_rel(samples)
+        reasons += _spread_reasons(who, samples, iqr, target_iqr)
+    host = _host_load_reasons(rec)
+    reasons += (host if host_clock else []) + _gpu_reasons(rec)
+    head = _headline_reasons(rec, target_iqr, paired, host_clock)
+    return {"measurement_quality": "noisy" if reasons else "clean", "noise_reasons": reasons,
+            "headline_quality": "noisy" if head else "clean", "headline_noise_reasons": head,
+            "host_quality": "noisy" if host else "clean", "host_noise_reasons": host, **fields}

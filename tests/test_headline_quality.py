@@ -1,0 +1,76 @@
+"""Quality per figure: the headline judged by its own samples and what can disturb its method, the host-clock
+figures by host load (harness/measure/noise.py), on synthetic records."""
+from __future__ import annotations
+
+import random
+
+from bakeoff.harness.measure.noise import assess
+
+
+def _samples(median: float, n: int = 30, spread: float = 0.01, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [median * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def _gpu_rec(**fields) -> dict:
+    """A quiet GPU case whose headline is the CUPTI span."""
+    rec = {"samples": _samples(1.0), "latency_iqr_rel": 0.01, "eager_samples": _samples(2.0, seed=1),
+           "headline_method": "cupti-span", "headline_iqr_rel": 0.01,
+           "device_span_samples": _samples(0.9, seed=2), "eager_device_span_samples": _samples(1.8, seed=3),
+           "host_other_cpu_share": 0.01, "host_cpus": 16, "host_run_delay_share": 0.001, "gpu_other_processes": [],
+           "headline_sm_clock_mhz_median": 1980.0, "headline_sm_clock_mhz_min": 1965}
+    rec.update(fields)
+    return rec
+
+
+def test_a_quiet_gpu_case_is_clean_in_every_figure():
+    q = assess(_gpu_rec(), target_iqr=0.05, paired=True, host_clock=False)
+    assert (q["measurement_quality"], q["headline_quality"], q["host_quality"]) == ("clean", "clean", "clean")
+    assert q["headline_noise_reasons"] == [] and q["host_noise_reasons"] == []
+
+
+def test_host_load_leaves_a_device_timed_headline_clean_and_marks_the_host_figures():
+    q = assess(_gpu_rec(host_other_cpu_share=0.75, host_run_delay_share=0.2), target_iqr=0.05, paired=True,
+               host_clock=True)  # a backend timed with the host clock: its timer figures are host figures
+    assert q["headline_quality"] == "clean"
+    assert q["host_quality"] == "noisy" and len(q["host_noise_reasons"]) == 2
+    assert q["measurement_quality"] == "noisy"  # the case's summary still says so
+
+
+def test_host_load_makes_a_host_timed_headline_noisy():
+    rec = {"samples": _samples(1.0), "latency_iqr_rel": 0.01, "eager_samples": _samples(2.0, seed=1),
+           "headline_method": "host-clock", "headline_iqr_rel": 0.01, "host_other_cpu_share": 0.5, "host_cpus": 2}
+    q = assess(rec, target_iqr=0.05, paired=True, host_clock=True)
+    assert q["headline_quality"] == "noisy" and "host load" in q["headline_noise_reasons"][0]
+    assert q["host_quality"] == "noisy"
+
+
+def test_a_drifting_span_series_is_noisy():
+    span = [0.9] * 10 + [1.0] * 10 + [1.2] * 10  # the level moved by a third during the headline's samples
+    q = assess(_gpu_rec(device_span_samples=span), target_iqr=0.05, paired=True, host_clock=False)
+    assert q["headline_quality"] == "noisy" and "backend headline drifted" in q["headline_noise_reasons"][0]
+    assert q["host_quality"] == "clean"
+
+
+def test_the_eager_references_drifting_headline_is_noisy():
+    span = [1.8] * 10 + [2.4] * 20
+    q = assess(_gpu_rec(eager_device_span_samples=span), target_iqr=0.05, paired=True, host_clock=False)
+    assert q["headline_quality"] == "noisy" and "eager headline" in q["headline_noise_reasons"][0]
+
+
+def test_another_gpu_process_makes_a_device_headline_noisy():
+    q = assess(_gpu_rec(gpu_other_processes=[{"pid": 4242, "activity": "used"}]), target_iqr=0.05, paired=True,
+               host_clock=False)
+    assert q["headline_quality"] == "noisy" and "4242" in q["headline_noise_reasons"][0]
+
+
+def test_an_sm_clock_drop_during_the_headline_is_a_reason():
+    q = assess(_gpu_rec(headline_sm_clock_mhz_min=1110), target_iqr=0.05, paired=True, host_clock=False)
+    assert q["headline_quality"] == "noisy"
+    assert any("SM clock dropped to 1110 MHz" in r for r in q["headline_noise_reasons"])
+
+
+def test_without_a_headline_method_the_host_clock_flag_decides():
+    q = assess({"samples": _samples(1.0), "latency_iqr_rel": 0.01, "host_other_cpu_share": 0.5, "host_cpus": 2},
+               target_iqr=0.05, paired=False, host_clock=False)
+    assert q["headline_quality"] == "clean" and q["host_quality"] == "noisy"
