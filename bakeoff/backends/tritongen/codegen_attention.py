@@ -102,6 +102,20 @@ class _Attn:
     def base(self, t) -> str:
         return f"{t.buffer} + {linear_offset('off_b', self.batch, t.strides[:-2])} + {t.offset}"
 
+    def softmax(self, masked: bool) -> list[str]:
+        """The block's scores `qk` masked (diagonal / ragged blocks), then the online-softmax update: m_new, p,
+        alpha, l_i."""
+        ind = "        "
+        out = []
+        if masked:
+            valid = f"(offs_n[None, :] < {self.sk})" + (" & (offs_n[None, :] <= offs_m[:, None])" if self.causal
+                                                        else "")
+            out.append(f'{ind}qk = tl.where({valid}, qk, -float("inf"))')
+        return out + [f"{ind}m_new = tl.maximum(m_i, tl.max(qk, 1) * {self.scale!r})  # running max, in log2 units",
+                      f"{ind}p = _exp2(qk * {self.scale!r} - m_new[:, None])  # scale folded into one FMA",
+                      f"{ind}alpha = _exp2(m_i - m_new)",
+                      f"{ind}l_i = l_i * alpha + tl.sum(p, 1)"]
+
     def block(self, masked: bool, tma: bool) -> list[str]:
         """One key block: scores, online-softmax update, P @ V; `masked` for the diagonal / ragged blocks."""
         k, v, sk, t = self.k, self.v, self.sk, self.target
@@ -116,14 +130,7 @@ class _Attn:
                        f"{k.strides[-1]}{km})")
         kw = t.dot_kwargs("attention")
         out.append(f"{ind}qk = tl.dot({t.dot_operand('q')}, {t.dot_operand('tl.trans(kt)')}{kw})")
-        if masked:
-            valid = f"(offs_n[None, :] < {sk})" + (" & (offs_n[None, :] <= offs_m[:, None])" if self.causal else "")
-            out.append(f'{ind}qk = tl.where({valid}, qk, -float("inf"))')
-        out += [f"{ind}m_new = tl.maximum(m_i, tl.max(qk, 1) * {self.scale!r})  # running max, in log2 units",
-                f"{ind}p = _exp2(qk * {self.scale!r} - m_new[:, None])  # scale folded into one FMA",
-                f"{ind}alpha = _exp2(m_i - m_new)",
-                f"{ind}l_i = l_i * alpha + tl.sum(p, 1)",
-                f"{ind}acc = acc * alpha[:, None]"]
+        out += self.softmax(masked) + [f"{ind}acc = acc * alpha[:, None]"]
         if tma:
             out.append(f"{ind}vt = v_desc.load([start_n, 0])")
         else:
@@ -156,14 +163,8 @@ class _Attn:
                f"{ind}qk = tl.dot(ql, tl.trans(kh){tf})  # small products first, from zero",
                f"{ind}qk = tl.dot(qh, tl.trans(kl), qk{tf})",
                f"{ind}qk = tl.dot(qh, tl.trans(kh), qk{tf})"]
-        if masked:
-            valid = f"(offs_n[None, :] < {self.sk})" + (" & (offs_n[None, :] <= offs_m[:, None])" if self.causal else "")
-            out.append(f'{ind}qk = tl.where({valid}, qk, -float("inf"))')
-        out += [f"{ind}m_new = tl.maximum(m_i, tl.max(qk, 1) * {self.scale!r})",
-                f"{ind}p = _exp2(qk * {self.scale!r} - m_new[:, None])",
-                f"{ind}alpha = _exp2(m_i - m_new)",
-                f"{ind}l_i = l_i * alpha + tl.sum(p, 1)",
-                f"{ind}ph = _tf32(p)",
+        out += self.softmax(masked)
+        out += [f"{ind}ph = _tf32(p)",
                 f"{ind}pl = _tf32(p - ph)",
                 f"{ind}vh = vhi_desc.load([0, start_n])",
                 f"{ind}vl = vlo_desc.load([0, start_n])",
