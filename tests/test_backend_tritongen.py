@@ -528,6 +528,15 @@ def test_gluon_attention_twin_is_generated_for_hopper_16bit_causal_contiguous_he
         if want:
             first = candidates(src, dtype, sms=132)[0]
             assert first.get("GLUON") and launches(src, first) == [("k0_attention_gl", (32, 256), src.gluon, {})]
+    import bakeoff.backends.tritongen.codegen_attention as codegen_attention
+
+    missing = codegen_attention.gluon_missing
+    try:  # a Triton without Gluon's Hopper API: no twin, the template's kernel runs
+        codegen_attention.gluon_missing = lambda: "no Gluon here"
+        plan = fuse(bind(w.graph, w.presets["gpu"], "bfloat16"))
+        assert generate_all(plan, target_from_options({}, False, "bfloat16", 90))[0].gluon is None
+    finally:
+        codegen_attention.gluon_missing = missing
     ok = [contiguous(n, (2, 3, 256, 128)) for n in "qkvo"]
     assert gluon_attention_reason(256, 256, 128, 128, True, "float16", ok) is None
     assert gluon_attention_reason(256, 256, 128, 128, False, "float16", ok) == "not causal"

@@ -1,6 +1,8 @@
-"""Which attention cases the Gluon kernel (gluon_attention.py) computes: decided without importing Triton."""
+"""Which attention cases the Gluon kernel (gluon_attention.py) computes: the case's facts decided without
+importing Triton; whether this Triton has the Gluon API the kernel uses, checked once (GPU codegen only)."""
 from __future__ import annotations
 
+import functools
 import math
 
 BLOCK = 128  # the kernel's query and key tile rows (one diagonal block per query block)
@@ -23,3 +25,24 @@ def gluon_attention_reason(sq, sk, d, dv, causal: bool, dtype: str, views: list)
         if v.offset or v.strides[-1] != 1 or v.strides[-2] != HEAD_D or tuple(v.strides[:-2]) != expect:
             return f"{v.buffer}: not [heads, seq, 128] with contiguous rows"
     return None
+
+
+@functools.cache
+def gluon_missing() -> str | None:
+    """None when this Triton has the Gluon API gluon_attention uses (Hopper wgmma, TMA, mbarriers, warp
+    specialisation, host tensor descriptors), else what is missing."""
+    try:
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.language.nvidia import hopper
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+    except Exception as exc:  # an older Triton: the template's kernel runs instead
+        return f"no Gluon Hopper API in this Triton: {type(exc).__name__}: {str(exc)[:120]}"
+    need = [(hopper, "warpgroup_mma"), (hopper, "warpgroup_mma_wait"), (hopper, "mbarrier"), (hopper, "tma"),
+            (hopper, "fence_async_shared"), (gl, "warp_specialize"), (gl, "NVMMADistributedLayout")]
+    missing = [name for mod, name in need if not hasattr(mod, name)]
+    if not (hasattr(gl, "barrier") or hasattr(gl, "thread_barrier")):
+        missing.append("barrier")
+    if hasattr(hopper, "tma") and not (hasattr(hopper.tma, "async_load")
+                                       or hasattr(hopper.tma, "async_copy_global_to_shared")):
+        missing.append("tma.async_load")
+    return f"this Triton's Gluon lacks {', '.join(missing)}" if missing else None
