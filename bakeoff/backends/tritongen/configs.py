@@ -80,8 +80,8 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
         out = (big if s["m"] * s["n"] >= 2048 * 2048 and big else out)[:2]
         splitk = _split_k(src, dtype, device, sms, out)
         if src.split:  # float32: the pre-split 3xTF32 twins first, then the SIMT pointer kernel, then the rest
-            return _split_tiles(src)[:1] + splitk + _split_tiles(src)[1:] + out[:1] + _tma_twins(src, dtype, device,
-                                                                                                 sms, out[1:])
+            split = _split_tiles(src)
+            return split[:1] + splitk + split[1:] + out[:1] + _tma_twins(src, dtype, device, sms, out[1:])
         if splitk:  # split-K first: the tiles alone leave most multiprocessors idle, or K is too long to chain
             return splitk + out
         if src.variant == "tma":  # 16-bit: persistent TMA first (it won on the H200), pointers, then the rest;

@@ -113,9 +113,7 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
         gen = torch.Generator(device=device)
         gen.manual_seed(0)
         tensors = {b.name: torch.randn(b.shape, generator=gen, device=device, dtype=torch.float32)
-                   .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}
-        tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
-                        for s in sources for name, shape in s.scratch()})
+                   .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}  # scratch: per config, _search_kernel
     chosen, notes = [], []
     seen: dict[tuple, Config] = {}  # same kind and sizes (e.g. the Q, K, V projections): one search
     for src, module in zip(sources, modules):
