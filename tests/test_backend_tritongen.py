@@ -541,8 +541,36 @@ def test_gluon_attention_twin_is_generated_for_hopper_16bit_causal_contiguous_he
     assert gluon_attention_reason(256, 256, 128, 128, True, "float16", ok) is None
     assert gluon_attention_reason(256, 256, 128, 128, False, "float16", ok) == "not causal"
     assert gluon_attention_reason(200, 200, 128, 128, True, "float16", ok).startswith("needs sq = sk")
-    interleaved = ok[:1] + [ok[1].__class__("k", (2, 3, 256, 128), (3 * 256 * 128, 128, 3 * 128, 1), 0)] + ok[2:]
-    assert "not [heads, seq, 128]" in gluon_attention_reason(256, 256, 128, 128, True, "float16", interleaved)
+    mixed = ok[:1] + [ok[1].__class__("k", (2, 3, 256, 128), (3 * 256 * 128, 128, 3 * 128, 1), 0)] + ok[2:]
+    assert "strides differ" in gluon_attention_reason(256, 256, 128, 128, True, "float16", mixed)
+
+
+def test_gluon_attention_reads_heads_in_place_from_contiguous_and_projection_layouts():
+    """tma_rows finds each head of q/k/v/o in one 2-D view of its buffer: [heads, seq, 128] buffers (rows of 128)
+    and a projection's [batch, seq, heads * 128] read as heads (attn_block: rows of heads * 128, head h at column
+    h * 128); a head whose 128 columns would cross a row, or more leading dims than merge, is not covered."""
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.gluon_support import tma_rows
+    from bakeoff.backends.tritongen.views import View, contiguous
+
+    assert tma_rows([contiguous(n, (2, 3, 256, 128)) for n in "qkvo"]) == (6, 0, 256 * 128, 128)
+    proj = [View(n, (2, 3, 256, 128), (256 * 384, 128, 384, 1), 0) for n in "qkvo"]
+    assert tma_rows(proj, [2 * 256 * 384] * 4) == (3, 256 * 384, 128, 384)
+    b, h, s, ss = 2, 3, 256, 3 * 128 + 64  # padded rows: head 2 ends at column 384 <= 448, covered
+    assert tma_rows([View(n, (b, h, s, 128), (s * ss, 128, ss, 1), 0) for n in "qkvo"]) == (h, s * ss, 128, ss)
+    crossing = [View(n, (2, 3, 256, 128), (256 * 320, 96, 320, 1), 0) for n in "qkvo"]  # head 2: columns 192..319
+    assert tma_rows(crossing) == (3, 256 * 320, 96, 320)
+    crossing = [View(n, (2, 4, 256, 128), (256 * 320, 96, 320, 1), 0) for n in "qkvo"]  # head 3: 288..415 > 320
+    assert "cross a row" in tma_rows(crossing)
+    five = [View(n, (2, 2, 3, 256, 128), (7 * 3 * 256 * 128, 3 * 256 * 128 + 64, 256 * 128, 128, 1), 0) for n in "qkvo"]
+    assert "two leading dims" in tma_rows(five)
+    w = builtin_workloads()["attn_block"]
+    for dtype in ("bfloat16", "float16"):
+        plan = fuse(bind(w.graph, w.presets["gpu"], dtype))
+        src = [s for s in generate_all(plan, target_from_options({}, False, dtype, 90)) if s.kernel.kind == "attention"]
+        assert src[0].gluon and "_GluonLaunch(2048, 256, 0.12751743082459868, (32, 8388608, 128, 4096))" in src[0].text
 
 
 def test_gluon_attention_compiles_for_sm90_with_the_softmax_under_the_mma():
@@ -555,6 +583,7 @@ def test_gluon_attention_compiles_for_sm90_with_the_softmax_under_the_mma():
 
     code = ("import json; from bakeoff.backends.tritongen.gluon_attention import compile_offline; "
             "ck = compile_offline('bfloat16', seq=1024); "
+            "compile_offline('float16', seq=256, rows=(3, 256 * 384, 128, 384)); "  # heads read from projections
             "print(json.dumps({'ptx': ck.asm['ptx'], 'shared': ck.metadata.shared}))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this module runs interpreted
     env["PYTHONPATH"] = os.pathsep.join(sys.path)
@@ -564,3 +593,30 @@ def test_gluon_attention_compiles_for_sm90_with_the_softmax_under_the_mma():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert "wgmma.wait_group.sync.aligned 1" in got["ptx"] and "setmaxnreg" in got["ptx"]
     assert "cp.async.bulk.tensor" in got["ptx"] and got["shared"] <= 232448
+
+
+def test_kernels_equal_up_to_names_run_one_compiled_function_on_their_own_buffers():
+    """attn_block's Q, K and V projections generate one matmul three times (other buffer and node names): they
+    share the first one's jit functions (imported, searched and compiled once), each launched on its own buffers
+    and, pre-split, its own operand planes; the out-projection (a residual epilogue) keeps its own; the artifacts
+    keep every kernel's own source; the block still matches float64."""
+    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.shared import shared_kernels
+
+    w = builtin_workloads()["attn_block"]
+    g = bind(w.graph, w.presets["smoke"], "float32")
+    gpu = generate_all(fuse(bind(w.graph, w.presets["gpu"], "float32")), target_from_options({}, False, "float32", 90))
+    shared = shared_kernels(gpu)
+    assert [s.fn for s in shared] == ["k0_rowreduce", "k1_matmul", "k1_matmul", "k1_matmul", "k4_attention",
+                                      "k5_matmul"]
+    assert shared[2].params == gpu[2].params and shared[2].scratch() == gpu[2].scratch()
+    assert shared[2].split["launches"][1][2] == ("in_wk", "k2_matmul_bhi", "k2_matmul_blo")
+    compiled = _compile(g)
+    fns = [s.fn for s in compiled.steps]
+    assert fns[1] is fns[2] is fns[3] and fns[4] is not fns[1]
+    assert [s.params[1] for s in compiled.steps[1:4]] == ["in_wq", "in_wk", "in_wv"]
+    assert "def k2_matmul(" in compiled.artifacts()["k2_matmul.py"]
+    xs = make_inputs(g, 3, "cpu")
+    assert _rel_l2_vs_fp64(g, compiled(*xs), xs) < 1e-5

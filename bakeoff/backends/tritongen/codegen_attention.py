@@ -17,7 +17,7 @@ import math
 from bakeoff.workloads.decompose import sdpa_scale
 
 from bakeoff.backends.tritongen.codegen_split import Planes, padded, split_info
-from bakeoff.backends.tritongen.gluon_support import gluon_attention_reason, gluon_missing
+from bakeoff.backends.tritongen.gluon_support import gluon_attention_reason, gluon_missing, tma_rows
 from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, wide
 from bakeoff.backends.tritongen.indexing import linear_offset
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
@@ -76,12 +76,14 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
             lines += ["", ""] + p.function(fn, i64)
         lines += ["", ""] + a.split_function()
     gluon = None
+    numels = [math.prod(int(x) for x in plan.buffer(t.buffer).shape) for t in (q, k, v, o)]
     if target.arch == 90 and not target.interpret and gluon_attention_reason(
-            sq, sk, d, dv, a.causal, target.dtype, [q, k, v, o]) is None and gluon_missing() is None:
+            sq, sk, d, dv, a.causal, target.dtype, [q, k, v, o], numels) is None and gluon_missing() is None:
         gluon = (q.buffer, k.buffer, v.buffer, o.buffer)
         lines += ["", "", "# Hopper: the warp-specialised Gluon kernel (gluon_attention.py), picked by GLUON=1",
                   "from bakeoff.backends.tritongen.gluon_attention import Launch as _GluonLaunch  # noqa: E402",
-                  f"{kernel.name}_gl = _GluonLaunch({sq}, {math.prod(batch)}, {a.scale!r})"]
+                  f"{kernel.name}_gl = _GluonLaunch({sq}, {math.prod(batch)}, {a.scale!r}, "
+                  f"{tma_rows([q, k, v, o], numels)!r})"]
     text = header(f"attention kernel {kernel.name}", target) + "\n".join(lines) + "\n"
     return KernelSource(kernel, kernel.name, text, kernel.buffers(), {"sq": sq, "sk": sk, "heads": math.prod(batch),
                                                                       "d": d}, "tma" if tma else "", split=info,

@@ -52,20 +52,20 @@ def _softmax(s, m_i, scale, MASK: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: 
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, q_row, base,
-              n_blk, STAGES: gl.constexpr, BLOCK_N: gl.constexpr):
+              col, n_blk, STAGES: gl.constexpr, BLOCK_N: gl.constexpr):
     """Q once, then K/V block n_blk-1-i into slot i % STAGES once both consumers released it."""
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    _tma_load(q_desc, [q_row, 0], q_bar, q_smem)
+    _tma_load(q_desc, [q_row, col], q_bar, q_smem)
     for i in range(n_blk):
         slot = i % STAGES
         eph = ((i // STAGES) & 1) ^ 1  # the first STAGES uses wait on the phase before the first: no wait
         row = base + (n_blk - 1 - i) * BLOCK_N
         mbarrier.wait(k_empty.index(slot), eph, pred=i >= STAGES)
         mbarrier.expect(k_bar.index(slot), k_desc.block_type.nbytes)
-        _tma_load(k_desc, [row, 0], k_bar.index(slot), k_smem.index(slot))
+        _tma_load(k_desc, [row, col], k_bar.index(slot), k_smem.index(slot))
         mbarrier.wait(v_empty.index(slot), eph, pred=i >= STAGES)
         mbarrier.expect(v_bar.index(slot), v_desc.block_type.nbytes)
-        _tma_load(v_desc, [row, 0], v_bar.index(slot), v_smem.index(slot))
+        _tma_load(v_desc, [row, col], v_bar.index(slot), v_smem.index(slot))
 
 
 @gluon.jit
@@ -117,7 +117,7 @@ def _consume(q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, n_bl
 
 
 @gluon.jit
-def _consumer(o_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, n_blk, scale, q_row,
+def _consumer(o_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, n_blk, scale, q_row, col,
               WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_D: gl.constexpr,
               dtype: gl.constexpr):
     """Warpgroup WG: query rows 64 * WG .. of the tile; stores its own 64 output rows by TMA."""
@@ -127,14 +127,17 @@ def _consumer(o_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_em
     q_sub.store(out.to(dtype))
     fence_async_shared()
     _barrier()
-    _tma_store(o_desc, [q_row + 64 * WG, 0], q_sub)
+    _tma_store(o_desc, [q_row + 64 * WG, col], q_sub)
     tma.store_wait(pendings=0)
 
 
 @gluon.jit
-def attention_ws(q_desc, k_desc, v_desc, o_desc, scale, SEQ: gl.constexpr, STAGES: gl.constexpr,
-                 REGS: gl.constexpr, num_warps: gl.constexpr):
-    """Causal attention, grid (SEQ / 128, heads); q/k/v descriptors over [heads * SEQ, 128], o's block 64 rows."""
+def attention_ws(q_desc, k_desc, v_desc, o_desc, scale, SEQ: gl.constexpr, HEADS: gl.constexpr, SB: gl.constexpr,
+                 SH: gl.constexpr, SS: gl.constexpr, STAGES: gl.constexpr, REGS: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """Causal attention, grid (SEQ / 128, heads); q/k/v/o descriptors over 2-D views [numel / SS, SS] of their
+    buffers (gluon_support.tma_rows: head i starts at offset (i // HEADS) * SB + (i % HEADS) * SH), o's block
+    64 rows."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
@@ -143,7 +146,9 @@ def attention_ws(q_desc, k_desc, v_desc, o_desc, scale, SEQ: gl.constexpr, STAGE
     gl.static_assert(BLOCK_M == 128)
     gl.static_assert(num_warps == 4)
     start_m = gl.num_programs(0) - 1 - gl.program_id(0)
-    base = gl.program_id(1) * SEQ
+    off = (gl.program_id(1) // HEADS) * SB + (gl.program_id(1) % HEADS) * SH
+    base = off // SS
+    col = off % SS
     q_row = base + start_m * BLOCK_M
     n_blk = (start_m * BLOCK_M + BLOCK_M) // BLOCK_N
 
@@ -164,12 +169,12 @@ def attention_ws(q_desc, k_desc, v_desc, o_desc, scale, SEQ: gl.constexpr, STAGE
     fence_async_shared()
 
     gl.warp_specialize([
-        (_consumer, (o_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, n_blk, scale, q_row,
+        (_consumer, (o_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, n_blk, scale, q_row, col,
                      0, STAGES, BLOCK_N, HEAD_D, dtype)),
-        (_consumer, (o_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, n_blk, scale, q_row,
+        (_consumer, (o_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, n_blk, scale, q_row, col,
                      1, STAGES, BLOCK_N, HEAD_D, dtype)),
         (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_bar, v_bar, k_empty, v_empty, q_row,
-                     base, n_blk, STAGES, BLOCK_N)),
+                     base, col, n_blk, STAGES, BLOCK_N)),
     ], [4, 1], [REGS, 24])
 
     mbarrier.invalidate(q_bar)
@@ -189,52 +194,53 @@ def _layout(rows: int, dtype: Any) -> Any:
 
 class Launch:
     """What the launcher calls like a jit function: `launch[grid](q, k, v, o)` builds host TMA descriptors over
-    [heads * seq, 128] views of the buffers and launches `attention_ws` (its own grid; `grid` is ignored);
-    `warmup` compiles it for the buffers (or their dtypes)."""
+    2-D views [numel / SS, SS] of the buffers (`rows`: gluon_support.tma_rows' HEADS, SB, SH, SS) and launches
+    `attention_ws` (its own grid; `grid` is ignored); `warmup` compiles it for the buffers (or their dtypes)."""
 
-    def __init__(self, seq: int, heads: int, scale_log2: float) -> None:
-        self.seq, self.heads, self.scale = seq, heads, scale_log2
+    def __init__(self, seq: int, heads: int, scale_log2: float, rows: tuple[int, int, int, int] = (1, 0, 0, 0)
+                 ) -> None:
+        self.seq, self.scale = seq, scale_log2
         self.grid = (seq // BLOCK, heads)
+        h, sb, sh, ss = rows if rows[3] else (1, seq * HEAD_D, 0, HEAD_D)  # default: [heads, seq, 128]
+        self.consts = {"SEQ": seq, "HEADS": h, "SB": sb, "SH": sh, "SS": ss, "STAGES": STAGES,
+                       "REGS": CONSUMER_REGS, "num_warps": 4}
 
     def __getitem__(self, grid: Any) -> Any:
         return self._run
 
-    @staticmethod
-    def _descs(rows: int, tensors: tuple) -> list:
+    def _descs(self, tensors: tuple) -> list:
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-        return [TensorDescriptor.from_tensor(t.view(rows, HEAD_D), [r, HEAD_D], _layout(r, t.dtype))
+        ss = self.consts["SS"]
+        return [TensorDescriptor.from_tensor(t.view(-1, ss), [r, HEAD_D], _layout(r, t.dtype))
                 for t, r in zip(tensors, (BLOCK, BLOCK, BLOCK, 64))]
 
     def _run(self, q: Any, k: Any, v: Any, o: Any, **_: Any) -> Any:
-        return attention_ws[self.grid](*self._descs(self.heads * self.seq, (q, k, v, o)), self.scale, SEQ=self.seq,
-                                       STAGES=STAGES, REGS=CONSUMER_REGS, num_warps=4)
+        return attention_ws[self.grid](*self._descs((q, k, v, o)), self.scale, **self.consts)
 
     def warmup(self, q: Any, k: Any, v: Any, o: Any, **_: Any) -> Any:
-        """Compile for these buffers; given dtypes, 128-row tensors of that dtype stand in (the descriptors'
+        """Compile for these buffers; given dtypes, one-block tensors of that dtype stand in (the descriptors'
         shapes are launch arguments, not compile-time facts)."""
         import torch
 
-        rows = self.heads * self.seq
         if isinstance(q, torch.dtype):
-            q, k, v, o = (torch.empty((BLOCK, HEAD_D), dtype=t, device="cuda") for t in (q, k, v, o))
-            rows = BLOCK
-        return attention_ws.warmup(*self._descs(rows, (q, k, v, o)), self.scale, SEQ=self.seq, STAGES=STAGES,
-                                   REGS=CONSUMER_REGS, num_warps=4, grid=self.grid)
+            q, k, v, o = (torch.empty((BLOCK, self.consts["SS"]), dtype=t, device="cuda") for t in (q, k, v, o))
+        return attention_ws.warmup(*self._descs((q, k, v, o)), self.scale, **self.consts, grid=self.grid)
 
 
-def compile_offline(dtype: str = "bfloat16", seq: int = 4096, arch: int = 90) -> Any:
-    """Triton's CompiledKernel of `attention_ws` for sm_`arch`, compiled without a GPU (no interpreter runs
-    Gluon: this is the CPU's check of the kernel)."""
+def compile_offline(dtype: str = "bfloat16", seq: int = 4096, arch: int = 90,
+                    rows: tuple[int, int, int, int] = (1, 0, 0, 0)) -> Any:
+    """Triton's CompiledKernel of `attention_ws` for sm_`arch` (`rows` as Launch's), compiled without a GPU (no
+    interpreter runs Gluon: this is the CPU's check of the kernel)."""
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     tdt, short = (torch.bfloat16, "bf16") if dtype == "bfloat16" else (torch.float16, "fp16")
-    rows = {"q_desc": BLOCK, "k_desc": BLOCK, "v_desc": BLOCK, "o_desc": 64}
-    sig = {a: f"tensordesc<{short}[{r}, {HEAD_D}],{_layout(r, tdt)!r}>" for a, r in rows.items()}
-    consts = {"SEQ": seq, "STAGES": STAGES, "REGS": CONSUMER_REGS, "num_warps": 4}
+    sizes = {"q_desc": BLOCK, "k_desc": BLOCK, "v_desc": BLOCK, "o_desc": 64}
+    sig = {a: f"tensordesc<{short}[{r}, {HEAD_D}],{_layout(r, tdt)!r}>" for a, r in sizes.items()}
+    consts = Launch(seq, 1, 1.0, rows).consts
     sig |= {"scale": "fp32"} | {c: "constexpr" for c in consts}
     return triton.compile(GluonASTSource(attention_ws, sig, constexprs=consts), target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": 4})

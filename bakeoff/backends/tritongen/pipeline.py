@@ -15,6 +15,7 @@ from bakeoff.backends.tritongen.codegen import generate_all
 from bakeoff.backends.tritongen.configs import scratch
 from bakeoff.backends.tritongen.source import CodegenTarget
 from bakeoff.backends.tritongen.fusion import fuse
+from bakeoff.backends.tritongen.shared import shared_kernels
 from bakeoff.backends.tritongen.launcher import TritonGenCompiled, build_steps
 
 
@@ -47,7 +48,9 @@ def tuned_kernels(t: "Stages", plan: Any, sources: list, device: str, target: Co
                   device_name: str, loaded: Callable[[list], None] | None = None) -> tuple:
     """Stage 3, timed by `t`: write and import the sources (3a), search or read the configs (3b), compile the
     winners on a GPU (3c). `loaded(modules)` is called between 3a and 3b. Returns (modules, configs, cache hit,
-    tuning log, compiled winners or None)."""
+    tuning log, compiled winners or None). Kernels equal up to names run the first one's functions
+    (shared.shared_kernels): imported, searched and compiled once."""
+    sources = shared_kernels(sources)
     modules = t("compile", tune.load_kernels, sources, tune.cache_dir())              # 3a. write + import
     if loaded is not None:
         loaded(modules)

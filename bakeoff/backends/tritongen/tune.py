@@ -129,7 +129,8 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
 def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: dict[str, Any], device: str,
                    notes: list[str]) -> Config:
     """The fastest of `cfgs` for one kernel: each compiled first (host work), then all timed inside
-    `device_work()`; failures and times go to `notes`."""
+    `device_work()`, SEARCH_ROUNDS interleaved rounds, each judged by its fastest; failures and times go to
+    `notes`."""
     import torch
     from triton.testing import do_bench
 
@@ -147,24 +148,36 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
     if unbuilt:
         notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
                      f"in the timed part (first: {unbuilt[0]})")
-    best, best_ms = None, float("inf")
+    rounds: list[list[float]] = [[] for _ in cfgs]
     with device_work():
-        for cfg in cfgs:
-            try:
-                ms = _median_ms(do_bench, lambda: launch(module, src, cfg, tensors))
-            except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
-                notes.append(_failed(src, cfg, exc))
-                continue
-            tried = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
-            notes.append(f"tune {src.fn} {tried}: {ms:.4f} ms")
-            if ms < best_ms:
-                best, best_ms = cfg, ms
+        for _ in range(SEARCH_ROUNDS):
+            for cfg, got in zip(cfgs, rounds):
+                if got and got[0] is None:  # failed in an earlier round
+                    continue
+                try:
+                    got.append(_median_ms(do_bench, lambda: launch(module, src, cfg, tensors)))
+                except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
+                    notes.append(_failed(src, cfg, exc))
+                    got.append(None)
+    best, best_ms = None, float("inf")
+    for cfg, got in zip(cfgs, rounds):
+        if not got or got[0] is None:
+            continue
+        tried = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
+        notes.append(f"tune {src.fn} {tried}: {min(got):.4f} ms (rounds {'/'.join(f'{x:.4f}' for x in got)})")
+        if min(got) < best_ms:
+            best, best_ms = cfg, min(got)
     if best is None:
         raise RuntimeError(f"tritongen: no config of {src.fn} compiled ({notes[-1] if notes else ''})")
     return best
 
 
 SEARCH_REP_MS, SEARCH_MIN_RUNS = 20, 5
+# Each candidate is timed in SEARCH_ROUNDS interleaved rounds and judged by its fastest round: beside other
+# cases' device work (bakeoff --jobs N holds the gate shared during searches), one round can catch another
+# process's kernels; the H200 run that showed it picked the template over the Gluon attention kernel (2.62
+# against 1.99 ms when timed alone).
+SEARCH_ROUNDS = 3
 
 
 def _median_ms(do_bench: Any, fn: Any) -> float:
