@@ -158,7 +158,7 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
                     got.append(_median_ms(do_bench, lambda: launch(module, src, cfg, tensors)))
                 except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
                     notes.append(_failed(src, cfg, exc))
-                    got.append(None)
+                    got[:] = [None]  # out of the search, whatever its earlier rounds gave
     best, best_ms = None, float("inf")
     for cfg, got in zip(cfgs, rounds):
         if not got or got[0] is None:
