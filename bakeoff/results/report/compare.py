@@ -3,7 +3,7 @@ over eager, compile time cold and warm, numeric error, status, cases the candida
 environment.
 
 The clock: where both records carry the SM clock over the headline's samples, latency is also compared in cycle
-space (time × clock, as nvbench's compare reads a clock-scaled figure): a latency change that would count, but
+space (time × clock; nvbench keeps the SM clock beside its times for this): a latency change that would count, but
 whose cycles moved by less than the minimum change, is the clock's doing, verdict "clock", never a regression or
 an improvement. The time-space figure stays beside it. Memory-bound calls do not follow the SM clock, so for them
 this can only spare a change that coincided with a clock change of the same size. Older stores: time space alone.

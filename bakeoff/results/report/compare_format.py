@@ -165,6 +165,10 @@ def to_markdown(cmp: Comparison) -> str:
     improved = [c for c in cmp.cases if c.improved]
     if improved:
         out += ["#### Improvements", "", head, *[_md_row(c) for c in improved], ""]
+    clock = [c for c in cmp.cases if c.clock_explained]
+    if clock:
+        out += ["#### Latency changes explained by the SM clock (never counted)", "", head,
+                *[_md_row(c) for c in clock], ""]
     if cmp.not_comparable:
         out += ["#### Not comparable (never counted)", "", head, *[_md_row(c) for c in cmp.not_comparable], ""]
     out += ["<details><summary>All cases</summary>", "", head, *[_md_row(c) for c in cmp.cases], "",
