@@ -143,7 +143,8 @@ def test_a_latency_change_the_clock_explains_is_clock_not_a_regression():
     text = to_text(cmp)
     assert "1 latency change(s) explained by the SM clock" in text.splitlines()[0]
     assert "(+" in text and "clock (explained by the SM clock: 1980 MHz → 1830 MHz)" in text  # time space beside
-    assert json.loads(to_json(cmp))["cases"][0]["changes"][0]["verdict"] == "clock"
+    doc = json.loads(to_json(cmp))["cases"][0]
+    assert doc["changes"][0]["verdict"] == "clock" and doc["clock_explained"] and not doc["regressed"]
     assert "#### Latency changes explained by the SM clock (never counted)" in to_markdown(cmp)
 
 

@@ -179,7 +179,8 @@ def to_markdown(cmp: Comparison) -> str:
 def to_json(cmp: Comparison) -> str:
     def case(c: CaseComparison) -> dict[str, Any]:
         return {**asdict(c), "key": dict(zip(("workload", "shape", "dtype", "backend"), c.key, strict=True)),
-                "regressed": c.regressed, "improved": c.improved, "incomparable": c.incomparable}
+                "regressed": c.regressed, "improved": c.improved, "incomparable": c.incomparable,
+                "clock_explained": c.clock_explained}
 
     doc = {"base": cmp.base_run["run_id"], "candidate": cmp.candidate_run["run_id"],
            "thresholds": asdict(cmp.thresholds), "regressions": len(cmp.regressions),
