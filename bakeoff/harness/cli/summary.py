@@ -19,6 +19,8 @@ from rich.text import Text
 
 from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
 from bakeoff.harness.cli.sweep_summary import sweep_lines
+from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_apart, headline_quality, judged_on_its_own,
+                                                   speedup_interval, typical_clock_mhz)
 
 __all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_commas", "print_summary",
            "terminal_summary", "wide_table"]
@@ -27,7 +29,7 @@ __all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_c
 STATUS_MARK = {"mismatch": "✗ mismatch", "compile_error": "✗ compile", "runtime_error": "✗ runtime",
                "timeout": "✗ timeout", "oom": "✗ oom", "crash": "✗ crash", "skipped": "skipped"}
 MIN_CASE_WIDTH = 12  # the case column folds shapes to at least this width
-NOISY_MARK = " ~"  # after a cell's second line: the measurement was noisy (measurement_quality)
+NOISY_MARK = " ~"  # after a cell's second line: the headline's own samples were noisy (headline_quality)
 UNBOUNDED = 10_000  # columns: a width no table reaches, to measure one's natural width
 
 
@@ -88,7 +90,7 @@ def _compact_cell(r: dict[str, Any] | None) -> Text:
             second = Text("baseline", style="dim")
         else:
             second = Text(fmt_speedup(speedup), style="green" if speedup and speedup >= 1 else "yellow")
-        if _quality(r) == "noisy":
+        if headline_quality(r) == "noisy":
             second.append(NOISY_MARK, style="yellow")
         return Text.assemble(Text(latency or "-"), "\n", second)
     mark = Text(STATUS_MARK.get(status, f"✗ {status}"), style=STATUS_STYLE.get(status, "red"))
@@ -180,11 +182,11 @@ class CompactSummary:
                 yield Text("")
             yield _compact_table(rows, group, case_width, len(dtypes) > 1)
         notes = _notes(self.records, set(shown), all_skipped)
-        noisy = any(_quality(r) == "noisy" and r.get("backend") in shown for r in self.records)
+        noisy = [r for r in self.records if headline_quality(r) == "noisy" and r.get("backend") in shown]
         yield Text("cells: median latency ms over speedup vs eager (eager timed interleaved in each case)"
                    + ("; ✗ = failed, why below" if notes else "")
-                   + (f";{NOISY_MARK} = noisy measurement (noise_reasons in the record)" if noisy else "")
-                   + "; --wide: spread, compile times, errors", style="dim")
+                   + (f";{NOISY_MARK} = {noisy_legend(noisy)}" if noisy else "")
+                   + "; --wide: spread, SM clock, speedup interval, compile times, errors", style="dim")
         yield from notes
 
     @staticmethod
@@ -206,16 +208,40 @@ def _num(value: Any, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _latency(r: dict[str, Any]) -> str:
-    """The headline latency [p20–p80] (harness.measure.figures), the timer's for records without one."""
+def noisy_legend(noisy: list[dict[str, Any]]) -> str:
+    """What the noise mark means for these noisy records: the headline's own samples, or (records written before
+    the headline was judged on its own) the case's overall measurement."""
+    own = sum(judged_on_its_own(r) for r in noisy)
+    new = "the headline's own samples were noisy (headline_noise_reasons in the record)"
+    old = ("the case's measurement was noisy, host load included (noise_reasons; a record from before the headline "
+           "was judged on its own)")
+    return new if own == len(noisy) else (old if own == 0 else f"{new}; else {old}")
+
+
+def _latency(r: dict[str, Any], typical_mhz: float | None = None) -> Text:
+    """The headline latency [p20–p80] (harness.measure.figures), the timer's for records without one; then
+    '@ 1830 MHz' where the headline's SM clock is CLOCK_APART_REL or more from the run's typical one."""
     new = r.get("headline_ms") is not None
     med = r.get("headline_ms") if new else r.get("latency_ms_median")
     if med is None:
-        return "-"
+        return Text("-")
     lo, hi = (r.get("headline_p20_ms"), r.get("headline_p80_ms")) if new else (r.get("latency_ms_p20"),
                                                                                r.get("latency_ms_p80"))
     spread = f" [{fmt_ms(lo)}–{fmt_ms(hi)}]" if lo is not None and hi is not None else ""
-    return f"{fmt_ms(med)}{spread}"
+    text = Text(f"{fmt_ms(med)}{spread}")
+    mhz = clock_apart(r, typical_mhz)
+    if mhz is not None:
+        text.append(f" @ {mhz:.0f} MHz", style="yellow")
+    return text
+
+
+def _speedup(r: dict[str, Any]) -> str:
+    """'1.23×' with its 95% interval ' [1.18–1.29]' where the record has one."""
+    speedup = r.get("speedup_vs_eager")
+    if not speedup:
+        return "-"
+    ci = speedup_interval(r)
+    return fmt_speedup(speedup) + (f" [{ci[0]:.3g}–{ci[1]:.3g}]" if ci else "")
 
 
 def _compile(r: dict[str, Any]) -> str:
@@ -229,26 +255,49 @@ def _compile(r: dict[str, Any]) -> str:
     return text
 
 
-def _quality(r: dict[str, Any]) -> str | None:
-    return r.get("measurement_quality") or (r.get("details") or {}).get("measurement_quality")
-
-
 def _noise(r: dict[str, Any]) -> Text:
-    """'noisy' (measurement_quality; the reasons are in the record), '' when clean, '-' when not timed."""
-    quality = _quality(r)
-    return Text("-") if quality is None else (Text("noisy", style="yellow") if quality == "noisy" else Text(""))
+    """'noisy' when the headline's own samples were (headline_quality; the case's measurement_quality for older
+    records), 'others' when only the other figures were (host load, the timer's samples), '' when clean, '-'
+    when not timed."""
+    quality = headline_quality(r)
+    if quality is None:
+        return Text("-")
+    if quality == "noisy":
+        return Text("noisy", style="yellow")
+    return Text("others", style="dim") if r.get("measurement_quality") == "noisy" else Text("")
 
 
 WIDE_COLUMNS = (("workload", "left"), ("shape", "left"), ("dtype", "left"), ("backend", "left"), ("status", "left"),
                 ("noise", "left"), ("compile s cold / warm", "right"), ("latency ms [p20–p80]", "right"),
-                ("speedup vs eager", "right"), ("err vs eager (rel L2)", "right"), ("err vs fp64 (rel L2)", "right"),
-                ("× eager err", "right"))
+                ("speedup vs eager [95%]", "right"), ("err vs eager (rel L2)", "right"),
+                ("err vs fp64 (rel L2)", "right"), ("× eager err", "right"))
+
+
+def _wide_caption(records: list[dict[str, Any]], typical_mhz: float | None) -> Text:
+    """What the noise column and the clock beside a latency mean, for the marks this table shows."""
+    parts = []
+    noisy = [r for r in records if headline_quality(r) == "noisy"]
+    if noisy:
+        parts.append(f"noise: {noisy_legend(noisy)}")
+    if any(r.get("measurement_quality") == "noisy" and headline_quality(r) == "clean" for r in records):
+        parts.append("others: the headline is clean, other figures were noisy (host load, the timer's samples: "
+                     "noise_reasons)")
+    if typical_mhz is not None and any(clock_apart(r, typical_mhz) is not None for r in records):
+        parts.append(f"@ MHz: the headline's SM clock, where it is more than {CLOCK_APART_REL:.0%} from the run's "
+                     f"typical {typical_mhz:.0f} MHz (median over its cases): a compute-bound latency moves with the "
+                     "clock; the speedup, eager timed beside it at the same clock, is the figure to compare")
+    return Text("\n".join(parts), style="dim", justify="left")
 
 
 def wide_table(records: Iterable[dict[str, Any]], title: str = "") -> Table:
-    """One row per case: status (and reason), noise, compile (cold / warm), latency median [p20–p80], speedup
-    and errors. Meant to be printed at its natural width (print_summary)."""
-    t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold")
+    """One row per case: status (and reason), noise, compile (cold / warm), latency median [p20–p80] (with the
+    SM clock where it stands apart), speedup [95% interval] and errors. Meant to be printed at its natural
+    width (print_summary)."""
+    records = [stored_flat(r) for r in records]
+    typical_mhz = typical_clock_mhz(records)
+    caption = _wide_caption(records, typical_mhz)
+    t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold",
+              caption=caption if caption.plain else None, caption_justify="left")
     for col, justify in WIDE_COLUMNS:
         t.add_column(Text(col), justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for r in records:
@@ -257,11 +306,9 @@ def wide_table(records: Iterable[dict[str, Any]], title: str = "") -> Table:
         status_text = Text(status, style=STATUS_STYLE.get(status, ""))
         if reason and status != "ok":
             status_text.append("\n" + str(reason).strip().splitlines()[0][:80], style="dim")
-        speedup = r.get("speedup_vs_eager")
         t.add_row(*(Text(str(r.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")), status_text,
-                  _noise(r),
-                  *(Text(v) for v in (_compile(r), _latency(r), fmt_speedup(speedup) if speedup else "-",
-                                      _num(r.get("err_rel_l2_vs_eager"), ".2e"),
+                  _noise(r), Text(_compile(r)), _latency(r, typical_mhz),
+                  *(Text(v) for v in (_speedup(r), _num(r.get("err_rel_l2_vs_eager"), ".2e"),
                                       _num(r.get("err_rel_l2_vs_fp64"), ".2e"),
                                       _num(r.get("err_ratio_vs_eager"), ".3g"))))
     return t

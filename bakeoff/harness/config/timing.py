@@ -10,6 +10,15 @@ from pydantic import Field, model_validator
 
 from bakeoff.harness.config.strict import Strict
 
+# `sustained_s: auto` on a GPU: seconds of continuous load (the case's own calls, back to back) before the timer.
+# A power-capped GPU boosts its SM clock when load starts and lowers it once power and temperature catch up, so a
+# compute-bound call timed right after a compile (the device idle) reads faster than the same call in a model's
+# steady loop (on the H200, GEMM and attention figures 3-9% below triton.testing.do_bench's 350 ms loop;
+# docs/EVIDENCE.md). 0.3 s closed most of that gap there while adding about a third of a second per case; it is
+# a compromise with run time, not the time the clock takes to settle, which `benchmarks/validate_timing.py
+# --clock-settle` measures on a given GPU. On the CPU, auto is no load (0 s).
+AUTO_SUSTAINED_S = 0.3
+
 
 class TimingConfig(Strict):
     """How latency is measured. Times in seconds; the target is IQR/median."""
@@ -23,8 +32,8 @@ class TimingConfig(Strict):
     cuda_graph: bool = True
     profile: bool = True
     # Calls profiled by CUPTI per target (the headline's distribution on a GPU), and seconds of continuous
-    # load before the timer (auto: measure.figures.AUTO_SUSTAINED_S on a GPU, none on the CPU), topped up
-    # before the CUPTI pass (at most TOP_UP_S); the clock during sampling is recorded either way.
+    # load before the timer (auto: AUTO_SUSTAINED_S on a GPU, none on the CPU), topped up before the CUPTI
+    # pass (at most measure.figures.TOP_UP_S); the clock during sampling is recorded either way.
     profile_calls: int = Field(20, ge=3, le=10_000)
     sustained_s: Annotated[float, Field(ge=0, le=600)] | Literal["auto"] = "auto"
     # What a timing phase waits for (harness/supervise/gate.py): exclusive = every other worker on the device;

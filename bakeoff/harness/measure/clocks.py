@@ -3,7 +3,8 @@
 GEMMs timed in short bursts run at a boosted clock that a sustained load does not keep (on the H200 bakeoff's
 GEMM figures were 3-9% faster than do_bench's 200 ms loop on the same call). The record keeps the clock seen
 while its figures were taken, so a boosted window is visible, and compare can tell clock from code.
-Clocks are read, never set.
+Clocks are read, never set. `settle_time_s` reads a clock trace taken under sustained load (the
+`--clock-settle` mode of benchmarks/validate_timing.py): how long the clock takes to reach the level it keeps.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import numpy as np
 from bakeoff.harness.measure.environment import _nvml, _nvml_handle
 
 SAMPLE_PERIOD_S = 0.005
+SETTLE_TOLERANCE = 0.02  # a clock within 2% of its final value has settled (NVML steps are 15 MHz, < 1% of it)
+FINAL_SHARE = 0.2  # the final value: the median over the last fifth of the trace
 
 
 class ClockSampler:
@@ -26,6 +29,7 @@ class ClockSampler:
     def __init__(self, device: str, period_s: float = SAMPLE_PERIOD_S) -> None:
         self.device, self.period_s = device, period_s
         self.samples_mhz: list[int] = []
+        self.times_s: list[float] = []  # time.perf_counter() of each sample
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -60,7 +64,9 @@ class ClockSampler:
                 pass
 
     def _read(self) -> None:
-        self.samples_mhz.append(int(self._nv.nvmlDeviceGetClockInfo(self._handle, self._nv.NVML_CLOCK_SM)))
+        mhz = int(self._nv.nvmlDeviceGetClockInfo(self._handle, self._nv.NVML_CLOCK_SM))
+        self.times_s.append(time.perf_counter())
+        self.samples_mhz.append(mhz)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -102,3 +108,44 @@ def sustain_load(targets: list[Any], seconds: float, device: str) -> float:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
     return time.perf_counter() - t0
+
+
+def settle_time_s(elapsed_s: list[float], values: list[float], tolerance: float = SETTLE_TOLERANCE,
+                  final_share: float = FINAL_SHARE) -> tuple[float | None, float | None]:
+    """(seconds from the start of the trace until `values` stay within `tolerance` (relative) of their final
+    value, that final value): the final value is the median of the samples in the last `final_share` of the
+    trace's duration. The first time is 0.0 when every sample is within; None for either without samples. The
+    time is also None when the trace is too short to tell: the values reach their final level only within the
+    last `final_share`, or that last part is not level itself (the medians of its two halves differ by more than
+    half the tolerance: a slow drift that has not ended)."""
+    if not values or len(values) != len(elapsed_s):
+        return None, None
+    t = np.asarray(elapsed_s, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    final_from = t[0] + (1.0 - final_share) * (t[-1] - t[0])
+    tail_t, tail = t[t >= final_from], v[t >= final_from]
+    final = float(np.median(tail))
+    halves = [part for part in (tail[tail_t < (final_from + t[-1]) / 2], tail[tail_t >= (final_from + t[-1]) / 2])
+              if part.size]
+    if len(halves) == 2 and abs(np.median(halves[0]) - np.median(halves[1])) > tolerance / 2 * abs(final):
+        return None, final
+    outside = np.flatnonzero(np.abs(v - final) > tolerance * abs(final))
+    if outside.size == 0:
+        return 0.0, final
+    last = int(outside[-1])
+    if last + 1 >= len(v) or t[last + 1] >= final_from:
+        return None, final
+    return float(t[last + 1] - t[0]), final
+
+
+def binned(elapsed_s: list[float], values: list[float], edges_s: list[float]) -> list[tuple[float, float, float | None,
+                                                                                            float | None, int]]:
+    """(start s, end s, median, min, count) of `values` per bin of `edges_s` (half-open [start, end)); median and
+    min are None in a bin without samples."""
+    t, v = np.asarray(elapsed_s, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    out = []
+    for lo, hi in zip(edges_s[:-1], edges_s[1:]):
+        part = v[(t >= lo) & (t < hi)]
+        out.append((lo, hi, float(np.median(part)) if part.size else None, float(part.min()) if part.size else None,
+                    int(part.size)))
+    return out

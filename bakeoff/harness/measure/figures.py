@@ -24,7 +24,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any, Callable, ContextManager, Mapping
 
-from bakeoff.harness.config.timing import TimingConfig
+from bakeoff.harness.config.timing import AUTO_SUSTAINED_S, TimingConfig
 
 from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
@@ -133,14 +133,9 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str,
     return out
 
 
-# Seconds of continuous load before the timer and before the CUPTI pass on a GPU when `timing.sustained_s` is
-# auto: a power-capped GPU runs a compute-bound call faster for the first tenths of a second of load than it
-# does after (on the H200, GEMM and attention figures taken right after a compile read 3-9% below
-# triton.testing.do_bench's 350 ms loop; docs/EVIDENCE.md), and a model's steady loop sees the latter.
-AUTO_SUSTAINED_S = 0.3
 # Before the CUPTI pass the device has just run the timer, the host figures and the graph replay, which keep it
 # busy (half a second or more after the first load); a short top-up covers the gap before the pass, instead of the
-# whole load again (until 2026-12-02: another AUTO_SUSTAINED_S, 0.25 s more per case on the device).
+# whole load again (another AUTO_SUSTAINED_S would cost 0.25 s more per case on the device).
 TOP_UP_S = 0.05
 
 

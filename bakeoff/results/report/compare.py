@@ -1,5 +1,16 @@
-"""Compare two runs case by case: latency (Mann-Whitney U on the raw samples plus a minimum change), compile
-time cold and warm, numeric error, status, cases the candidate lacks, and what changed in the environment.
+"""Compare two runs case by case: latency (Mann-Whitney U on the raw samples plus a minimum change), the speedup
+over eager, compile time cold and warm, numeric error, status, cases the candidate lacks, and what changed in the
+environment.
+
+The clock: where both records carry the SM clock over the headline's samples, latency is also compared in cycle
+space (time × clock; nvbench keeps the SM clock beside its times for this): a latency change that would count, but
+whose cycles moved by less than the minimum change, is the clock's doing, verdict "clock", never a regression or
+an improvement. The time-space figure stays beside it. Memory-bound calls do not follow the SM clock, so for them
+this can only spare a change that coincided with a clock change of the same size. Older stores: time space alone.
+
+The speedup over eager (eager timed interleaved, in one process, at the same clock) is judged by the same minimum
+change; where both records carry its 95% interval and the intervals overlap, the change is not significant. It
+is shown, never counted: eager's own change (a new torch) moves every speedup.
 
 Noise floors: a compile time must move by the relative minimum AND by at least `compile_abs_s` seconds (0.5 s by
 default; eager's "compile" is its first call, milliseconds, so its jitter is never a regression), and errors vs
@@ -7,14 +18,16 @@ fp64 below `error_floor` unit roundoffs of the case's dtype count as that floor 
 regression: both are rounding-level)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scipy.stats import mannwhitneyu
 
-from bakeoff.results.report.comparable import incomparable, noise_note
+from bakeoff.results.report.comparable import incomparable
 from bakeoff.results.report.data import RunData, case_key, fnum, headline_samples, metric_value, unit_roundoff
 from bakeoff.results.report.envdiff import EnvChange, env_diff
+from bakeoff.results.report.headline_facts import (headline_clock_mhz, headline_noise_note, intervals_overlap,
+                                                   speedup_interval)
 
 
 @dataclass(frozen=True)
@@ -37,8 +50,11 @@ class Thresholds:
 @dataclass(frozen=True)
 class MetricChange:
     """One metric of one case. `rel` = candidate / base − 1; `p_value` only for latency (two-sided U test);
-    verdict: regressed, improved, unchanged, not significant (changed by more than the minimum but p ≥ alpha),
-    not comparable (the two records measured different things: `why`; never a regression)."""
+    verdict: regressed, improved, unchanged, not significant (changed by more than the minimum but p ≥ alpha,
+    or the speedup's 95% intervals overlap), clock (a latency change the SM clock explains), rose / fell (the
+    speedup, never counted), not comparable (the two records measured different things: `why`; never a
+    regression). Latency carries each side's headline SM clock (MHz) and `cycles_rel`, the change of time ×
+    clock, where both records have one; the speedup its 95% intervals, where both have them."""
 
     metric: str
     base: float | None
@@ -47,6 +63,11 @@ class MetricChange:
     verdict: str
     p_value: float | None = None
     why: str | None = None
+    base_clock_mhz: float | None = None
+    candidate_clock_mhz: float | None = None
+    cycles_rel: float | None = None
+    base_interval: tuple[float, float] | None = None
+    candidate_interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +84,7 @@ class CaseComparison:
     changes: list[MetricChange] = field(default_factory=list)
     candidate_reason: str | None = None
     not_comparable: list[str] = field(default_factory=list)  # why the whole case is not comparable
-    noisy: list[str] = field(default_factory=list)  # 'base: reasons', 'candidate: reasons' of noisy sides
+    noisy: list[str] = field(default_factory=list)  # 'base: reasons', 'candidate: reasons' of noisy headlines
 
     @property
     def incomparable(self) -> bool:
@@ -78,6 +99,11 @@ class CaseComparison:
     def improved(self) -> bool:
         return not self.regressed and (self.status_verdict == "fixed" or any(c.verdict == "improved"
                                                                               for c in self.changes))
+
+    @property
+    def clock_explained(self) -> bool:
+        """The latency changed, and the SM clock explains the change."""
+        return any(c.verdict == "clock" for c in self.changes)
 
 
 @dataclass(frozen=True)
@@ -147,7 +173,34 @@ def _latency_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -
     verdict = change.verdict
     if verdict != "unchanged" and (p is None or p >= t.alpha):
         verdict = "not significant"
-    return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, p)
+    clock_b, clock_c = headline_clock_mhz(base), headline_clock_mhz(cand)
+    if clock_b is None or clock_c is None:  # older stores, the CPU: time space alone
+        return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, p)
+    cycles_rel = (1 + change.rel) * clock_c / clock_b - 1
+    why = None
+    if verdict in ("regressed", "improved") and abs(cycles_rel) < t.latency:
+        verdict, why = "clock", f"explained by the SM clock: {clock_b:.0f} MHz → {clock_c:.0f} MHz"
+    return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, p, why, clock_b, clock_c,
+                        cycles_rel)
+
+
+def _speedup_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange | None:
+    """The speedup over eager: rose / fell by the latency's minimum change, not significant where both 95%
+    intervals exist and overlap; None for eager's own case (1 by definition) or without both speedups."""
+    if cand.get("adapter") == "eager" or base.get("adapter") == "eager":
+        return None
+    change = _threshold_change("speedup_vs_eager", base.get("speedup_vs_eager"), cand.get("speedup_vs_eager"),
+                               t.latency)
+    if change is None:
+        return None
+    # _threshold_change reads a rise as "regressed"; a higher speedup is the backend gaining on eager
+    verdict = {"regressed": "rose", "improved": "fell"}.get(change.verdict, change.verdict)
+    ci_b, ci_c = speedup_interval(base), speedup_interval(cand)
+    why = None
+    if verdict != "unchanged" and ci_b is not None and ci_c is not None and intervals_overlap(ci_b, ci_c):
+        verdict, why = "not significant", "the 95% intervals overlap"
+    return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, None, why,
+                        base_interval=ci_b, candidate_interval=ci_c)
 
 
 def _error_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange | None:
@@ -167,16 +220,18 @@ def _comparable_only(change: MetricChange | None, base: dict[str, Any], cand: di
     different things for this metric (COMPARABLE_BY)."""
     if change is None:
         return None
-    why = incomparable(change.metric, base, cand)
+    # the speedup divides two headlines: comparable where they are
+    why = incomparable("headline_ms" if change.metric == "speedup_vs_eager" else change.metric, base, cand)
     if not why:
         return change
-    return MetricChange(change.metric, change.base, change.candidate, change.rel, "not comparable", change.p_value,
-                        "; ".join(why))
+    return replace(change, verdict="not comparable", why="; ".join(why))
 
 
 def _noisy(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    """'side: reasons' for each side whose headline is noisy (its own samples; the case's measurement for older
+    records)."""
     return [f"{side}: {note}" for side, rec in (("base", base), ("candidate", cand))
-            if (note := noise_note(rec)) is not None]
+            if (note := headline_noise_note(rec)) is not None]
 
 
 def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> CaseComparison:
@@ -190,7 +245,7 @@ def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> C
                               _noisy(base, cand))
     changes: list[MetricChange | None] = []
     if bs == "ok" and cs == "ok":
-        changes = [_latency_change(base, cand, t),
+        changes = [_latency_change(base, cand, t), _speedup_change(base, cand, t),
                    _threshold_change("compile_s", base.get("compile_s"), cand.get("compile_s"), t.compile_cold,
                                      t.compile_abs_s),
                    _threshold_change("compile_warm_s", base.get("compile_warm_s"), cand.get("compile_warm_s"),

@@ -9,29 +9,45 @@ from typing import Any
 from bakeoff.results.report.compare import CaseComparison, Comparison, MetricChange
 from bakeoff.results.report.envdiff import describe
 
-METRIC_TITLES = {"headline_ms": "latency ms", "compile_s": "compile s cold", "compile_warm_s": "compile s warm",
-                 "err_rel_l2_vs_fp64": "err vs fp64", "cache_hit_warm": "warm cache hit"}
-COLUMNS = ("headline_ms", "compile_s", "compile_warm_s", "err_rel_l2_vs_fp64")
-NOISE_CHARS = 300  # of a case's noise reasons in a line; the record holds them all (noise_reasons)
+METRIC_TITLES = {"headline_ms": "latency ms", "speedup_vs_eager": "speedup vs eager", "compile_s": "compile s cold",
+                 "compile_warm_s": "compile s warm", "err_rel_l2_vs_fp64": "err vs fp64",
+                 "cache_hit_warm": "warm cache hit"}
+COLUMNS = ("headline_ms", "speedup_vs_eager", "compile_s", "compile_warm_s", "err_rel_l2_vs_fp64")
+NOISE_CHARS = 300  # of a case's noise reasons in a line; the record holds them all (headline_noise_reasons)
 MARK = {"regressed": "REGRESSED", "improved": "improved", "unchanged": "", "not significant": "n.s.",
-        "not comparable": "not comparable"}
+        "not comparable": "not comparable", "clock": "clock", "rose": "rose", "fell": "fell"}
 
 
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f" [{ci[0]:.4g}–{ci[1]:.4g}]"
+
+
+def _cycles(m: MetricChange) -> str:
+    """'cycles +0.4%' (the clock is in the verdict's reason), else 'cycles +9.2% at 1980 → 1830 MHz'; '' without
+    both clocks."""
+    if m.cycles_rel is None:
+        return ""
+    at = "" if m.verdict == "clock" else f" at {m.base_clock_mhz:.0f} → {m.candidate_clock_mhz:.0f} MHz"
+    return f"cycles {m.cycles_rel * 100:+.1f}%{at}"
+
+
 def metric_text(m: MetricChange | None) -> str:
-    """'1.23 → 1.60 (+30.1%, p=0.008) REGRESSED'."""
+    """'1.23 → 1.60 (+30.1%, p=0.008; cycles +21.4% at 1980 → 1830 MHz) REGRESSED'; a speedup with its 95%
+    intervals, '1.4 [1.3–1.5] → 1.2 [1.1–1.3] (-14.3%) fell'."""
     if m is None:
         return "-"
     if m.metric == "cache_hit_warm":
         return "hit → miss REGRESSED"
     rel = "" if m.rel is None else f"{m.rel * 100:+.1f}%"
-    p = f", p={m.p_value:.2g}" if m.p_value is not None else ""
-    inner = ", ".join(x for x in (rel, p.lstrip(", ")) if x)
+    p = f"p={m.p_value:.2g}" if m.p_value is not None else ""
+    inner = "; ".join(x for x in (", ".join(x for x in (rel, p) if x), _cycles(m)) if x)
     mark = MARK.get(m.verdict, m.verdict) + (f" ({m.why})" if m.why else "")
-    return f"{_fmt(m.base)} → {_fmt(m.candidate)}" + (f" ({inner})" if inner else "") + (f" {mark}" if mark else "")
+    return (f"{_fmt(m.base)}{_interval(m.base_interval)} → {_fmt(m.candidate)}{_interval(m.candidate_interval)}"
+            + (f" ({inner})" if inner else "") + (f" {mark}" if mark else ""))
 
 
 def _by_metric(c: CaseComparison) -> dict[str, MetricChange]:
@@ -60,8 +76,10 @@ def headline(cmp: Comparison) -> str:
     apart = f", {len(cmp.not_comparable)} not comparable" if cmp.not_comparable else ""
     noisy = sum(bool(c.noisy) for c in cmp.matched)
     noisy_text = f", {noisy} measured noisy" if noisy else ""
+    clock = sum(c.clock_explained for c in cmp.matched)
+    clock_text = f", {clock} latency change(s) explained by the SM clock" if clock else ""
     return (f"{n} regression(s), {improved} improvement(s) in {len(cmp.matched)} matched case(s){missing}{apart}"
-            f"{noisy_text}: {cmp.base_run['run_id']} (base) → {cmp.candidate_run['run_id']} (candidate)")
+            f"{clock_text}{noisy_text}: {cmp.base_run['run_id']} (base) → {cmp.candidate_run['run_id']} (candidate)")
 
 
 def _why_not(c: CaseComparison) -> str:
@@ -99,13 +117,16 @@ def _notes(cmp: Comparison) -> list[str]:
         out.append(f"Not comparable, never counted as regressions ({len(cmp.not_comparable)}): "
                    + "; ".join(f"{'/'.join(c.key)} ({_why_not(c)})" for c in cmp.not_comparable) + ".")
     out.append(f"Rule: latency regresses when the median grows ≥ {t.latency:.0%} and Mann-Whitney U p < {t.alpha:g} "
-               f"on the raw samples; compile ≥ {t.compile_cold:.0%} cold, ≥ {t.compile_warm:.0%} warm and by ≥ "
-               f"{t.compile_abs_s:g} s; error vs fp64 > {t.error_factor:g}× (errors below {t.error_floor:g} unit "
+               f"on the raw samples, unless both runs recorded the headline's SM clock and time × clock moved by less "
+               f"than {t.latency:.0%} (then: clock, never counted); compile ≥ {t.compile_cold:.0%} cold, "
+               f"≥ {t.compile_warm:.0%} warm and by ≥ {t.compile_abs_s:g} s; error vs fp64 > {t.error_factor:g}× (errors below {t.error_floor:g} unit "
                f"roundoff of the dtype count as equal); any ok → failure status"
                + ("" if cmp.allow_missing else "; any case missing from the candidate")
                + ". Never counted: a case whose bound graph or backend options differ (graph_digest, options_digest), "
                "a latency whose timing settings or method differ (timing_digest, timing_method), an error whose "
-               "input seeds differ.")
+               f"input seeds differ, the speedup over eager (shown: it rose or fell by ≥ {t.latency:.0%}, not "
+               "significant where both 95% intervals overlap; a faster eager lowers every speedup). Noisy: the "
+               "headline's own samples (headline_noise_reasons).")
     return out
 
 
@@ -119,7 +140,7 @@ def to_text(cmp: Comparison) -> str:
                         else "") + (f" ({_why_not(c)})" if c.not_comparable else "") + _noise_text(c))
         for metric in (*COLUMNS, "cache_hit_warm"):
             if metric in ms:
-                lines.append(f"    {METRIC_TITLES[metric]:<15} {metric_text(ms[metric])}")
+                lines.append(f"    {METRIC_TITLES[metric]:<16} {metric_text(ms[metric])}")
     return "\n".join(lines)
 
 
@@ -128,12 +149,13 @@ def _md_row(c: CaseComparison) -> str:
     cells = ["/".join(c.key), _status_text(c) + (f" ({_why_not(c)})" if c.not_comparable else "")
              + _noise_text(c)] + [metric_text(ms.get(m)) for m in COLUMNS]
     if "cache_hit_warm" in ms:
-        cells[4] += " (cache hit → miss)"
+        cells[2 + COLUMNS.index("compile_warm_s")] += " (cache hit → miss)"
     return "| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |"
 
 
 def to_markdown(cmp: Comparison) -> str:
-    head = "| case | status | latency ms | compile s cold | compile s warm | err vs fp64 |\n|---|---|---|---|---|---|"
+    head = ("| case | status | " + " | ".join(METRIC_TITLES[m] for m in COLUMNS) + " |\n"
+            + "|---" * (2 + len(COLUMNS)) + "|")
     regs = [c for c in cmp.cases if c.regressed]
     icon = ":x:" if regs else ":white_check_mark:"
     out = [f"### bakeoff compare {icon}", "", f"**{headline(cmp)}**", ""]
@@ -143,6 +165,10 @@ def to_markdown(cmp: Comparison) -> str:
     improved = [c for c in cmp.cases if c.improved]
     if improved:
         out += ["#### Improvements", "", head, *[_md_row(c) for c in improved], ""]
+    clock = [c for c in cmp.cases if c.clock_explained]
+    if clock:
+        out += ["#### Latency changes explained by the SM clock (never counted)", "", head,
+                *[_md_row(c) for c in clock], ""]
     if cmp.not_comparable:
         out += ["#### Not comparable (never counted)", "", head, *[_md_row(c) for c in cmp.not_comparable], ""]
     out += ["<details><summary>All cases</summary>", "", head, *[_md_row(c) for c in cmp.cases], "",
@@ -153,7 +179,8 @@ def to_markdown(cmp: Comparison) -> str:
 def to_json(cmp: Comparison) -> str:
     def case(c: CaseComparison) -> dict[str, Any]:
         return {**asdict(c), "key": dict(zip(("workload", "shape", "dtype", "backend"), c.key, strict=True)),
-                "regressed": c.regressed, "improved": c.improved, "incomparable": c.incomparable}
+                "regressed": c.regressed, "improved": c.improved, "incomparable": c.incomparable,
+                "clock_explained": c.clock_explained}
 
     doc = {"base": cmp.base_run["run_id"], "candidate": cmp.candidate_run["run_id"],
            "thresholds": asdict(cmp.thresholds), "regressions": len(cmp.regressions),

@@ -1,0 +1,76 @@
+"""What a record says about its headline beside the figure itself: whether the headline's own samples were noisy,
+the SM clock they ran at, and the 95% interval of the speedup over eager. The terminal summary and `compare` read
+them here, from flat records (stored columns with `details` merged in).
+
+Older stores lack some of these fields: the headline's quality then falls back to the case's overall
+`measurement_quality` (which also folds in host load and the host-clock figures), and the clock and the interval
+are None, so nothing is shown and compare works in time space.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable
+
+from bakeoff.results.report.data import fnum
+
+# A headline's SM clock this far (relative) from the run's typical one is shown beside its absolute latency: on a
+# power-capped GPU a compute-bound call's time follows the clock, and 3% is above the round-to-round wander of a
+# steady clock (NVML reads it in 15 MHz steps, under 1% of an H200's ~1.8 GHz).
+CLOCK_APART_REL = 0.03
+
+
+def headline_quality(rec: dict[str, Any]) -> str | None:
+    """'clean' or 'noisy': the headline's own quality (`headline_quality`), else the case's overall
+    `measurement_quality` (stores written before the headline was judged on its own); None when not timed."""
+    quality = rec.get("headline_quality")
+    return quality if quality is not None else rec.get("measurement_quality")
+
+
+def judged_on_its_own(rec: dict[str, Any]) -> bool:
+    """The record judges its headline on its own (`headline_quality` present), not by the case's summary."""
+    return rec.get("headline_quality") is not None
+
+
+def headline_noise_note(rec: dict[str, Any]) -> str | None:
+    """The reasons the headline is noisy as one line (headline_quality / headline_noise_reasons; the case's
+    measurement_quality / noise_reasons for older records), None when it is not noisy."""
+    if headline_quality(rec) != "noisy":
+        return None
+    reasons = rec.get("headline_noise_reasons") if judged_on_its_own(rec) else rec.get("noise_reasons")
+    return "; ".join(reasons or []) or "noisy"
+
+
+def headline_clock_mhz(rec: dict[str, Any]) -> float | None:
+    """The median SM clock over the headline's samples (MHz); None on the CPU, without the CUPTI span, or in
+    stores written before it was recorded."""
+    mhz = fnum(rec.get("headline_sm_clock_mhz_median"))
+    return mhz if mhz is not None and mhz > 0 else None
+
+
+def typical_clock_mhz(records: Iterable[dict[str, Any]]) -> float | None:
+    """The median of the run's headline clocks (one per case that has one); None when no case has one."""
+    clocks = [c for c in map(headline_clock_mhz, records) if c is not None]
+    return float(statistics.median(clocks)) if clocks else None
+
+
+def clock_apart(rec: dict[str, Any], typical_mhz: float | None, limit: float = CLOCK_APART_REL) -> float | None:
+    """The record's headline clock when it differs from `typical_mhz` by more than `limit` (relative), else
+    None (also when either clock is unknown)."""
+    mhz = headline_clock_mhz(rec)
+    if mhz is None or not typical_mhz or abs(mhz / typical_mhz - 1) <= limit:
+        return None
+    return mhz
+
+
+def speedup_interval(rec: dict[str, Any]) -> tuple[float, float] | None:
+    """The speedup's 95% interval (`speedup_vs_eager_ci_low`, `_high`); None when either end is missing (older
+    stores, a case without an interleaved eager) or they are not an interval."""
+    low, high = fnum(rec.get("speedup_vs_eager_ci_low")), fnum(rec.get("speedup_vs_eager_ci_high"))
+    if low is None or high is None or low > high:
+        return None
+    return low, high
+
+
+def intervals_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Two closed intervals share a point."""
+    return a[0] <= b[1] and b[0] <= a[1]
