@@ -104,6 +104,10 @@ def browser_figures(html: str) -> dict:
                 "largest": f"{largest['b']} {largest['name']} ({largest['bytes']:,} B)" if largest else "-"}
 
 
+def _ends(bottom_px: float | None) -> str:
+    return "absent" if bottom_px is None else f"ends at {bottom_px:,.0f} px"
+
+
 def expected_ties(runs: list) -> list[str]:
     """'workload shape dtype' of every group whose two fastest backends' intervals overlap."""
     return [f"{v.workload} {v.shape} {v.dtype}" for v in verdicts(runs)
@@ -121,9 +125,9 @@ def browser_rows(t: Table, html: str, runs: list) -> bool:
          f"≤ {MAX_HEIGHT_PX:,} px"),
         ("text on the first 1400×900 screen", f"{fig['chars']:,} chars", fig["chars"] <= FIRST_SCREEN_CHARS,
          f"≤ {FIRST_SCREEN_CHARS:,}"),
-        ("scoreboard whole on the first screen", f"ends at {fig['scoreboard'] or 0:,.0f} px",
+        ("scoreboard whole on the first screen", _ends(fig["scoreboard"]),
          fig["scoreboard"] is not None and fig["scoreboard"] <= FIRST_SCREEN["height"], "≤ 900 px"),
-        ("heatmap whole on the first screen", f"ends at {fig['heatmap'] or 0:,.0f} px",
+        ("heatmap whole on the first screen", _ends(fig["heatmap"]),
          fig["heatmap"] is not None and fig["heatmap"] <= FIRST_SCREEN["height"], "≤ 900 px"),
         ("load to usable (heatmap drawn, code view ready)", f"{1000 * fig['usable_s']:,.0f} ms",
          fig["usable_s"] <= MAX_USABLE_S, f"≤ {MAX_USABLE_S:g} s"),

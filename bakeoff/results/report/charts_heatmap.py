@@ -51,7 +51,7 @@ def speedup_heatmap(runs: list[RunData]) -> go.Figure | None:
         grid = [[_cell(cells.get((dt, y, x)), marks) for x in xs] for y in ys]
         fig.add_trace(go.Heatmap(
             z=[[g[0] for g in row] for row in grid], x=xs, y=ys, text=[[g[1] for g in row] for row in grid],
-            texttemplate="%{text}", hovertext=[[g[2] for g in row] for row in grid], hoverinfo="text",
+            texttemplate="%{text}", textfont=dict(size=11), hovertext=[[g[2] for g in row] for row in grid], hoverinfo="text",
             customdata=[[g[3] for g in row] for row in grid], coloraxis="coloraxis", xgap=1, ygap=1),
             row=1, col=k)
         _failures(fig, cells, dt, xs, ys, k)

@@ -10,15 +10,14 @@ import datetime as dt
 import math
 from typing import Any
 
-from bakeoff.results.report.charts_heatmap import speedup_heatmap
 from bakeoff.results.report.charts_perf import compile_vs_latency, latency_bars
 from bakeoff.results.report.charts_quality import error_chart, roofline
 from bakeoff.results.report.charts_sweep import sweep_html
 from bakeoff.results.report.code_view import CODE_CSS, CODE_JS, code_section
 from bakeoff.results.report.data import RunData, hardware_name, load_run, run_labels
-from bakeoff.results.report.decision import SPREAD_RULE, scoreboard, verdicts
-from bakeoff.results.report.decision_tables import scoreboard_table, verdict_table
-from bakeoff.results.report.html import PlotlyJs, esc, figure_div, filter_box, fold, lazy_figure_div, page
+from bakeoff.results.report.decision import SPREAD_RULE
+from bakeoff.results.report.html import PlotlyJs, esc, filter_box, fold, lazy_figure_div, page
+from bakeoff.results.report.lead import lead
 from bakeoff.results.report.report_tables import environment_table, fingerprint_warning, runs_table_html
 from bakeoff.results.report.robustness import robustness_section
 from bakeoff.results.report.weights import COMPILE_FLOOR_S, recommend
@@ -42,20 +41,13 @@ def build_report(store: Any, run_ids: list[str], weights: dict[str, float], plot
 def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: PlotlyJs = "inline") -> str:
     labels = run_labels(runs)
     recs = [rec for r in runs for rec in recommend(r.cases, weights, labels[r.run_id])]
-    found = verdicts(runs)
-    dtypes = list(dict.fromkeys(v.dtype for v in found))
+    top = lead(runs)
     code = code_section(runs)
     title = "bakeoff report: " + ", ".join(r.run_id for r in runs)
-    ties = sum(v.is_tie for v in found)
-    parts = [f"<h1>{esc(title)}</h1>", _meta(runs, labels), fingerprint_warning(runs),
-             scoreboard_table(scoreboard(found, len(runs) > 1), dtypes),
-             figure_div(speedup_heatmap(runs), "speedup", "no cases"),
+    parts = [f"<h1>{esc(title)}</h1>", _meta(runs, labels), fingerprint_warning(runs), top.scoreboard, top.heatmap,
              '<p class="note">Click a cell for its code and kernels. <a class="reveal" href="#pareto">Compile time '
              'vs latency</a> · <a class="reveal" href="#verdicts">per workload</a> · <a class="reveal" '
-             'href="#method">how it is measured and scored</a></p>',
-             f"<h2>Per workload</h2><p class=\"note\">{len(found)} workload/shape/dtype groups; {ties} tie(s): the "
-             f"fastest backend's {LEVEL:.0%} interval overlaps another's, so none is named.</p>",
-             verdict_table(found, recs, len(runs) > 1),
+             'href="#method">how it is measured and scored</a></p>', top.verdict_section(recs, len(runs) > 1),
              fold("<h2>How it is measured and scored</h2>", _method(weights), fold_id="method")]
     for div_id, heading, fn, missing in FOLDED_CHARTS:
         parts.append(fold(f"<h2>{esc(heading)}</h2>", lazy_figure_div(fn(runs), div_id, missing)))
