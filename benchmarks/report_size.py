@@ -1,10 +1,19 @@
 """What a report weighs and how fast it opens: plotly.js, the charts and tables, and the embedded code texts
-(gzip + base64, decompressed on demand), against the artifacts' own size; with --browser, the time Chromium
-takes to load the page and to show the largest text.
+(gzip + base64, decompressed on demand), against the artifacts' own size; with --browser, what a person sees in
+Chromium (Playwright) at 1400×900, checked against the report's targets:
+
+- the first screen shows the scoreboard and the speedup heatmap whole, with at most FIRST_SCREEN_CHARS of text
+  (every text node, HTML or chart, that reaches into the first 1400×900);
+- the page is at most MAX_HEIGHT_PX tall before anything is opened, and usable (loaded, heatmap drawn, code view
+  ready) within MAX_USABLE_S;
+- every workload whose two fastest backends' 95% speedup intervals overlap (report/decision.py, computed here
+  from the store) says "tie" in the page's per-workload table;
+and the time to show the largest embedded text.
 
     python benchmarks/report_size.py [RUN_ID ...] [--db URL] [--browser]
 
-Prints one table; nothing is written to the store. The report is built in memory as `bakeoff report` builds it.
+Prints one table (a target missed is marked MISSED and the exit status is 1); nothing is written to the store.
+The report is built in memory as `bakeoff report` builds it.
 """
 from __future__ import annotations
 
@@ -24,27 +33,56 @@ from rich.table import Table  # noqa: E402
 
 from bakeoff.results.report.artifacts import case_artifacts  # noqa: E402
 from bakeoff.results.report.data import load_run  # noqa: E402
+from bakeoff.results.report.decision import verdicts  # noqa: E402
 from bakeoff.results.report.report import render_report  # noqa: E402
 from bakeoff.results.report.weights import DEFAULT_WEIGHTS  # noqa: E402
 from bakeoff.results.store import Store  # noqa: E402
 
+FIRST_SCREEN = {"width": 1400, "height": 900}
+FIRST_SCREEN_CHARS = 2500
+MAX_HEIGHT_PX = 12_000
+MAX_USABLE_S = 3.0
+
+# The text of every node that reaches into the first screen (closed folds have no boxes), and where the
+# scoreboard and the heatmap end; the page's height; the groups the per-workload table calls a tie.
+SCREEN_JS = """(() => {
+    const W = innerWidth, H = innerHeight, walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    let chars = 0;
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const text = n.textContent.trim();
+        if (!text || ['SCRIPT', 'STYLE'].includes(n.parentNode.nodeName)) continue;
+        const r = document.createRange(); r.selectNodeContents(n);
+        if ([...r.getClientRects()].some(b => b.width > 0 && b.top < H && b.bottom > 0 && b.left < W)) chars += text.length;
+    }
+    const bottom = id => { const e = document.getElementById(id); return e ? e.getBoundingClientRect().bottom : null; };
+    const ties = [...document.querySelectorAll('#verdicts tbody tr')].filter(r => r.querySelector('td.tie'))
+        .map(r => [...r.cells].slice(0, 3).map(c => c.textContent).join(' '));
+    return {chars, height: document.documentElement.scrollHeight, scoreboard: bottom('scoreboard'),
+            heatmap: bottom('speedup'), ties};
+})()"""
+
 BLOB = re.compile(r'<script type="application/octet-stream" id="blob-\d+">(.*?)</script>', re.S)
 
 
-def browser_times_s(html: str) -> tuple[float, float, str]:
-    """(seconds to the loaded page with its first code view shown, seconds to show the largest text, its name)."""
+def browser_figures(html: str) -> dict:
+    """What Chromium shows: `usable_s` (to the loaded page with the heatmap drawn and the first code view
+    ready), SCREEN_JS's figures at 1400×900, `show_s` (to show the largest text) and `largest` (its name)."""
     sys.path.insert(0, str(REPO / "tests"))
     from playwright.sync_api import sync_playwright
 
-    from browser import Browser, chromium_path
+    import browser as tests_browser
 
+    tests_browser.VIEWPORT = FIRST_SCREEN
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         path = Path(tmp) / "report.html"
         path.write_text(html)
-        browser = Browser(pw, chromium_path() or "chromium")
+        browser = tests_browser.Browser(pw, tests_browser.chromium_path() or "chromium")
         t0 = time.perf_counter()
-        page = browser.open(path, {".js-plotly-plot": 1, "#code-left .code-text[data-state=ready]": 1})
+        # the code view settled: its text shown, or its note where the store kept no artifacts
+        page = browser.open(path, {"#speedup .main-svg": 1, "#code-left .code-text:is([data-state=ready], "
+                                   "[data-state=note])": 1})
         load_s = time.perf_counter() - t0
+        screen = page.evaluate(SCREEN_JS)
         largest = page.evaluate("""(() => {
             const index = JSON.parse(document.getElementById('code-index').textContent);
             let best = null;
@@ -62,7 +100,48 @@ def browser_times_s(html: str) -> tuple[float, float, str]:
             p.wait_for_selector(f'#code-left .code-text[data-artifact="{largest["name"]}"][data-state=ready]')
             show_s = time.perf_counter() - t1
         browser.browser.close()
-        return load_s, show_s, (f"{largest['b']} {largest['name']} ({largest['bytes']:,} B)" if largest else "-")
+        return {**screen, "usable_s": load_s, "show_s": show_s, "errors": page.errors,
+                "largest": f"{largest['b']} {largest['name']} ({largest['bytes']:,} B)" if largest else "-"}
+
+
+def _ends(bottom_px: float | None) -> str:
+    return "absent" if bottom_px is None else f"ends at {bottom_px:,.0f} px"
+
+
+def expected_ties(runs: list) -> list[str]:
+    """'workload shape dtype' of every group whose two fastest backends' intervals overlap."""
+    return [f"{v.workload} {v.shape} {v.dtype}" for v in verdicts(runs)
+            if len(v.ranked) > 1 and v.ranked[1].high >= v.ranked[0].low]
+
+
+def browser_rows(t: Table, html: str, runs: list) -> bool:
+    """The --browser rows of the table; False when a target is missed."""
+    fig = browser_figures(html)
+    want = expected_ties(runs)
+    said = set(fig["ties"])
+    missed_ties = [w for w in want if w not in said]
+    checks = [
+        ("page height before anything is opened", f"{fig['height']:,} px", fig["height"] <= MAX_HEIGHT_PX,
+         f"≤ {MAX_HEIGHT_PX:,} px"),
+        ("text on the first 1400×900 screen", f"{fig['chars']:,} chars", fig["chars"] <= FIRST_SCREEN_CHARS,
+         f"≤ {FIRST_SCREEN_CHARS:,}"),
+        ("scoreboard whole on the first screen", _ends(fig["scoreboard"]),
+         fig["scoreboard"] is not None and fig["scoreboard"] <= FIRST_SCREEN["height"], "≤ 900 px"),
+        ("heatmap whole on the first screen", _ends(fig["heatmap"]),
+         fig["heatmap"] is not None and fig["heatmap"] <= FIRST_SCREEN["height"], "≤ 900 px"),
+        ("load to usable (heatmap drawn, code view ready)", f"{1000 * fig['usable_s']:,.0f} ms",
+         fig["usable_s"] <= MAX_USABLE_S, f"≤ {MAX_USABLE_S:g} s"),
+        ("ties said / groups whose top two intervals overlap", f"{len(want) - len(missed_ties)} / {len(want)}",
+         not missed_ties, "all"),
+        ("page errors (console, exceptions)", str(len(fig["errors"])), not fig["errors"], "0"),
+    ]
+    t.add_section()
+    for name, value, ok, target in checks:
+        t.add_row(f"Chromium: {name}", value, ("ok " if ok else "MISSED ") + target)
+    t.add_row(f"Chromium: show the largest text, {fig['largest']}", f"{fig['show_s']:.3f} s", "")
+    for w in missed_ties:
+        t.add_row(f"  not called a tie: {w}", "", "")
+    return all(ok for _, _, ok, _ in checks)
 
 
 def main() -> None:
@@ -79,7 +158,7 @@ def main() -> None:
     plotly = len(get_plotlyjs())
     total, embedded = len(html.encode()), sum(len(b) for b in blobs)
     t = Table(title=f"report of {', '.join(r.run_id for r in runs)}: {sum(len(r.cases) for r in runs)} cases")
-    for col in ("part", "bytes", "share of the page"):
+    for col in ("part", "bytes", "share of the page / target"):
         t.add_column(col, justify="left" if col == "part" else "right")
     rows = [("the whole page (plotly.js inline)", total), ("plotly.js", plotly),
             (f"code texts embedded ({len(blobs)} distinct, gzip + base64)", embedded),
@@ -90,12 +169,9 @@ def main() -> None:
     t.add_row(f"the artifacts' texts as saved ({len(texts)} files)", f"{sum(a.size_bytes for a in texts):,}",
               f"compressed to {100 * embedded / max(sum(a.size_bytes for a in texts), 1):.0f}%")
     t.add_row("the page with --cdn (plotly.js from its CDN)", f"{total - plotly:,}", "")
-    if args.browser:
-        load_s, show_s, what = browser_times_s(html)
-        t.add_section()
-        t.add_row("Chromium: load, charts drawn, first code view shown", f"{load_s:.2f} s", "")
-        t.add_row(f"Chromium: show the largest text, {what}", f"{show_s:.3f} s", "")
-    Console().print(t)
+    ok = browser_rows(t, html, runs) if args.browser else True
+    Console(width=130).print(t)
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

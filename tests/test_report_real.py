@@ -12,7 +12,8 @@ import pytest
 from browser import artifacts_dir, open_browser
 from conftest import SMOKE_GATE, SMOKE_JOBS, bakeoff
 from bakeoff.results.report.data import load_run
-from bakeoff.results.report.charts_perf import pareto_front, speedup_heatmap
+from bakeoff.results.report.charts_heatmap import speedup_heatmap
+from bakeoff.results.report.charts_perf import pareto_front
 from bakeoff.results.report.charts_quality import RMSE_MULTIPLIER
 from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
 from bakeoff.results.store import Store
@@ -37,6 +38,7 @@ N_CASES = 8
 # Two slots, as the smoke run (conftest.py), where the tests judge no timing (the code view's run).
 TWO_SLOTS = ("--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE)
 N_CHARTS = 5  # speedup heatmap, latency bars, compile vs latency, error, roofline
+FOLDED = ("pareto", "latency", "error", "roofline")  # drawn when their folds open
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,8 @@ def test_report_is_self_contained_with_every_case(real):
     cases = re.search(r'<table id="cases".*?</table>', html, re.S).group(0)
     assert len(re.findall(r"<tr>", cases)) == N_CASES + 1
     assert "injected compile error" in cases and "mismatch" in cases
-    assert html.count('class="plotly-graph-div"') == N_CHARTS
+    assert html.count('class="plotly-graph-div"') == 1  # the heatmap; the others are drawn when opened
+    assert all(f'<div id="{c}" class="lazy-plot">' in html for c in FOLDED)
     small = bakeoff("report", run_id, "--cdn", "-o", "small.html", "--db", db, cwd=work, check=True)
     assert "small.html" in small.stdout and (work / "small.html").stat().st_size < 500_000
 
@@ -83,10 +86,10 @@ def test_recommendation_excludes_failed_backends_and_says_why(real):
 def test_heatmap_marks_failures_with_their_reason(real):
     work, db, run_id = real
     fig = speedup_heatmap([load_run(Store(db), run_id)])
-    failed = [t for t in fig.data if t.name == "failed"][0]
-    assert len(failed.x) == 4  # perturb and broken, on both workloads
-    assert any("injected compile error" in h for h in failed.hovertext)
-    assert any("mismatch" in h for h in failed.hovertext)
+    hover = [h for t in fig.data if t.name == "failed" for h in t.hovertext]
+    assert len(hover) == 4  # perturb and broken, on both workloads
+    assert any("injected compile error" in h for h in hover)
+    assert any("mismatch" in h for h in hover)
 
 
 def test_pareto_front_and_tolerance_agree_with_the_harness():
@@ -121,7 +124,11 @@ def test_report_opens_in_chromium_and_sorts(real):
         bakeoff("report", "-o", "report.html", "--db", db, cwd=work, check=True)
     shots = artifacts_dir()  # tests/artifacts/: kept after the session
     with open_browser() as browser:
-        res = browser.open(work / "report.html", {".js-plotly-plot": N_CHARTS, ".js-plotly-plot .main-svg": 2 * N_CHARTS})
+        res = browser.open(work / "report.html", {"#speedup .main-svg": 1})
+        for chart in FOLDED + ("cases",):  # open every fold that holds a chart, and the case table's
+            res.evaluate(f"window.bakeoffReveal({chart!r})")
+        res.page.wait_for_function("n => document.querySelectorAll('.js-plotly-plot .main-svg').length >= n",
+                                   arg=2 * N_CHARTS)
         # Click the latency header: rows with a latency come first, ascending.
         res.page.locator("#cases th", has_text="latency").click()
         order = res.evaluate("""(() => {
@@ -205,6 +212,7 @@ def test_code_view_in_chromium_opens_a_case_and_two_backends_side_by_side(coded)
     with open_browser() as browser:
         page = browser.open(coded, {f"#code-left {ready}": 1, f"#code-right {ready}": 1})
         p = page.page
+        p.evaluate("window.bakeoffReveal('cases')")
         p.locator('#cases a.open-code[data-backend="tritongen"]').click()  # the case table's code link
         p.wait_for_selector('#code-left .code-text[data-artifact="k0_rowreduce.py"][data-state=ready]')
         source = p.inner_text("#code-left .code-text")

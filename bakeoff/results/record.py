@@ -167,6 +167,8 @@ class TimingFields(_Group):
         "eager's timer, interleaved (timed by the backend's method)")
     speedup_vs_eager: Annotated[float | None, COLUMN] = doc("eager's headline_ms over the backend's (both by "
                                                             "the headline method, below)")
+    speedup_vs_eager_ci_low: float | None = doc("speedup_vs_eager's 95% interval, low (results/speedup_interval.py)")
+    speedup_vs_eager_ci_high: float | None = doc("its high end (None for both: no paired samples)")
     timer_speedup_vs_eager: float | None = doc("eager's timer median over the backend's")
     sustained_s: float | None = doc("seconds of continuous load run before timing and profiling, together "
                                     "(timing.sustained_s: auto = 0.3 s before the timer and a 0.05 s top-up "
@@ -211,12 +213,10 @@ class TimingFields(_Group):
     gate_wait_s: float | None = doc("seconds waited for the timing gate before timing")
     timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held alone")
     compile_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds of the cold and warm "
-                                                            "processes' compiles (compile_setup, compile), gate "
-                                                            "waits inside them not counted")
+                                                            "processes' compiles, gate waits inside not counted")
     achieved_gbps: Annotated[float | None, COLUMN] = doc("bytes_moved per headline call, GB/s")
     achieved_tflops: Annotated[float | None, COLUMN] = doc("flops per headline call, TFLOP/s")
-    break_even_calls: Annotated[float | None, COLUMN] = doc("compile_total_s over the headline time saved per "
-                                                            "call vs eager")
+    break_even_calls: Annotated[float | None, COLUMN] = doc("compile_total_s over the headline time saved per call")
 
 
 class LoadFields(_Group):

@@ -17,7 +17,9 @@ The headline (`headline_ms`, `headline_method`): on a GPU, the CUPTI span, the o
 whatever stream or runtime a backend launches from, with the cache flushed before every call for all of them
 alike; where the profiler gives nothing, the pipelined figure, with the reason in `headline_fallback`. On
 the CPU (no CUPTI) the timer's figure: host clock around one call and its sync, cache flushed before it.
-`speedup_vs_eager` divides eager's headline by the backend's, both of one method, one case, one process.
+`speedup_vs_eager` divides eager's headline by the backend's, both of one method, one case, one process; its 95%
+interval (`speedup_vs_eager_ci_low`, `_ci_high`) is a paired bootstrap over the headline's interleaved samples
+(results/speedup_interval.py), None where the headline has no samples (the pipelined fallback).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
                                             measure, pipeline_calls, pipelined_latency)
+from bakeoff.results.speedup_interval import interval_fields
 
 # The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
 # another adapter cannot collide with the interleaved eager reference.
@@ -129,6 +132,8 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str,
         elif cuda:
             note = "timing.profile is off"
     out.update(headline_fields(device, timer, profiled, pipelined, note))
+    if eager is not None:  # the speedup's 95% interval from the headline's paired samples
+        out.update(interval_fields(out))
     out.update(clock.fields())
     return out
 

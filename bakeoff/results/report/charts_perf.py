@@ -1,7 +1,6 @@
-"""Speed charts: speedup-over-eager heatmap, latency bars with p20–p80 whiskers, compile vs latency Pareto."""
+"""Speed charts: latency bars with p20–p80 whiskers, compile vs latency Pareto (the speedup heatmap: charts_heatmap)."""
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
 
@@ -11,69 +10,7 @@ from plotly.subplots import make_subplots
 from bakeoff.results.report.data import (RunData, case_label, first_result_s, fnum, headline_method, headline_ms,
                                          headline_spread, series_name)
 from bakeoff.results.report.axes import log_ticks, tick_text
-from bakeoff.results.report.colors import FAILURE_RED
-from bakeoff.results.report.charts_common import case_order, rows, series_colors, series_marks, styled
-
-
-def speedup_heatmap(runs: list[RunData]) -> go.Figure | None:
-    """Workload × backend, coloured by log2 speedup over eager (headline ratio); failures marked ✗
-    with their status and reason on hover."""
-    ys = case_order(runs)
-    xs: list[str] = []
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for _, label, c in rows(runs):
-        x = series_name(c, label)
-        xs.append(x) if x not in xs else None
-        cells[(case_label(c), x)] = c
-    if not cells:
-        return None
-    z: list[list[float | None]] = []
-    text: list[list[str]] = []
-    hover: list[list[str]] = []
-    fail_x, fail_y, fail_text = [], [], []
-    for y in ys:
-        cols = [_heat_cell(cells.get((y, x)), x, y) for x in xs]
-        z.append([c[0] for c in cols])
-        text.append([c[1] for c in cols])
-        hover.append([c[2] for c in cols])
-        for x, cell, col in zip(xs, (cells.get((y, x)) for x in xs), cols, strict=True):
-            if cell is not None and col[0] is None:
-                fail_x.append(x)
-                fail_y.append(y)
-                fail_text.append(f"{x} / {y}<br><b>{cell.get('status')}</b><br>{_wrap(cell.get('reason') or '')}")
-    lim = max([abs(v) for row in z for v in row if v is not None] + [1.0])
-    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, text=text, texttemplate="%{text}", hovertext=hover,
-                               hoverinfo="text", colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
-                               colorbar=dict(title="log2 speedup")))
-    if fail_x:
-        fig.add_trace(go.Scatter(x=fail_x, y=fail_y, mode="markers+text", text=["✗"] * len(fail_x),
-                                 textposition="middle center", marker=dict(symbol="square", size=28, color="#eee",
-                                                                           line=dict(color=FAILURE_RED, width=2)),
-                                 textfont=dict(color=FAILURE_RED, size=16), hovertext=fail_text, hoverinfo="text",
-                                 name="failed", showlegend=True))
-        fig.update_layout(legend=dict(x=1.12, y=1, xanchor="left"))  # right of the colour bar
-    fig.update_xaxes(type="category")
-    fig.update_yaxes(type="category", autorange="reversed")
-    return styled(fig, "Speedup over eager (headline latency ratio; ✗ = failed, reason on hover)",
-                  height=max(320, 60 + 40 * len(ys)))
-
-
-def _heat_cell(cell: dict[str, Any] | None, x: str, y: str) -> tuple[float | None, str, str]:
-    """(log2 speedup or None, shown text, hover text) of one heatmap cell; None for a failed or absent case."""
-    if cell is None:
-        return None, "", f"{x} / {y}: not run"
-    sp = fnum(cell.get("speedup_vs_eager"))
-    if cell.get("status") != "ok" or sp is None or sp <= 0:
-        return None, "", ""
-    eager_ms = fnum(cell.get("eager_headline_ms")) or fnum(cell.get("eager_latency_ms_median")) or 0.0
-    ms = headline_ms(cell) or 0.0
-    return math.log2(sp), f"{sp:.2f}×", f"{x} / {y}<br>speedup {sp:.3g}× (eager {eager_ms:.4g} ms → {ms:.4g} ms)"
-
-
-def _wrap(text: str, width: int = 90) -> str:
-    """Hover text: at most 600 characters, escaped, broken into lines of `width`."""
-    text = text[:600]
-    return "<br>".join(html.escape(text[i:i + width]) for i in range(0, len(text), width))
+from bakeoff.results.report.charts_common import rows, series_colors, series_marks, styled
 
 
 def latency_bars(runs: list[RunData]) -> go.Figure | None:

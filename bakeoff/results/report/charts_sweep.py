@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from bakeoff.results.report.axes import log_ticks
 from bakeoff.results.report.colors import FAILURE_RED, backend_colors
 from bakeoff.results.report.data import RunData
-from bakeoff.results.report.html import esc, figure_div
+from bakeoff.results.report.html import esc, lazy_figure_div
 
 LOG_SPAN = 10.0  # an axis whose values span more than this factor is logarithmic
 
@@ -92,13 +92,14 @@ def sweep_charts(runs: list[RunData]) -> list[tuple[str, go.Figure]]:
 
 
 def sweep_html(runs: list[RunData]) -> str:
-    """The report's "Shape sweeps" section: one chart per sweep, or "" when the runs have none."""
+    """The body of the report's "Shape sweeps" section (its heading is the report's): one chart per sweep,
+    drawn when the section opens, or "" when the runs have none."""
     figs = sweep_charts(runs)
     if not figs:
         return ""
-    parts = ['<h2 id="sweeps">Shape sweeps</h2><p class="note">One case per backend serves every value of the '
+    parts = ['<p class="note">One case per backend serves every value of the '
              "swept dim in order. Top: the headline latency at each value (the case's timer and headline rules on "
              "a smaller budget per point); a diamond marks a point whose first call compiled (the backend's own "
              "counter). Bottom: the time to the first result at each value, any compile included.</p>"]
-    parts += [figure_div(fig, f"sweep-{i}", esc(title)) for i, (title, fig) in enumerate(figs)]
+    parts += [lazy_figure_div(fig, f"sweep-{i}", esc(title)) for i, (title, fig) in enumerate(figs)]
     return "".join(parts)

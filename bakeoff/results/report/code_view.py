@@ -253,13 +253,13 @@ CODE_JS = r"""
     if (!a) { return; }
     e.preventDefault();
     showCase(+a.dataset.case, a.dataset.backend);
-    document.getElementById('code').scrollIntoView();
+    window.bakeoffReveal('code');
   });
   var heat = document.getElementById('speedup');
   if (heat && heat.on) {
     heat.on('plotly_click', function (ev) {
-      var pt = ev.points && ev.points[0], hit = pt && index.cells[pt.y + '\u0000' + pt.x];
-      if (hit) { showCase(hit[0], hit[1]); document.getElementById('code').scrollIntoView(); }
+      var pt = ev.points && ev.points[0], hit = pt && index.cells[(pt.customdata || pt.y) + '\u0000' + pt.x];
+      if (hit) { showCase(hit[0], hit[1]); window.bakeoffReveal('code'); }
     });
   }
   window.bakeoffShowCase = showCase;

@@ -1,5 +1,7 @@
-"""The static dashboard over the store's history: index.html (flags, workloads, runs) and one page per
-workload with a trend chart per metric, breaching points marked. Reads the store only."""
+"""The static dashboard over the store's history: index.html (the latest run's scoreboard, flags, workloads,
+runs), latest.html (the latest run's scoreboard, speedup heatmap and per-workload verdicts, as the report leads
+with them) and one page per workload with a trend chart per metric, breaching points marked. Reads the store
+only."""
 from __future__ import annotations
 
 import re
@@ -9,13 +11,15 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from bakeoff.results.report.data import hardware_name
+from bakeoff.results.report.data import RunData, hardware_name, load_run
 from bakeoff.results.report.envdiff import describe
 from bakeoff.results.report.axes import log_ticks, time_range
 from bakeoff.results.report.colors import FAILURE_RED, backend_colors
 from bakeoff.results.report.charts_common import styled
 from bakeoff.results.report.history import METRICS, CaseHistory, History, Series, load_history
 from bakeoff.results.report.html import PLOTLY_FILE, Cell, esc, figure_div, page, table
+from bakeoff.results.report.lead import lead
+from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
 from bakeoff.results.report.trend import MIN_RISE, WINDOW
 
 TITLES = {"headline_ms": "Latency, headline median (ms)", "compile_s": "Compile, cold (s)",
@@ -112,7 +116,25 @@ def _rule_note() -> str:
             "noisy says so.</p>")
 
 
-def render_index(h: History) -> str:
+LATEST_PAGE = "latest.html"
+
+
+def _latest_head(run: RunData) -> str:
+    return (f"<h2>Latest run: {esc(run.run_id)}</h2><p class=\"note\">{len(run.cases)} cases on "
+            f"{esc(hardware_name(run.env))}, config {esc(run.run.get('config_name'))}, {esc(run.run.get('status'))}"
+            "</p>")
+
+
+def render_latest(run: RunData) -> str:
+    """The latest run's page: the report's lead (scoreboard, speedup heatmap, per-workload verdicts)."""
+    top = lead([run])
+    recs = recommend(run.cases, DEFAULT_WEIGHTS)
+    body = ['<p><a href="index.html">← dashboard</a></p>', _latest_head(run), top.scoreboard, top.heatmap,
+            top.verdict_section(recs, False)]
+    return page(f"bakeoff: latest run {run.run_id}", "\n".join(body), "file")
+
+
+def render_index(h: History, latest: RunData | None = None) -> str:
     flags = _flag_rows(h.series, h.cases, link=True)
     n_reg = sum(1 for r in flags if r[0].text in ("regression", "accuracy", "status"))
     workloads = sorted({s.workload for s in h.series} | {c.key[0] for c in h.cases})
@@ -125,7 +147,11 @@ def render_index(h: History) -> str:
                 for r in reversed(h.runs)]
     body = [f"<h1>bakeoff dashboard</h1><p>{len(h.runs)} runs, {len(h.series)} series; "
             f'<span class="{"bad" if n_reg else "ok"}" id="summary">{n_reg} regression(s)</span>, '
-            f"{sum(1 for r in flags if r[0].text == 'suspicious')} suspicious.</p>", _rule_note(),
+            f"{sum(1 for r in flags if r[0].text == 'suspicious')} suspicious.</p>"]
+    if latest is not None:  # the decision first: the latest run's scoreboard, its heatmap one click away
+        body += [_latest_head(latest), lead([latest]).scoreboard,
+                 f'<p><a href="{LATEST_PAGE}" id="latest-link">speedup heatmap and per-workload verdicts →</a></p>']
+    body += [_rule_note(),
             "<h2>Flags</h2>", table(FLAG_HEADERS, flags, table_id="flags") if flags else "<p>No flags.</p>",
             "<h2>Workloads</h2>", table(["workload", "series", "flags"], wl_rows),
             "<h2>Runs</h2>",
@@ -149,12 +175,16 @@ def render_workload(h: History, workload: str) -> tuple[str, int]:
 
 
 def build_dashboard(store: Any, out_dir: Path) -> dict[str, int]:
-    """Write the site into `out_dir`; returns {file name: number of charts on it}."""
+    """Write the site into `out_dir`; returns {file name: number of charts on it} of the index and the workload
+    pages (the latest run's page, LATEST_PAGE, is written beside them when the store has a run)."""
     h = load_history(store)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / PLOTLY_FILE).write_text(get_plotlyjs())
+    latest = load_run(store, h.runs[-1]["run_id"]) if h.runs else None
     written = {"index.html": 0}
-    (out_dir / "index.html").write_text(render_index(h))
+    (out_dir / "index.html").write_text(render_index(h, latest))
+    if latest is not None:
+        (out_dir / LATEST_PAGE).write_text(render_latest(latest))
     for workload in sorted({s.workload for s in h.series} | {c.key[0] for c in h.cases}):
         text, charts = render_workload(h, workload)
         (out_dir / page_name(workload)).write_text(text)

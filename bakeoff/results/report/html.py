@@ -24,6 +24,10 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .banner{background:#fff4e0;border:1px solid #e0a040;padding:8px 12px;margin:10px 0}
 .note{color:#555;font-size:13px}
 details.noise summary{cursor:pointer} details.noise ul{margin:2px 0 0 14px;padding:0;min-width:22em}
+details.why summary{cursor:pointer;color:#36c} details.why ul{margin:2px 0 0 14px;padding:0;min-width:36em}
+details.fold{margin:6px 0;border-top:1px solid #ddd} details.fold>summary{cursor:pointer;padding:6px 0}
+details.fold>summary h2{display:inline;border:0;font-size:1.15em;margin:0}
+input.filter{font-size:13px;padding:3px 6px;width:28em;margin:4px 0}
 """
 
 # Click a header to sort by it; numbers sort by the cell's data-v, missing values last.
@@ -45,6 +49,47 @@ document.querySelectorAll('table.sortable').forEach(function(t){
     });
   });
 });
+"""
+
+# Filter a table as one types: rows whose text lacks any of the typed words are hidden.
+FILTER_JS = """
+document.querySelectorAll('input.filter').forEach(function(inp){
+  var t=document.getElementById(inp.getAttribute('data-table')), count=inp.nextElementSibling;
+  inp.addEventListener('input',function(){
+    var words=inp.value.toLowerCase().split(/\\s+/).filter(Boolean), shown=0;
+    Array.prototype.forEach.call(t.tBodies[0].rows,function(r){
+      var text=r.textContent.toLowerCase(), ok=words.every(function(w){return text.indexOf(w)>=0;});
+      r.style.display=ok?'':'none'; shown+=ok;});
+    if(count){count.textContent=shown+' of '+t.tBodies[0].rows.length+' rows';}
+  });
+});
+"""
+
+# Charts inside a closed <details> are drawn when it first opens (a hidden chart has no width, and drawing
+# every chart up front slows the page's load); `bakeoffReveal(id)` opens the folds around an element and
+# scrolls to it, for links and clicks that lead into a fold.
+FOLD_JS = """
+function bakeoffDraw(root){
+  root.querySelectorAll('.lazy-plot:not([data-drawn])').forEach(function(div){
+    if(div.closest('details:not([open])')){return;}
+    var fig=JSON.parse(document.getElementById(div.id+'-json').textContent);
+    div.setAttribute('data-drawn','1');
+    Plotly.newPlot(div,fig.data,fig.layout,{displaylogo:false,responsive:true});
+  });
+}
+window.bakeoffReveal=function(id){
+  var el=document.getElementById(id); if(!el){return;}
+  for(var d=el.closest('details');d;d=d.parentElement.closest('details')){d.open=true;}
+  bakeoffDraw(document); el.scrollIntoView();
+};
+document.querySelectorAll('details').forEach(function(d){
+  d.addEventListener('toggle',function(){ if(d.open){bakeoffDraw(d);} });
+});
+document.addEventListener('click',function(e){
+  var a=e.target.closest?e.target.closest('a.reveal'):null;
+  if(a){e.preventDefault(); window.bakeoffReveal(a.getAttribute('href').slice(1));}
+});
+bakeoffDraw(document);
 """
 
 
@@ -81,6 +126,27 @@ def figure_div(fig: go.Figure | None, div_id: str, missing: str) -> str:
                        config={"displaylogo": False, "responsive": True})
 
 
+def lazy_figure_div(fig: go.Figure | None, div_id: str, missing: str) -> str:
+    """A chart drawn when the fold around it first opens (FOLD_JS), or a note saying why there is none."""
+    if fig is None:
+        return f'<p class="note">{esc(missing)}</p>'
+    data = fig.to_json().replace("</", "<\\/")
+    return (f'<div id="{esc(div_id)}" class="lazy-plot"></div>'
+            f'<script type="application/json" id="{esc(div_id)}-json">{data}</script>')
+
+
+def fold(summary_html: str, body: str, open_: bool = False, fold_id: str = "") -> str:
+    """A section one click away: its heading (`summary_html`, raw HTML) always shown, `body` when opened."""
+    ident = f' id="{esc(fold_id)}"' if fold_id else ""
+    return f'<details class="fold"{ident}{" open" if open_ else ""}><summary>{summary_html}</summary>{body}</details>'
+
+
+def filter_box(table_id: str) -> str:
+    """A text box that filters the rows of table `table_id` (FILTER_JS), with the count of rows shown."""
+    return (f'<input class="filter" data-table="{esc(table_id)}" placeholder="filter rows: type words, e.g. '
+            f'softmax float16 noisy"><span class="note"></span>')
+
+
 def table(headers: list[str], body: list[list[Cell]], sortable: bool = True, table_id: str = "") -> str:
     """An HTML table; with `sortable`, headers sort on click (SORT_JS)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
@@ -102,4 +168,4 @@ def page(title: str, body: str, plotly_js: PlotlyJs, css: str = "", js: str = ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{CSS}{css}</style>{plotly_js_tag(plotly_js)}</head>\n<body>\n{body}\n"
-            f"<script>{SORT_JS}{js}</script>\n</body></html>\n")
+            f"<script>{SORT_JS}{FILTER_JS}{FOLD_JS}{js}</script>\n</body></html>\n")

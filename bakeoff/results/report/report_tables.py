@@ -1,4 +1,4 @@
-"""The tables of the HTML report: every case, the recommendation per workload, each run's environment."""
+"""The tables of the HTML report: every case, each run's environment (the decision's: decision_tables)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
 from bakeoff.results.report.html import Cell, esc, table
-from bakeoff.results.report.weights import Recommendation
+from bakeoff.results.report.decision import speed_of
 
 
 def _n(value: Any, fmt: str, suffix: str = "") -> Cell:
@@ -50,6 +50,15 @@ def _latency(c: dict[str, Any]) -> Cell:
     return Cell(f"{med:.4g}{esc(spread)}{note}", med, "num", raw=True)
 
 
+def _speedup(c: dict[str, Any]) -> Cell:
+    """The speedup over eager with its 95% interval (report/decision.py says how it was had)."""
+    s = speed_of(c)
+    if s is None:
+        return _n(c.get("speedup_vs_eager"), ".3g", "×")
+    ci = "" if s.source == "exact" else f' <span class="note">[{s.low:.3g}–{s.high:.3g}]</span>'
+    return Cell(f"{s.speedup:.3g}×{ci}", s.speedup, "num", raw=True)
+
+
 def _pct(c: dict[str, Any]) -> Cell:
     """% of ceiling, marked when the case beat the calibrated ceiling (then capped at 100: see
     harness.measure.ceiling_share)."""
@@ -82,7 +91,7 @@ def runs_table_html(runs: list[RunData], case_of: dict[tuple[str, str, str, str]
     labels = run_labels(runs)
     headers = (["run"] if len(runs) > 1 else []) + [
         "workload", "shape", "dtype", "backend", "status", "noise", "latency ms [p20–p80] (headline)",
-        "speedup vs eager", "device span ms", "kernel sum ms", "pipelined ms", "single call ms", "timer ms",
+        "speedup vs eager [95%]", "device span ms", "kernel sum ms", "pipelined ms", "single call ms", "timer ms",
         "SM clock MHz", "compile s cold", "compile s warm", "process setup s", "err vs fp64 (rel L2)",
         "× eager's error", "kernels", "% of ceiling", "break-even calls", "code"]
     body = []
@@ -90,7 +99,7 @@ def runs_table_html(runs: list[RunData], case_of: dict[tuple[str, str, str, str]
         for c in r.cases:
             row = [Cell(labels[r.run_id] or r.run_id)] if len(runs) > 1 else []
             row += [Cell(str(c.get(k) or ""), str(c.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")]
-            row += [_status(c), _noise(c), _latency(c), _n(c.get("speedup_vs_eager"), ".3g", "×"),
+            row += [_status(c), _noise(c), _latency(c), _speedup(c),
                     _n(c.get("device_span_ms"), ".4g"), _n(c.get("device_ms"), ".4g"), _n(c.get("pipelined_ms"), ".4g"),
                     _n(c.get("host_latency_ms"), ".4g"), _n(c.get("latency_ms_median"), ".4g"),
                     _n(c.get("sm_clock_mhz"), ".0f"), _n(c.get("compile_s"), ".3g"), _warm(c),
@@ -101,20 +110,6 @@ def runs_table_html(runs: list[RunData], case_of: dict[tuple[str, str, str, str]
                                                        str(c.get("dtype")))))]
             body.append(row)
     return table(headers, body, table_id="cases")
-
-
-def recommendation_table(recs: list[Recommendation], several_runs: bool) -> str:
-    """Best backend per workload/shape/dtype under the weights, with the reason in words."""
-    headers = (["run"] if several_runs else []) + ["workload", "shape", "dtype", "recommended", "score", "why"]
-    body = []
-    for rec in recs:
-        row = [Cell(rec.run_label)] if several_runs else []
-        row += [Cell(rec.workload, rec.workload), Cell(rec.shape, rec.shape), Cell(rec.dtype, rec.dtype),
-                Cell((rec.backend or "none") + (" (noisy)" if rec.noisy else ""), rec.backend or "",
-                     ("warn" if rec.noisy else "ok") if rec.backend else "bad"),
-                Cell("-" if rec.score is None else f"{rec.score:.3f}", rec.score, "num"), Cell(rec.reason)]
-        body.append(row)
-    return table(headers, body, table_id="recommendations")
 
 
 ENV_ROWS = ("device", "gpu_name", "driver", "cuda_runtime", "compute_capability", "gpu_memory_mb", "cpu_model",

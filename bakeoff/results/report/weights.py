@@ -12,7 +12,8 @@ reference timed interleaved with it in the same worker (eager's own case: 1). Me
 are never set against each other, so load that hit one worker and not another cannot make the recommendation
 contradict the speedups shown beside it. Where a candidate of the group has no speedup (older or hand-made
 records), the group is ranked by the headline itself. A recommendation whose pick or runner-up was measured
-`noisy` says so.
+`noisy` says so. A pick that would lose to its runner-up somewhere within their speedups' 95% intervals
+(report/decision.py) is no pick: the recommendation names both as tied (`tied_with`).
 
 Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
 milliseconds, and without the floor a 10 s compile would cost 0.2·ln(10 s / 5 ms) ≈ 1.5, more than a 4×
@@ -29,6 +30,7 @@ from typing import Any
 import yaml
 
 from bakeoff.results.report.data import case_key, first_result_s, fnum, headline_method, headline_ms, unit_roundoff
+from bakeoff.results.report.decision import speed_of
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
 # Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
@@ -92,6 +94,14 @@ class Recommendation:
     score: float | None
     reason: str
     noisy: tuple[str, ...] = ()  # the pick and the runner-up, those of them whose measurement was noisy
+    tied_with: str | None = None  # the runner-up, when the pick's lead is inside the speedups' intervals
+
+    @property
+    def shown(self) -> str:
+        """The pick as the report names it: 'none', the backend, or 'tie: pick, runner-up'."""
+        if not self.backend:
+            return "none"
+        return f"tie: {self.backend}, {self.tied_with}" if self.tied_with else self.backend
 
 
 def _axes(c: dict[str, Any], paired: bool = True) -> tuple[float, float, float] | None:
@@ -127,9 +137,25 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
                         key=lambda t: t[0])
         score, pick, axes = ranked[0]
         noisy = tuple(str(c.get("backend")) for _, c, _ in ranked[:2] if c.get("measurement_quality") == "noisy")
+        tie = _inside_noise(ranked, weights["latency"]) if paired else None
         out.append(Recommendation(wl, shape, dtype, run_label, str(pick.get("backend")), score,
-                                  _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2]), noisy))
+                                  _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2]), noisy,
+                                  tie))
     return out
+
+
+def _inside_noise(ranked: list, w_latency: float) -> str | None:
+    """The runner-up's name when the pick, at the slow end of its speedup's 95% interval, scores no better
+    than the runner-up at the fast end of its own; else None."""
+    if len(ranked) < 2:
+        return None
+    (score, pick, _), (runner_score, runner, _) = ranked[0], ranked[1]
+    sp, sr = speed_of(pick), speed_of(runner)
+    if sp is None or sr is None:
+        return None
+    worst = score + w_latency * math.log(sp.speedup / sp.low)
+    best_runner = runner_score - w_latency * math.log(sr.high / sr.speedup)
+    return str(runner.get("backend")) if worst >= best_runner else None
 
 
 def _noise_note(decisive: list) -> str:

@@ -1,0 +1,140 @@
+"""The decision the report leads with: the speedup's 95% interval (paired bootstrap), ties inside it, the
+scoreboard, and the page in Chromium: the first screen holds the scoreboard and the heatmap, the rest is folded."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from browser import open_browser
+from bakeoff.results.record import CaseRecord, ColdOutput
+from bakeoff.results.report.data import RunData
+from bakeoff.results.report.decision import reason_class, scoreboard, speed_of, verdicts
+from bakeoff.results.report.report import render_report
+from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
+from bakeoff.results.speedup_interval import case_speedup_interval, interval_fields, speedup_interval
+
+
+def _pairs(backend_ms: float, eager_ms: float, n: int = 40, jitter: float = 0.02, seed: int = 1):
+    rng = random.Random(seed)
+    return ([backend_ms * (1 + rng.uniform(-jitter, jitter)) for _ in range(n)],
+            [eager_ms * (1 + rng.uniform(-jitter, jitter)) for _ in range(n)])
+
+
+def test_interval_brackets_the_ratio_of_medians_and_is_reproducible():
+    b, e = _pairs(1.0, 2.0)
+    low, high = speedup_interval(b, e)
+    assert 1.9 < low < 2.0 < high < 2.1
+    assert speedup_interval(b, e) == (low, high)  # fixed seed
+    wider = speedup_interval(*_pairs(1.0, 2.0, jitter=0.2))
+    assert wider[1] - wider[0] > 3 * (high - low)
+
+
+def test_interval_needs_enough_valid_pairs():
+    assert speedup_interval([1.0] * 4, [2.0] * 4) is None
+    assert speedup_interval([1.0, None, float("nan"), -1, 1, 1, 1], [2.0] * 7) is None  # 4 valid pairs
+    assert speedup_interval([1.0] * 9, [2.0] * 5) == (2.0, 2.0)  # the longer series cut to the shorter
+
+
+def _case(backend: str, speedup: float, jitter: float = 0.01, *, dtype: str = "float32", workload: str = "w",
+          status: str = "ok", **extra):
+    b, e = _pairs(1.0 / speedup, 1.0, jitter=jitter, seed=hash((backend, workload, dtype)) % 1000)
+    case = {"workload": workload, "shape": "N=8", "dtype": dtype, "backend": backend, "adapter": backend,
+            "status": status, "headline_method": "cupti-span", "device_span_samples": b,
+            "eager_device_span_samples": e, "headline_ms": 1.0 / speedup, "eager_headline_ms": 1.0,
+            "speedup_vs_eager": speedup if status == "ok" else None, "compile_total_s": 2.0, **extra}
+    if backend == "eager":
+        case["eager_device_span_samples"] = None
+    return case
+
+
+def test_the_record_carries_the_interval_columns_and_headline_pairs_choose_the_headline_samples():
+    case = _case("inductor", 1.5)
+    fields = interval_fields(case)
+    assert fields["speedup_vs_eager_ci_low"] < 1.5 < fields["speedup_vs_eager_ci_high"]
+    written = ColdOutput.model_validate({"status": "ok", **fields}).model_dump()  # what the worker writes
+    assert written["speedup_vs_eager_ci_low"] == fields["speedup_vs_eager_ci_low"]
+    assert "speedup_vs_eager_ci_high" in CaseRecord.export_columns()
+    pipelined = {**case, "headline_method": "pipelined"}
+    assert case_speedup_interval(pipelined) is None
+    timer = {**case, "headline_method": "host-clock+sync", "timing_method": "host-clock+sync",
+             "samples": case["device_span_samples"], "eager_samples": case["eager_device_span_samples"]}
+    assert case_speedup_interval(timer) == case_speedup_interval(case)
+
+
+def test_overlapping_intervals_are_a_tie_and_clear_ones_a_win():
+    cases = [_case("eager", 1.0), _case("a", 1.50, 0.05), _case("b", 1.49, 0.05),  # tie
+             _case("eager", 1.0, workload="v"), _case("a", 2.0, workload="v"), _case("b", 1.5, workload="v"),
+             _case("c", 1.0, workload="v", status="compile_error", reason="boom"),
+             _case("d", 1.0, workload="v", status="skipped", reason="d not installed (pip install d)")]
+    w, v = verdicts([RunData({"run_id": "r"}, cases)])
+    assert w.is_tie and w.winner is None and {s.backend for s in w.tied} == {"a", "b"}
+    assert not v.is_tie and v.winner.backend == "a" and v.margin == pytest.approx(2.0 / 1.5)
+    board = {b.backend: b for b in scoreboard([w, v])}
+    assert (board["a"].won, board["a"].tied, board["b"].tied) == (1, 1, 1)
+    assert board["c"].failed == {"compile_error": 1} and board["d"].skipped == {"not installed": 1}
+    assert board["a"].geomean("float32") == pytest.approx((1.5 * 2.0) ** 0.5)
+    # the weighted pick never names a winner inside the noise either
+    rec_w = [r for r in recommend(cases, DEFAULT_WEIGHTS) if r.workload == "w"][0]
+    assert rec_w.tied_with is not None and rec_w.shown.startswith("tie: ")
+
+
+def test_an_interval_without_samples_falls_back_to_the_stated_spread_rule():
+    case = _case("a", 1.5, headline_p20_ms=0.6, headline_p80_ms=0.7, eager_headline_p20_ms=0.95,
+                 eager_headline_p80_ms=1.05)
+    case["device_span_samples"] = None
+    s = speed_of(case)
+    assert s.source == "p20–p80" and s.low == pytest.approx(0.95 / 0.7) and s.high == pytest.approx(1.05 / 0.6)
+    stored = speed_of({**case, "speedup_vs_eager_ci_low": 1.4, "speedup_vs_eager_ci_high": 1.6})
+    assert (stored.low, stored.high, stored.source) == (1.4, 1.6, "bootstrap (stored)")
+    assert reason_class("onnxruntime has no CUDA provider (pip install onnxruntime-gpu)") == "no device support"
+
+
+def _big_run() -> RunData:
+    """11 workloads × 3 dtypes × 6 backends, one always skipped, one failing now and then, noisy cells."""
+    cases = []
+    for k in range(11):
+        for dtype in ("float32", "bfloat16", "float16"):
+            wl = f"workload_{k}"
+            cases.append(_case("eager", 1.0, dtype=dtype, workload=wl))
+            fast = 1.2 + 0.1 * (k % 4)  # xla ties with inductor on every third workload, else wins
+            for name, speedup in (("inductor", fast), ("xla", fast * (1.003 if k % 3 == 0 else 1.4)),
+                                  ("tritongen", 0.9)):
+                cases.append(_case(name, speedup, 0.05, dtype=dtype,
+                                   workload=wl, headline_quality="noisy" if k % 4 == 0 else "clean",
+                                   headline_noise_reasons=["drift 3%"] if k % 4 == 0 else []))
+            cases.append(_case("iree", 0.5, dtype=dtype, workload=wl, status="ok" if k % 5 else "runtime_error",
+                               reason=None if k % 5 else "illegal memory access"))
+            cases.append(_case("tensorrt", 1.0, dtype=dtype, workload=wl, status="skipped",
+                               reason="tensorrt not installed"))
+    return RunData({"run_id": "big", "config_name": "c", "status": "complete", "environment": {}}, cases)
+
+
+def test_report_first_screen_holds_scoreboard_and_heatmap_and_the_rest_is_folded(tmp_path):
+    run = _big_run()
+    path = tmp_path / "report.html"
+    path.write_text(render_report([run], DEFAULT_WEIGHTS, "inline"))
+    expected_ties = {f"{v.workload} {v.shape} {v.dtype}" for v in verdicts([run]) if v.is_tie}
+    with open_browser() as browser:
+        page = browser.open(path, {"#speedup .main-svg": 1})
+        p = page.page
+        p.set_viewport_size({"width": 1400, "height": 900})
+        p.evaluate("window.scrollTo(0, 0)")
+        box = page.evaluate("""(() => { const b = id => document.getElementById(id).getBoundingClientRect().bottom;
+            return {score: b('scoreboard'), heat: b('speedup'), height: document.documentElement.scrollHeight,
+                    cases_shown: document.getElementById('cases').checkVisibility()}; })()""")
+        ties = set(page.evaluate("""[...document.querySelectorAll('#verdicts tbody tr')]
+            .filter(r => r.querySelector('td.tie')).map(r => [...r.cells].slice(0, 3).map(c => c.textContent)
+            .join(' '))"""))
+        assert page.count("#pareto .main-svg") == 0  # folded charts are drawn when opened
+        p.click("a.reveal[href='#pareto']")
+        p.wait_for_selector("#pareto .main-svg")
+        p.click("summary:has-text('Every case')")  # as a user opens the fold
+        p.fill("input.filter", "iree runtime_error")
+        shown = page.evaluate("[...document.querySelectorAll('#cases tbody tr')].filter(r => r.style.display "
+                              "!== 'none').length")
+    assert page.errors == [], page.errors
+    assert box["score"] <= 900 and box["heat"] <= 900 and box["cases_shown"] is False
+    assert box["height"] < 6000
+    assert expected_ties and ties == expected_ties
+    assert shown == 9  # workloads 0, 5 and 10, three dtypes each
