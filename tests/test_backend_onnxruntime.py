@@ -108,7 +108,7 @@ def test_artifacts_and_model_file(tmp_path):
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")
     compiled = get_backend("onnxruntime").compile(g, [], "cpu", {"artifacts_dir": str(tmp_path)})
-    assert set(compiled.info.stages_s) == {"export", "session"}
+    assert set(compiled.info.stages_s) == {"export", "optimize", "session"}
     art = compiled.artifacts()
     assert art["opset"] == 23 and art["nodes"] == 2 and art["op_types"] == {"Gelu": 1, "LayerNormalization": 1}
     assert art["onnx_bytes"] > 0 and "optimized_op_types" in art
@@ -178,6 +178,7 @@ def test_cuda_provider_runs_float32_as_float32_unless_tf32_is_asked(monkeypatch)
 
 def test_supports_never_raises_at_planning_time(monkeypatch):
     import bakeoff.backends.onnxrt as onnxrt
+    import bakeoff.backends.onnxrt_session as onnxrt_session
 
     w = builtin_workloads()["softmax"]
     g = bind(w.graph, w.presets["smoke"], "float32")
@@ -187,14 +188,14 @@ def test_supports_never_raises_at_planning_time(monkeypatch):
         raise NotImplementedError("no ONNX lowering for op 'frobnicate'")
 
     monkeypatch.setattr(onnxrt, "_PROBES", {})
-    monkeypatch.setattr(onnxrt, "lower_onnx", no_rule)  # the name the adapter calls
+    monkeypatch.setattr(onnxrt_session, "lower_onnx", no_rule)  # the name the adapter calls
     assert backend.supports(g, "cpu", "float32") == "onnxruntime: no ONNX lowering for op 'frobnicate'"
 
     def bug(graph, *args, **kwargs):
         raise KeyError("a lowering bug")
 
     monkeypatch.setattr(onnxrt, "_PROBES", {})
-    monkeypatch.setattr(onnxrt, "lower_onnx", bug)  # the name the adapter calls
+    monkeypatch.setattr(onnxrt_session, "lower_onnx", bug)  # the name the adapter calls
     assert backend.supports(g, "cpu", "float32") is None   # compile() raises it again: a per-case compile_error
     with pytest.raises(KeyError):
         backend.compile(g, [], "cpu", {})
@@ -203,7 +204,7 @@ def test_supports_never_raises_at_planning_time(monkeypatch):
 def test_the_planning_probe_uses_the_case_options(monkeypatch):
     """supports() exports at the case's opset, as compile() will; a bad option value is left to compile()."""
     import bakeoff.workloads.lower_onnx as lower
-    from bakeoff.backends import onnxrt
+    from bakeoff.backends import onnxrt, onnxrt_session
 
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")
@@ -215,7 +216,7 @@ def test_the_planning_probe_uses_the_case_options(monkeypatch):
         return real(graph, opset, attention)
 
     monkeypatch.setattr(onnxrt, "_PROBES", {})
-    monkeypatch.setattr(onnxrt, "lower_onnx", spy)  # the name the adapter calls
+    monkeypatch.setattr(onnxrt_session, "lower_onnx", spy)  # the name the adapter calls
     backend = OnnxRuntimeBackend()
     assert backend.supports(g, "cpu", "float32", {"opset": 18}) is None and opsets == [18]
     assert backend.supports(g, "cpu", "float32", {"graph_optimization_level": "sideways"}) is None
@@ -249,5 +250,5 @@ def test_headline_compile_time_is_session_creation():
     compiled, _, _, seconds, total = compile_and_first_run(get_backend("onnxruntime"), g, [], case, make_inputs(g, 0, "cpu"))
     stages = compiled.info.stages_s
     assert compiled.info.compiler_stages == ("session",) and seconds == stages["session"]
-    assert set(stages) == {"export", "session", "first_run"}
+    assert set(stages) == {"export", "optimize", "session", "first_run"}
     assert total >= stages["export"] + stages["session"] + stages["first_run"]

@@ -5,8 +5,9 @@ if the installed compiler knows it, else the highest target it does know (record
 on the `cuda` driver. IREE's Python runtime has no DLPack import, so `prepare` uploads inputs to device
 buffers once (untimed) and `run` invokes the module on them.
 
-Options (YAML `backends: {iree: {...}}`): `IreeOptions` below (`extra_flags`: appended to iree-compile's;
-`attention`: "decomposed" only, the default). IREE's input is StableHLO from the JAX lowering, where the
+Options (YAML `backends: {iree: {...}}`): `IreeOptions` below (`preset`: "tuned", the default, passes the
+optimization flags IREE's documentation recommends, "plain" none (iree_presets.py); `extra_flags`: appended
+to iree-compile's after the preset's; `attention`: "decomposed" only, the default). IREE's input is StableHLO from the JAX lowering, where the
 fused attention JAX offers is a cuDNN custom call that IREE cannot lower, and StableHLO has no attention op of
 its own (IREE reaches its fused attention only from torch-mlir's SDPA): attention stays matmul, mask,
 softmax, matmul, and the record's `lowering` says so.
@@ -22,22 +23,26 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field, field_validator
 
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, user_cache_dir
+from bakeoff.backends.iree_presets import preset_flags, preset_note
 from bakeoff.backends.options import BackendOptions, clip
 from bakeoff.backends.sweep_server import PerShapeServer, SweepServer
 from bakeoff.workloads.lower_jax import lowering_paths, stablehlo_text
 
 
 class IreeOptions(BackendOptions):
+    preset: Literal["tuned", "plain"] = Field(
+        "tuned", description="tuned: --iree-opt-level=O3 and aggressive dispatch fusion (IREE's documented "
+                             "speed settings); plain: iree-compile's defaults (O0) (iree_presets.py)")
     extra_flags: list[str] = Field(default_factory=list, max_length=256,
-                                   description="flags appended to iree-compile's, e.g. "
-                                               "--iree-opt-level=O3")
+                                   description="flags appended to iree-compile's, after the preset's, e.g. "
+                                               "--iree-codegen-llvmgpu-use-vector-distribution=true")
 
     @field_validator("extra_flags")
     @classmethod
@@ -278,7 +283,7 @@ def compile_module(source: str, device: str, opts: IreeOptions, stages: dict[str
 
     stages, paths, extra_notes, notes = dict(stages), dict(paths), list(notes), []
     flags, driver_uri, target = _target(device, stages, notes)
-    flags += _COMMON_FLAGS + list(opts.extra_flags)
+    flags += _COMMON_FLAGS + preset_flags(opts.preset) + list(opts.extra_flags)
     vmfb, stats, dispatches = _iree_compile(ireec, source, flags, stages)
 
     t0 = time.perf_counter()
@@ -300,7 +305,8 @@ def compile_module(source: str, device: str, opts: IreeOptions, stages: dict[str
         "stablehlo": source,
         "dispatches.mlir": dispatches or None,
     }
-    notes.append(f"target={target}")
+    notes += [f"target={target}", preset_note(opts.preset)] + (
+        [f"extra_flags={' '.join(opts.extra_flags)}"] if opts.extra_flags else [])
     notes += extra_notes
     if "sdpa" in paths:
         paths["sdpa"] = f"decomposed (matmul, scale, mask, softmax, matmul): {_NO_NATIVE_ATTENTION}"

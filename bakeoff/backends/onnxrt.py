@@ -4,10 +4,12 @@ Inputs and outputs are bound in place through IOBinding on the torch tensors' me
 timed `run` copies nothing. Session creation (graph optimizations, kernel selection) is the compile stage.
 
 Options (YAML `backends: {onnxruntime: {...}}`): `OrtOptions` below (`bakeoff list backends --options`):
-graph_optimization_level, intra_op_num_threads, and the export's opset, attention and artifacts_dir.
-attention: "native" (default: the opset-23 Attention op) or "decomposed" (MatMul, Where, Softmax, MatMul).
-Where this runtime has no Attention kernel for the case (onnxruntime 1.32's CPU provider has none for
-bfloat16), the session is created from the decomposed export instead and `info.lowering` says why.
+graph_optimization_level, intra_op_num_threads, use_tf32, optimize, and the export's opset, attention and
+artifacts_dir. attention: "contrib" (default: ONNX Runtime's fused attention ops, com.microsoft
+MultiHeadAttention or GroupQueryAttention), "native" (the opset-23 Attention op) or "decomposed" (MatMul,
+Where, Softmax, MatMul); a form this runtime cannot run for the case falls to the next, and `info.lowering`
+says which ran and why (onnxrt_session.py). optimize: "transformers" (default) runs onnxruntime.transformers'
+optimizer on the export, "none" leaves it as exported.
 
 On CUDA the CUDAExecutionProvider is required (onnxruntime-gpu) and CPU fallback is disabled, so that a node
 without a CUDA kernel fails the case instead of silently running on the host.
@@ -20,17 +22,17 @@ import re
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import Field
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec
-from bakeoff.backends.onnx_export import OnnxExportOptions, dynamic_model
+from bakeoff.backends.onnx_export import OnnxExportOptions, dynamic_model  # noqa: F401  (re-exported)
 from bakeoff.backends.onnxrt_install import double_install, imported_version
+from bakeoff.backends.onnxrt_session import open_session, sweep_models
 from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
 from bakeoff.workloads.ir import Graph
-from bakeoff.workloads.lower_onnx import (input_names, lower_onnx, lowering_paths, model_summary, onnx_elem_type,
-                                          output_names)
+from bakeoff.workloads.lower_onnx import input_names, model_summary, onnx_elem_type, output_names
 from bakeoff.workloads.onnx_text import node_list
 
 __all__ = ["OnnxExportOptions", "OnnxRuntimeBackend", "OrtCompiled", "OrtOptions", "dynamic_model"]
@@ -47,6 +49,13 @@ class OrtOptions(OnnxExportOptions):
     use_tf32: bool = Field(False, description="CUDA provider: float32 MatMul/Gemm/Conv on TF32 tensor cores "
                                               "(faster; 10-bit mantissa products, below float32 accuracy). Off: "
                                               "float32 runs as float32 (the provider's own default is on)")
+    attention: Literal["contrib", "native", "decomposed"] = Field(
+        "contrib", description="contrib: ONNX Runtime's fused attention ops (com.microsoft.MultiHeadAttention, "
+                               "else GroupQueryAttention), else native; native: the opset-23 Attention op, else "
+                               "decomposed; decomposed: MatMul, Where, Softmax, MatMul (onnxrt_session.py)")
+    optimize: Literal["transformers", "none"] = Field(
+        "transformers", description="transformers: onnxruntime.transformers' optimizer (bert fusions) on the "
+                                    "export before the session; none: the export as is")
 
 # supports() probes: (graph digest, device, options as JSON) -> None or the reason ONNX Runtime gave.
 _PROBES: dict[tuple, str | None] = {}
@@ -80,6 +89,14 @@ def _providers(device: str, opts: Any = None) -> list:
     return ["CPUExecutionProvider"]
 
 
+def _session_maker(device: str, opts: OrtOptions) -> Callable[[bytes], Any]:
+    """A function from a serialized model to its InferenceSession, with the case's options and providers."""
+    import onnxruntime as ort
+
+    so = _session_options(device, opts)
+    return lambda model_bytes: ort.InferenceSession(model_bytes, so, providers=_providers(device, opts))
+
+
 def _session_options(device: str, opts: OrtOptions) -> Any:
     import onnxruntime as ort
 
@@ -94,39 +111,6 @@ def _session_options(device: str, opts: OrtOptions) -> Any:
         # Documented session config key: fail rather than place nodes on the CPU provider behind our back.
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     return so
-
-
-def open_session(graph: Graph, device: str, opts: OnnxExportOptions, so: Any) -> tuple[Any, Any, dict, dict]:
-    """Export `graph` and create its session: (model, session, seconds per stage, lowering paths).
-
-    With native attention in the export, a session that cannot be created (no Attention kernel for this
-    provider and dtype, or an ONNX Runtime that does not know the op) is retried on the decomposed export;
-    the paths then name the first error. The decomposed export's own failure propagates."""
-    import onnxruntime as ort
-
-    opset, attention = opts.opset, opts.attention
-    paths = lowering_paths(graph, opset, attention)
-    t0 = time.perf_counter()
-    model = lower_onnx(graph, opset, attention)
-    t1 = time.perf_counter()
-    stages = {"export": t1 - t0}
-    try:
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device, opts))
-    except Exception as exc:
-        if not paths.get("sdpa", "").startswith("native"):
-            raise
-        t2 = time.perf_counter()
-        stages["session_native_attention_failed"] = t2 - t1
-        provider = "CUDA" if device.startswith("cuda") else "CPU"
-        reason = str(exc).split(" : ")[-1].strip()[:300]
-        paths["sdpa"] = (f"decomposed (MatMul, Mul, Where, Softmax, MatMul): onnxruntime {ort.__version__} "
-                         f"{provider} provider could not run the Attention export: {reason}")
-        model = lower_onnx(graph, opset, "decomposed")
-        t1 = time.perf_counter()
-        stages["export"] += t1 - t2
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=_providers(device, opts))
-    stages["session"] = time.perf_counter() - t1
-    return model, session, stages, paths
 
 
 class OrtCompiled(Compiled):
@@ -284,7 +268,7 @@ class OnnxRuntimeBackend(Backend):
         from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
         try:
-            open_session(graph, device, opts, _session_options(device, opts))
+            open_session(graph, device, opts, _session_maker(device, opts))
             return None
         except NotImplementedError as exc:   # an op the ONNX lowering has no rule for
             return f"onnxruntime: {exc}"
@@ -303,30 +287,27 @@ class OnnxRuntimeBackend(Backend):
                     f"graph in {dtype} (CPU fallback is disabled so that nothing runs on the host)")
 
     def serve_sweep(self, spec: SweepSpec, device: str, options: Mapping[str, Any]) -> SweepServer:
-        """One session with the swept dim a dynamic axis where the export allows it (`dynamic_model`); native
-        attention that the provider cannot run retries decomposed, as `open_session` does; else one session
-        per shape, with the reason."""
+        """One session with the swept dim a dynamic axis where the export allows it (`dynamic_model`), in the
+        first attention form that opens, as `open_session` tries them; else one session per shape, with the
+        reason."""
         opts = self.parse_options(options)
-        attentions = [opts.attention] + (["decomposed"] if opts.attention != "decomposed" else [])
         reasons = []
-        for attention in attentions:
-            model, reason = dynamic_model(spec, opts, attention)
+        for label, model, reason, last in sweep_models(spec, opts, device):
             if model is None:
                 reasons.append(reason)
                 continue
             try:
-                return OrtSweepServer(spec, device, opts, model, attention)
+                return OrtSweepServer(spec, device, opts, model, label)
             except Exception as exc:
-                if attention == attentions[-1]:
+                if last:
                     raise
-                reasons.append(f"{attention} attention: {type(exc).__name__}: {str(exc)[:200]}")
+                reasons.append(f"{label}: {type(exc).__name__}: {str(exc)[:200]}")
         return PerShapeServer(self, device, options, "; ".join(r for r in reasons if r))
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
                 options: Mapping[str, Any]) -> Compiled:
         opts = self.parse_options(options)
-        so = _session_options(device, opts)
-        model, session, stages, paths = open_session(graph, device, opts, so)
+        model, session, stages, paths, optimize_notes = open_session(graph, device, opts, _session_maker(device, opts))
         model_bytes = model.SerializeToString()
 
         artifacts = model_summary(model)
@@ -340,7 +321,7 @@ class OnnxRuntimeBackend(Backend):
                 f.write(model_bytes)
             artifacts["model_path"] = path
         notes = [f"opset={artifacts['opset']}", f"graph_optimization_level={opts.graph_optimization_level}",
-                 f"providers={','.join(session.get_providers())}"]
+                 f"providers={','.join(session.get_providers())}", f"attention={opts.attention}"] + optimize_notes
         if device == "cpu" and any(n.dtype == "float16" for n in graph.nodes):
             notes.append("float16 on the CPU provider: ops without a float16 kernel compute in float32 between "
                          "Casts that ONNX Runtime inserts (artifacts: casts_added_by_ort)")
@@ -351,7 +332,8 @@ class OnnxRuntimeBackend(Backend):
                          if opts.use_tf32 else "use_tf32=0: float32 MatMul/Gemm in float32")
         notes += [f"{op}: {words}" for op, words in paths.items()]
         # Session creation (graph optimizations, kernel selection) is ONNX Runtime's compile: the headline
-        # compile time; the ONNX export (and a native-attention session that failed) is recorded apart.
+        # compile time; the ONNX export, the transformers pass and any attention form's session that failed
+        # are recorded apart.
         info = CompileInfo(stages_s=stages, notes=notes, compiler_stages=("session",), lowering=paths)
         return OrtCompiled(session, graph, device, info, model_bytes, artifacts, opts)
 
