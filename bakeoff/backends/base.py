@@ -32,6 +32,20 @@ plugin's pyproject.toml::
     [project.entry-points."bakeoff.backends"]
     mycc = "mycc_bakeoff.adapter:MyccBackend"
 
+and in mycc_bakeoff/adapter.py, an adapter with one option::
+
+    class MyccOptions(BackendOptions):
+        opt_level: int = Field(2, ge=0, le=3, description="mycc -O level")
+
+    class MyccBackend(Backend):
+        name = "mycc"
+        Options = MyccOptions
+
+        def compile(self, graph, specs, device, options: MyccOptions) -> Compiled:
+            import mycc  # the compiler, imported when a case compiles
+
+            return MyccCompiled(mycc.build(graph, opt_level=options.opt_level), ...)
+
 It then appears in `bakeoff list backends` (its origin: the distribution and version) and is named in a
 config like a built-in one. The class is imported when first asked for, in the orchestrator (to check the
 config's options, plan) and in each worker; a module must import without its compiler (import it inside

@@ -69,8 +69,8 @@ class Case:
     def __post_init__(self) -> None:
         if not self.backend:
             object.__setattr__(self, "backend", self.label)
-        # read back from JSON, or given as a mapping: parsed here, once; an instance of the model is kept as is
-        object.__setattr__(self, "options", backend_class(self.backend).parse_options(self.options))
+        if not isinstance(self.options, BackendOptions):  # read back from JSON, or given as a mapping: parsed once
+            object.__setattr__(self, "options", backend_class(self.backend).parse_options(self.options))
         if not isinstance(self.timing, TimingConfig):  # read back from JSON, or given as a mapping
             object.__setattr__(self, "timing", TimingConfig.of(self.timing))
         if isinstance(self.sweep, dict):  # read back from JSON
