@@ -38,8 +38,8 @@ def margins(workload: str, preset: str, dtype: str, backend: str, device: str, s
     w = builtin_workloads()[workload]
     graph = bind(w.graph, w.presets[preset], dtype)
     specs = TensorSpec.of_inputs(graph)
-    eager, b = get_backend("eager"), get_backend(backend)
-    eager = eager.compile(graph, specs, device, eager.Options())
+    baseline, b = get_backend("eager"), get_backend(backend)
+    eager = baseline.compile(graph, specs, device, baseline.Options())
     compiled = b.compile(graph, specs, device, b.Options())
     row = {"workload": workload, "dtype": dtype, "backend": backend, "status": "ok", "rmse_ratio": 0.0,
            "worst_ratio": 0.0, "rule": "tolerance", "reason": None}
