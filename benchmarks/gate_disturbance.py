@@ -118,12 +118,12 @@ def build_targets(cases: list[tuple[str, str, str]], dtype: str) -> tuple[list[T
         cls = backend_class(backend)
         w = builtin_workloads()[workload]
         graph = bind(w.graph, w.presets[preset], dtype)
-        why = cls.available() or get_backend(backend).supports(graph, "cuda", dtype, {})
+        why = cls.available() or get_backend(backend).supports(graph, "cuda", dtype, cls.Options())
         if why:
             skipped.append(f"{backend} {workload}: {why}")
             continue
         try:
-            compiled = get_backend(backend).compile(graph, TensorSpec.of_inputs(graph), "cuda", {})
+            compiled = get_backend(backend).compile(graph, TensorSpec.of_inputs(graph), "cuda", cls.Options())
             prepared = compiled.prepare(make_inputs(graph, 0, "cuda"))
             compiled.run(prepared)
             compiled.sync()

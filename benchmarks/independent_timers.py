@@ -59,7 +59,7 @@ def bakeoff_figures(backend_name: str, workload: str, preset: str, dtype: str, d
 
     graph = _graph(workload, preset, dtype)
     backend = get_backend(backend_name)
-    compiled = backend.compile(graph, [], device, {})
+    compiled = backend.compile(graph, [], device, backend.Options())
     inputs = make_inputs(graph, 0, device)
     prepared = compiled.prepare(inputs)
     target = TimedCall(BACKEND_TARGET, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)

@@ -145,7 +145,8 @@ def grade(w, graph, dtype: str, rec: dict, ceil: dict) -> dict:
 
 
 def compile_tritongen(graph, options: dict):
-    return get_backend("tritongen").compile(graph, TensorSpec.of_inputs(graph), "cuda", options)
+    b = get_backend("tritongen")
+    return b.compile(graph, TensorSpec.of_inputs(graph), "cuda", b.parse_options(options))
 
 
 def run_case(name: str, dtype: str, ceil: dict, rep_ms: int, options: dict) -> dict:

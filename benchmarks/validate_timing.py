@@ -65,7 +65,8 @@ def agreement(dtype: str, backends: tuple[str, ...] = BACKENDS) -> list[dict]:
         graph = bind(w.graph, w.presets["gpu"], dtype)
         inputs = make_inputs(graph, 0, "cuda")
         for backend in backends:
-            compiled = get_backend(backend).compile(graph, TensorSpec.of_inputs(graph), "cuda", {})
+            b = get_backend(backend)
+            compiled = b.compile(graph, TensorSpec.of_inputs(graph), "cuda", b.Options())
             prepared = compiled.prepare(inputs)
             compiled.run(prepared)
             compiled.sync()

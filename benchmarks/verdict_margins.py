@@ -38,8 +38,9 @@ def margins(workload: str, preset: str, dtype: str, backend: str, device: str, s
     w = builtin_workloads()[workload]
     graph = bind(w.graph, w.presets[preset], dtype)
     specs = TensorSpec.of_inputs(graph)
-    eager = get_backend("eager").compile(graph, specs, device, {})
-    compiled = get_backend(backend).compile(graph, specs, device, {})
+    baseline, b = get_backend("eager"), get_backend(backend)
+    eager = baseline.compile(graph, specs, device, baseline.Options())
+    compiled = b.compile(graph, specs, device, b.Options())
     row = {"workload": workload, "dtype": dtype, "backend": backend, "status": "ok", "rmse_ratio": 0.0,
            "worst_ratio": 0.0, "rule": "tolerance", "reason": None}
     for seed in seeds:

@@ -42,7 +42,7 @@ def rel_l2_vs_reference(backend: str, workload: str, dtype: str = "float32", pre
         pytest.skip(reason)
     inputs = make_inputs(graph, seed, device)
     specs = TensorSpec.of_inputs(graph)
-    compiled = b.compile(graph, specs, device, options or {})
+    compiled = b.compile(graph, specs, device, b.parse_options(options))
     outputs = compiled(*inputs)
     refs = evaluate_reference(graph, [x.double().cpu().numpy() for x in inputs])
     worst = 0.0

@@ -18,7 +18,7 @@ def _compiled_artifacts(backend: str, workload: str = "layernorm_gelu") -> dict:
     if reason:
         skip_or_fail(reason) if backend in INSTALLED_IN_CI else pytest.skip(reason)
     graph = smoke_graph(workload)
-    compiled = b.compile(graph, TensorSpec.of_inputs(graph), "cpu", {})
+    compiled = b.compile(graph, TensorSpec.of_inputs(graph), "cpu", b.Options())
     compiled(*make_inputs(graph, 0, "cpu"))  # the first call: torch.compile compiles here
     return compiled.artifacts()
 

@@ -12,7 +12,8 @@ from core_site import core_site
 from bakeoff.backends import get_backend
 
 REPO = Path(__file__).resolve().parents[1]
-REASON = get_backend("iree").available()
+IREE = get_backend("iree")
+REASON = IREE.available()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 HALF = ["layernorm_gelu", "softmax_large", "gemm_bias_gelu", "attention"]
 
@@ -32,7 +33,7 @@ def test_matches_reference_half(workload, dtype):
 
 
 def test_stages_and_artifacts():
-    c = get_backend("iree").compile(_graph("attn_block"), [], "cpu", {})
+    c = IREE.compile(_graph("attn_block"), [], "cpu", IREE.Options())
     assert {"compile", "load"} <= set(c.info.stages_s)
     assert all(v > 0 for v in c.info.stages_s.values()), c.info.stages_s
     a = c.artifacts()
@@ -46,11 +47,11 @@ def test_stages_and_artifacts():
 
 def test_unknown_option_is_named():
     with pytest.raises(ValueError, match="bogus"):
-        get_backend("iree").compile(_graph("softmax"), [], "cpu", {"bogus": 1})
+        IREE.parse_options({"bogus": 1})
 
 
 def test_run_returns_finished_results_on_reused_inputs():
-    c = get_backend("iree").compile(_graph("ew_sigmoid_relu"), [], "cpu", {})
+    c = IREE.compile(_graph("ew_sigmoid_relu"), [], "cpu", IREE.Options())
     x, y = torch.randn(61, 257), torch.randn(61, 257)
     prepared = c.prepare([x, y])
     expected = torch.sigmoid(torch.relu(x * 1.5 + y)) * x
@@ -100,9 +101,9 @@ def test_tuned_preset_compiles_for_cuda_offline(workload):
 def test_preset_flags_are_passed_and_recorded():
     backend = get_backend("iree")
     assert backend.parse_options({}).preset == "tuned"
-    tuned = backend.compile(_graph("mlp_block"), [], "cpu", {})
-    plain = backend.compile(_graph("mlp_block"), [], "cpu", {"preset": "plain"})
-    extra = backend.compile(_graph("mlp_block"), [], "cpu", {"extra_flags": ["--iree-opt-level=O1"]})
+    tuned = backend.compile(_graph("mlp_block"), [], "cpu", backend.parse_options({}))
+    plain = backend.compile(_graph("mlp_block"), [], "cpu", backend.parse_options({"preset": "plain"}))
+    extra = backend.compile(_graph("mlp_block"), [], "cpu", backend.parse_options({"extra_flags": ["--iree-opt-level=O1"]}))
     assert "--iree-opt-level=O3" in tuned.artifacts()["flags"]
     assert "--iree-dispatch-creation-enable-aggressive-fusion=true" in tuned.artifacts()["flags"]
     assert not any(f.startswith("--iree-opt-level") for f in plain.artifacts()["flags"])
@@ -132,7 +133,7 @@ def test_matches_reference_on_gpu(workload, dtype):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_target_is_recorded():
-    c = get_backend("iree").compile(_graph("softmax"), [], "cuda", {})
+    c = IREE.compile(_graph("softmax"), [], "cuda", IREE.Options())
     major, minor = torch.cuda.get_device_capability(0)
     target = c.artifacts()["target"]
     assert target.startswith("sm_") and f"target={target}" in c.info.notes
@@ -158,8 +159,8 @@ def test_headline_compile_time_is_iree_compile():
     from bakeoff.harness.worker.compile_step import compile_and_first_run
 
     g = _graph("softmax")
-    case = SimpleNamespace(device="cpu", options={})
-    compiled, _, _, seconds, total = compile_and_first_run(get_backend("iree"), g, [], case, make_inputs(g, 0, "cpu"))
+    case = SimpleNamespace(device="cpu", options=IREE.Options())
+    compiled, _, _, seconds, total = compile_and_first_run(IREE, g, [], case, make_inputs(g, 0, "cpu"))
     stages = compiled.info.stages_s
     assert seconds == stages["compile"]   # module load and the first run are recorded apart
     assert {"stablehlo", "compile", "load", "first_run"} <= set(stages)

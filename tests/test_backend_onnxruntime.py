@@ -68,7 +68,8 @@ def _every_op(dtype: str) -> Graph:
 
 def _worst_rel_l2(graph: Graph, options: dict) -> float:
     inputs = make_inputs(graph, 0, "cpu")
-    compiled = get_backend("onnxruntime").compile(graph, [], "cpu", options)
+    backend = get_backend("onnxruntime")
+    compiled = backend.compile(graph, [], "cpu", backend.parse_options(options))
     outputs = compiled(*inputs)
     refs = evaluate_reference(graph, [t.double().numpy() for t in inputs])
     assert len(outputs) == len(refs)
@@ -107,7 +108,8 @@ def test_export_is_valid_and_uses_native_ops(tmp_path):
 def test_artifacts_and_model_file(tmp_path):
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")
-    compiled = get_backend("onnxruntime").compile(g, [], "cpu", {"artifacts_dir": str(tmp_path)})
+    backend = get_backend("onnxruntime")
+    compiled = backend.compile(g, [], "cpu", backend.parse_options({"artifacts_dir": str(tmp_path)}))
     assert set(compiled.info.stages_s) == {"export", "optimize", "session"}
     art = compiled.artifacts()
     assert art["opset"] == 23 and art["nodes"] == 2 and art["op_types"] == {"Gelu": 1, "LayerNormalization": 1}
@@ -122,12 +124,13 @@ def test_options():
     g = bind(w.graph, w.presets["smoke"], "float32")
     backend = get_backend("onnxruntime")
     with pytest.raises(ValueError, match="bogus"):
-        backend.compile(g, [], "cpu", {"bogus": 1})
+        backend.parse_options({"bogus": 1})
     with pytest.raises(ValueError, match="graph_optimization_level"):
-        backend.compile(g, [], "cpu", {"graph_optimization_level": "max"})
+        backend.parse_options({"graph_optimization_level": "max"})
     xs = make_inputs(g, 0, "cpu")
     for level in ("disable", "basic", "extended", "all"):
-        compiled = backend.compile(g, [], "cpu", {"graph_optimization_level": level, "intra_op_num_threads": 1})
+        opts = backend.parse_options({"graph_optimization_level": level, "intra_op_num_threads": 1})
+        compiled = backend.compile(g, [], "cpu", opts)
         assert f"graph_optimization_level={level}" in compiled.info.notes
         assert np.allclose(compiled(*xs)[0].sum(-1).numpy(), 1.0, atol=1e-5)
 
@@ -198,11 +201,11 @@ def test_supports_never_raises_at_planning_time(monkeypatch):
     monkeypatch.setattr(onnxrt_session, "lower_onnx", bug)  # the name the adapter calls
     assert backend.supports(g, "cpu", "float32") is None   # compile() raises it again: a per-case compile_error
     with pytest.raises(KeyError):
-        backend.compile(g, [], "cpu", {})
+        backend.compile(g, [], "cpu", backend.Options())
 
 
 def test_the_planning_probe_uses_the_case_options(monkeypatch):
-    """supports() exports at the case's opset, as compile() will; a bad option value is left to compile()."""
+    """supports() exports at the case's opset, as compile() will."""
     import bakeoff.workloads.lower_onnx as lower
     from bakeoff.backends import onnxrt, onnxrt_session
 
@@ -218,10 +221,8 @@ def test_the_planning_probe_uses_the_case_options(monkeypatch):
     monkeypatch.setattr(onnxrt, "_PROBES", {})
     monkeypatch.setattr(onnxrt_session, "lower_onnx", spy)  # the name the adapter calls
     backend = OnnxRuntimeBackend()
-    assert backend.supports(g, "cpu", "float32", {"opset": 18}) is None and opsets == [18]
-    assert backend.supports(g, "cpu", "float32", {"graph_optimization_level": "sideways"}) is None
-    with pytest.raises(ValueError, match="graph_optimization_level"):
-        backend.compile(g, [], "cpu", {"graph_optimization_level": "sideways"})
+    assert backend.supports(g, "cpu", "float32", backend.parse_options({"opset": 18})) is None and opsets == [18]
+    assert backend.supports(g, "cpu", "float32") is None and opsets == [18, lower.DEFAULT_OPSET]  # None: defaults
 
 
 def test_outputs_start_as_nan_and_inputs_must_be_on_the_session_device():
@@ -229,7 +230,8 @@ def test_outputs_start_as_nan_and_inputs_must_be_on_the_session_device():
 
     w = builtin_workloads()["softmax"]
     g = bind(w.graph, w.presets["smoke"], "float32")
-    compiled = get_backend("onnxruntime").compile(g, [], "cpu", {})
+    backend = get_backend("onnxruntime")
+    compiled = backend.compile(g, [], "cpu", backend.Options())
     xs = make_inputs(g, 0, "cpu")
     binding, _, outs = prepared = compiled.prepare(xs)
     assert all(torch.isnan(y).all() for y in outs)   # never written: cannot pass the check
@@ -246,7 +248,7 @@ def test_headline_compile_time_is_session_creation():
 
     w = builtin_workloads()["layernorm_gelu"]
     g = bind(w.graph, w.presets["smoke"], "float32")
-    case = SimpleNamespace(device="cpu", options={})
+    case = SimpleNamespace(device="cpu", options=OnnxRuntimeBackend.Options())
     compiled, _, _, seconds, total = compile_and_first_run(get_backend("onnxruntime"), g, [], case, make_inputs(g, 0, "cpu"))
     stages = compiled.info.stages_s
     assert compiled.info.compiler_stages == ("session",) and seconds == stages["session"]

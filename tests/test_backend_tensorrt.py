@@ -43,7 +43,7 @@ def test_options_are_checked_before_tensorrt_is_needed():
     w = builtin_workloads()["softmax"]
     g = bind(w.graph, w.presets["smoke"], "float32")
     with pytest.raises(ValueError, match="bogus"):
-        TensorRTBackend().compile(g, [], "cuda", {"bogus": True})
+        TensorRTBackend.parse_options({"bogus": True})
     with pytest.raises(ValueError, match="typing"):
         TensorRTBackend.parse_options({"typing": "loose"})
     with pytest.raises(ValueError, match="builder_optimization_level"):
@@ -368,7 +368,8 @@ def test_build_and_run_through_the_tensorrt_10_api(stub_trt):
     calls = stub_trt
     w = builtin_workloads()["gemm_bias_residual"]
     g = bind(w.graph, w.presets["smoke"], "float16")
-    compiled = TensorRTBackend().compile(g, [], "cuda", {"builder_optimization_level": 4, "workspace_mb": 64})
+    opts = TensorRTBackend.parse_options({"builder_optimization_level": 4, "workspace_mb": 64})
+    compiled = TensorRTBackend().compile(g, [], "cuda", opts)
     names = calls.names()
     # strongly typed network (TensorRT 10: explicit batch is implied, its flag deprecated), parsed from ONNX
     assert ("create_network", 1 << 1) in calls and ("OnnxParser", 1 << 1) in calls and "parse" in names
@@ -406,11 +407,13 @@ def test_weak_typing_sets_precision_flags_and_tf32_on_request(stub_trt):
     w = builtin_workloads()["softmax"]
     for dtype, flag in (("float16", "FP16"), ("bfloat16", "BF16")):
         del calls[:]
-        TensorRTBackend().compile(bind(w.graph, w.presets["smoke"], dtype), [], "cuda", {"typing": "weak"})
+        TensorRTBackend().compile(bind(w.graph, w.presets["smoke"], dtype), [], "cuda",
+                                  TensorRTBackend.parse_options({"typing": "weak"}))
         assert ("create_network", 0) in calls and ("set_flag", flag) in calls
         assert ("clear_flag", "TF32") in calls
     del calls[:]
-    TensorRTBackend().compile(bind(w.graph, w.presets["smoke"], "float32"), [], "cuda", {"tf32": True})
+    TensorRTBackend().compile(bind(w.graph, w.presets["smoke"], "float32"), [], "cuda",
+                              TensorRTBackend.parse_options({"tf32": True}))
     assert ("clear_flag", "TF32") not in calls
     assert calls[calls.names().index("build_serialized_network")][2] == ["TF32"]
 
@@ -422,12 +425,12 @@ def test_corrupt_timing_cache_falls_back_to_an_empty_one(stub_trt, tmp_path):
     (tmp_path / "trt").mkdir()
     path = tmp_path / "trt" / "timing-trt10.15.1-sm90.cache"
     path.write_bytes(b"\x00garbage")
-    compiled = TensorRTBackend().compile(g, [], "cuda", {})
+    compiled = TensorRTBackend().compile(g, [], "cuda", TensorRTBackend.Options())
     assert ("create_timing_cache", b"\x00garbage") in calls and ("create_timing_cache", b"") in calls
     assert compiled.info.cache_hit is False and "(rejected)" in " ".join(compiled.info.notes)
     assert path.read_bytes().startswith(b"CACHE:")   # rewritten with a good cache
     del calls[:]
-    warm = TensorRTBackend().compile(g, [], "cuda", {})
+    warm = TensorRTBackend().compile(g, [], "cuda", TensorRTBackend.Options())
     assert warm.info.cache_hit is True and ("create_timing_cache", b"") not in calls
 
 
@@ -436,7 +439,7 @@ def test_prepare_checks_input_shapes_against_the_engine(stub_trt):
 
     w = builtin_workloads()["softmax"]
     g = bind(w.graph, w.presets["smoke"], "float32")
-    compiled = TensorRTBackend().compile(g, [], "cuda", {})
+    compiled = TensorRTBackend().compile(g, [], "cuda", TensorRTBackend.Options())
     with pytest.raises(ValueError, match=r"engine expects shape \[37, 300\], got \[37, 299\]"):
         compiled.prepare([_FakeCudaTensor(torch.zeros(37, 299), 4096)])
     with pytest.raises(ValueError, match="expected cuda float32"):
@@ -455,7 +458,7 @@ def _sweep(workload, dim, values, dtype="float16"):
 def test_sweep_builds_one_engine_with_one_profile_from_the_sweep_values(stub_trt):
     calls = stub_trt
     spec = _sweep("layernorm_gelu", "M", [24, 16, 40, 20, 24])   # served in this order; distinct 16, 20, 24, 40
-    server = TensorRTBackend().serve_sweep(spec, "cuda", {})
+    server = TensorRTBackend().serve_sweep(spec, "cuda", TensorRTBackend.Options())
     names = calls.names()
     # the documented order: profile created, one set_shape per dynamic input, added to the config, then the build
     assert names.count("build_serialized_network") == 1 and server.compiles() == 1
@@ -485,14 +488,14 @@ def test_sweep_builds_one_engine_with_one_profile_from_the_sweep_values(stub_trt
 
 def test_sweep_profile_covers_every_swept_input_and_falls_back_where_the_export_bakes_the_dim(stub_trt):
     calls = stub_trt
-    server = TensorRTBackend().serve_sweep(_sweep("attention", "S", [16, 64, 32]), "cuda", {})
+    server = TensorRTBackend().serve_sweep(_sweep("attention", "S", [16, 64, 32]), "cuda", TensorRTBackend.Options())
     shapes = {c[1]: c[2:] for c in calls if c[0] == "set_shape"}
     assert shapes == {n: ((1, 2, 16, 16), (1, 2, 32, 16), (1, 2, 64, 16)) for n in "qkv"}
     assert server.compiles() == 1 and any("optimization profile 0" in n for n in server.notes)
     # the decomposed export writes S into its causal mask's size: one engine per shape, with that reason
     del calls[:]
     per_shape = TensorRTBackend().serve_sweep(_sweep("attention", "S", [16, 32]), "cuda",
-                                              {"attention": "decomposed"})
+                                              TensorRTBackend.parse_options({"attention": "decomposed"}))
     assert "one compile per shape" in per_shape.how and "holds S in a constant" in per_shape.how
     assert "create_optimization_profile" not in calls.names() and per_shape.compiles() == 0
     spec = _sweep("attention", "S", [16, 32])

@@ -105,7 +105,7 @@ def test_mlp_block_fuses_layernorm_and_epilogues():
 def _compile(graph, dtype="float32", options=None):
     b = get_backend("tritongen")
     specs = TensorSpec.of_inputs(graph)
-    return b.compile(graph, specs, "cpu", options or {})
+    return b.compile(graph, specs, "cpu", b.parse_options(options))
 
 
 def _check_against_eager(graph, tol=1e-5):
@@ -187,7 +187,7 @@ def test_availability_reasons(monkeypatch):
     g = bind(w.graph, w.presets["smoke"], "float32")
     assert TritonGenBackend().supports(g, "cpu", "float32") is None
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
-        TritonGenBackend().compile(g, [], "cpu", {})
+        TritonGenBackend().compile(g, [], "cpu", TritonGenBackend.Options())
 
 
 def test_gpu_artifacts_come_from_tritons_compiled_kernel():
@@ -352,39 +352,41 @@ def test_exact_gelu_matches_erf_gelu_over_its_range_and_at_infinities():
 
 
 def test_fp32_dot_option_names_the_precision_in_source_and_notes():
-    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.pipeline import _notes
 
     plan = _plan("attn_block", "float32")
     for option, want in ((None, {"matmul": "ieee", "attention": "tf32x3"}), ("tf32x3", {"matmul": "tf32x3"}),
                          ("tf32", {"attention": "tf32"})):
-        target = target_from_options({} if option is None else {"fp32_dot": option}, False, "float32")
+        opts = TritonGenOptions() if option is None else TritonGenOptions(fp32_dot=option)
+        target = target_from_options(opts, False, "float32")
         for src in generate_all(plan, target):
             if src.kernel.kind in want:
                 assert f'input_precision="{want[src.kernel.kind]}"' in src.text
         note = next(n for n in _notes(plan, target, "GPU", []) if n.startswith("float32 dots"))
         assert all(f"{kind} input_precision={p}" in note for kind, p in want.items())
     # 16-bit inputs and the interpreter name no precision
-    assert "input_precision" not in generate_all(plan, target_from_options({}, True, "float32"))[1].text
+    interpreted = target_from_options(TritonGenOptions(), True, "float32")
+    assert "input_precision" not in generate_all(plan, interpreted)[1].text
     with pytest.raises(ValueError, match="fp32_dot"):
-        target_from_options({"fp32_dot": "fp64"}, False, "float32")
+        TritonGenOptions(fp32_dot="fp64")
     with pytest.raises(ValueError, match="search"):
-        target_from_options({"search": "exhaustive"}, False, "float32")
+        TritonGenOptions(search="exhaustive")
 
 
 @pytest.mark.parametrize("workload, dtype", [("softmax", "bfloat16"), ("gemm_bias_gelu", "bfloat16"),
                                              ("gemm_bias_gelu", "float32"), ("attention", "float16"),
                                              ("attention", "float32"), ("ew_sigmoid_relu", "float32")])
 def test_pruned_search_is_the_head_of_the_wide_one_and_every_twin_is_searched_wide(workload, dtype):
-    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.configs import PRUNED, candidates, kernel_fn
     from bakeoff.backends.tritongen.fusion import fuse
 
     w = builtin_workloads()[workload]
     plan = fuse(bind(w.graph, w.presets["gpu"], dtype))
-    for src in generate_all(plan, target_from_options({}, False, dtype)):
+    for src in generate_all(plan, target_from_options(TritonGenOptions(), False, dtype)):
         wide, pruned = candidates(src, dtype, sms=132), candidates(src, dtype, sms=132, wide=False)
         assert pruned == wide[:PRUNED[src.kernel.kind]] and len(pruned) <= PRUNED[src.kernel.kind] < len(wide) + 1
         assert len({str(c) for c in wide}) == len(wide)
@@ -488,7 +490,7 @@ def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
     """Few output tiles and a long K: split-K configs come first (K over SLICE_K is always split), the partial
     kernel writes SPLIT_K float32 tiles and the epilogue kernel adds them and runs bias + GELU; forced under the
     interpreter at smoke sizes it matches float64."""
-    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.codegen_splitk import SLICE_K
     from bakeoff.backends.tritongen.configs import candidates, launches
@@ -497,7 +499,7 @@ def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
     b = GraphBuilder("mm_long_k")
     x, w, bias = b.input("x", (40, SLICE_K + 96)), b.input("w", (SLICE_K + 96, 24)), b.input("b", (24,))
     g = bind(b.finish([b.gelu(b.add(b.matmul(x, w), bias))]), {}, "float32")
-    gpu = generate_all(fuse(g), target_from_options({}, False, "bfloat16"))[0]
+    gpu = generate_all(fuse(g), target_from_options(TritonGenOptions(), False, "bfloat16"))[0]
     first = candidates(gpu, "bfloat16", sms=132)[0]
     assert first["SPLIT_K"] >= 2 and [f for f, *_ in launches(gpu, first)] == ["k0_matmul_skp", "k0_matmul_ske"]
     compiled = _compile_with(g, lambda src, cfg: {**cfg, "SPLIT_K": 3} if src.kernel.kind == "matmul" else cfg,
@@ -512,7 +514,7 @@ def test_gluon_attention_twin_is_generated_for_hopper_16bit_causal_contiguous_he
     """The Gluon kernel (gluon_attention.py) is a twin only where it computes the case: Hopper (arch 90),
     16-bit, causal, sq = sk a multiple of 128, head dim 128, [heads, seq, 128] buffers; its config comes first
     and its one launch passes q, k, v, o to gluon_attention.Launch."""
-    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.configs import candidates, launches
     from bakeoff.backends.tritongen.fusion import fuse
@@ -523,7 +525,7 @@ def test_gluon_attention_twin_is_generated_for_hopper_16bit_causal_contiguous_he
     for dtype, arch, want in (("bfloat16", 90, True), ("float16", 90, True), ("float32", 90, False),
                               ("bfloat16", 80, False), ("bfloat16", None, False)):
         plan = fuse(bind(w.graph, w.presets["gpu"], dtype))
-        src = generate_all(plan, target_from_options({}, False, dtype, arch))[0]
+        src = generate_all(plan, target_from_options(TritonGenOptions(), False, dtype, arch))[0]
         assert bool(src.gluon) == want and ("_GluonLaunch(4096, 256," in src.text) == want, (dtype, arch)
         if want:
             first = candidates(src, dtype, sms=132)[0]
@@ -534,7 +536,7 @@ def test_gluon_attention_twin_is_generated_for_hopper_16bit_causal_contiguous_he
     try:  # a Triton without Gluon's Hopper API: no twin, the template's kernel runs
         codegen_attention.gluon_missing = lambda: "no Gluon here"
         plan = fuse(bind(w.graph, w.presets["gpu"], "bfloat16"))
-        assert generate_all(plan, target_from_options({}, False, "bfloat16", 90))[0].gluon is None
+        assert generate_all(plan, target_from_options(TritonGenOptions(), False, "bfloat16", 90))[0].gluon is None
     finally:
         codegen_attention.gluon_missing = missing
     ok = [contiguous(n, (2, 3, 256, 128)) for n in "qkvo"]

@@ -20,7 +20,8 @@ HALF = ["layernorm_gelu", "softmax_large", "gemm_bias_gelu", "attention", "mlp_b
 
 
 def _compile(workload: str, dtype: str = "float32", options: dict | None = None, device: str = "cpu"):
-    return get_backend("xla").compile(smoke_graph(workload, dtype), [], device, options or {})
+    b = get_backend("xla")
+    return b.compile(smoke_graph(workload, dtype), [], device, b.parse_options(options))
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -89,7 +90,8 @@ from bakeoff.backends import get_backend
 from bakeoff.workloads.ir import bind
 from bakeoff.workloads.suite import builtin_workloads
 w = builtin_workloads()["layernorm_gelu"]
-c = get_backend("xla").compile(bind(w.graph, w.presets["smoke"], "float32"), [], "cpu", {options})
+b = get_backend("xla")
+c = b.compile(bind(w.graph, w.presets["smoke"], "float32"), [], "cpu", b.parse_options({options}))
 print(json.dumps({{"hit": c.info.cache_hit, "notes": c.info.notes, "flags": c.artifacts()["flags"]}}))
 """
 

@@ -14,7 +14,7 @@ def test_on_a_gpu_auto_times_beside_host_compiles_and_says_why():
     for name in ("eager", "inductor", "tritongen", "tensorrt"):
         cls = backend_class(name)
         assert cls.timed_with_events, name
-        policy, why = resolve_gate_policy("auto", "cuda:0", ON, True, name, cls.compile_times_on_device({}))
+        policy, why = resolve_gate_policy("auto", "cuda:0", ON, True, name, cls.compile_times_on_device(cls.Options()))
         assert policy == "beside_compiles" and "CUPTI" in why and why.startswith("auto:"), why
         assert "host clock" not in why
 
@@ -23,7 +23,7 @@ def test_on_a_gpu_auto_times_beside_host_compiles_and_says_why():
 def test_host_timed_backends_say_their_timer_reads_the_host_clock(name):
     cls = backend_class(name)
     policy, why = resolve_gate_policy("auto", "cuda:0", ON, cls.timed_with_events, name,
-                                      cls.compile_times_on_device({}))
+                                      cls.compile_times_on_device(cls.Options()))
     assert (policy, cls.timed_with_events) == ("beside_compiles", False) and "host clock" in why and name in why
 
 
@@ -35,7 +35,7 @@ def test_host_timed_backends_say_their_timer_reads_the_host_clock(name):
     ("onnxruntime", {}, False), ("tensorrt", {}, True)])
 def test_a_compile_that_times_on_the_device_holds_the_gate_and_the_reason_says_so(name, options, device_timing):
     cls = backend_class(name)
-    reason = cls.compile_times_on_device(options)
+    reason = cls.compile_times_on_device(cls.parse_options(options))
     assert (reason is not None) == device_timing, (name, options, reason)
     why = resolve_gate_policy("auto", "cuda:0", ON, cls.timed_with_events, name, reason)[1]
     assert ("its own compile holds the gate" in why) == device_timing
@@ -68,10 +68,11 @@ def test_xla_holds_the_gate_only_for_graphs_its_autotuner_has_something_to_time_
     xla = backend_class("xla")
     w = builtin_workloads()[workload]
     graph = bind(w.graph, w.presets["smoke"], "bfloat16")
-    assert (xla.graph_compile_times_on_device(graph, {}) is not None) == tuned, workload
-    assert xla.graph_compile_times_on_device(graph, {}, grad=True) is not None  # backward: reductions, GEMMs
-    assert xla.graph_compile_times_on_device(setup_graph_for(graph), {}) is None
+    defaults = xla.Options()
+    assert (xla.graph_compile_times_on_device(graph, defaults) is not None) == tuned, workload
+    assert xla.graph_compile_times_on_device(graph, defaults, grad=True) is not None  # backward: reductions, GEMMs
+    assert xla.graph_compile_times_on_device(setup_graph_for(graph), defaults) is None
     # Other backends decide by their options alone, whatever the graph.
-    for name, options in (("tritongen", {}), ("inductor", {}), ("iree", {})):
+    for name in ("tritongen", "inductor", "iree"):
         cls = backend_class(name)
-        assert cls.graph_compile_times_on_device(graph, options) == cls.compile_times_on_device(options)
+        assert cls.graph_compile_times_on_device(graph, cls.Options()) == cls.compile_times_on_device(cls.Options())

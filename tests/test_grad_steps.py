@@ -7,6 +7,7 @@ import torch
 
 from bakeoff.backends import get_backend
 from bakeoff.backends.base import TensorSpec
+from bakeoff.backends.options import NoOptions
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs
 from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads import costs
@@ -68,8 +69,9 @@ def test_every_builtin_workload_has_backward_costs():
 
 def _step(backend: str, graph, seed: int = 0):
     inputs = make_inputs(graph, seed, "cpu", grad=True)
-    compiled = get_backend(backend).compile_grad(graph, TensorSpec.of_inputs(graph), "cpu", {})
-    eager = get_backend("eager").compile_grad(graph, TensorSpec.of_inputs(graph), "cpu", {})
+    b, eager_backend = get_backend(backend), get_backend("eager")
+    compiled = b.compile_grad(graph, TensorSpec.of_inputs(graph), "cpu", b.Options())
+    eager = eager_backend.compile_grad(graph, TensorSpec.of_inputs(graph), "cpu", eager_backend.Options())
     refs = reference_outputs(graph, inputs, "cpu", grad=True)
     return check_outputs(graph, seed, compiled(*inputs), eager(*inputs), refs,
                          names=step_output_names(graph, True))
@@ -90,7 +92,7 @@ def test_backend_steps_match_the_reference(backend):
 def test_a_wrong_gradient_is_named():
     graph = _graph(*MLP)
     inputs = make_inputs(graph, 0, "cpu", grad=True)
-    eager = get_backend("eager").compile_grad(graph, TensorSpec.of_inputs(graph), "cpu", {})
+    eager = get_backend("eager").compile_grad(graph, TensorSpec.of_inputs(graph), "cpu", NoOptions())
     outs = eager(*inputs)
     names = step_output_names(graph, True)
     wrong = list(outs)
@@ -107,7 +109,7 @@ def test_a_wrong_gradient_is_named():
 def test_planning_skips_backends_without_a_backward():
     graph = _graph(*MLP)
     for name in ("onnxruntime", "tensorrt", "tritongen"):
-        reason = get_backend(name).supports_grad(graph, "cpu", "float32", {})
+        reason = get_backend(name).supports_grad(graph, "cpu", "float32")
         assert reason and reason.startswith(name), reason
     for name in ("eager", "inductor", "xla", "iree", "faulty"):
-        assert get_backend(name).supports_grad(graph, "cpu", "float32", {}) is None
+        assert get_backend(name).supports_grad(graph, "cpu", "float32") is None

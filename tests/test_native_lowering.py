@@ -7,6 +7,7 @@ import pytest
 
 from backend_check import smoke_graph
 from bakeoff.backends import get_backend
+from bakeoff.backends.options import NoOptions
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs
 from bakeoff.harness.worker.input_tensors import make_inputs
 
@@ -17,12 +18,13 @@ def _verdict(backend: str, workload: str, dtype: str, options: dict):
     if b.available():
         pytest.skip(b.available())
     graph = smoke_graph(workload, dtype)
-    reason = b.supports(graph, "cpu", dtype, options)
+    opts = b.parse_options(options)
+    reason = b.supports(graph, "cpu", dtype, opts)
     if reason:
         pytest.skip(reason)
     inputs = make_inputs(graph, 0, "cpu")
-    eager = get_backend("eager").compile(graph, [], "cpu", {})(*inputs)
-    compiled = b.compile(graph, [], "cpu", options)
+    eager = get_backend("eager").compile(graph, [], "cpu", NoOptions())(*inputs)
+    compiled = b.compile(graph, [], "cpu", opts)
     check = check_outputs(graph, 0, compiled(*inputs), eager, reference_outputs(graph, inputs, "cpu"))
     return check, compiled.info
 
@@ -90,9 +92,8 @@ def test_iree_keeps_attention_decomposed_and_refuses_native():
     b = get_backend("iree")
     if b.available():
         pytest.skip(b.available())
-    graph = smoke_graph("attention")
     with pytest.raises(ValueError, match="StableHLO"):
-        b.compile(graph, [], "cpu", {"attention": "native"})
+        b.parse_options({"attention": "native"})
     check, info = _verdict("iree", "attention", "float32", {})
     assert check.verdict.status == "ok" and info.lowering["sdpa"].startswith("decomposed")
     assert "cuDNN" in info.lowering["sdpa"]
@@ -118,10 +119,10 @@ def test_xla_native_attention_on_a_gpu_is_cudnn_flash_attention():
         pytest.skip("needs a CUDA device")
     b = get_backend("xla")
     graph = smoke_graph("attention", "bfloat16")
-    compiled = b.compile(graph, [], "cuda", {})
+    compiled = b.compile(graph, [], "cuda", b.Options())
     assert "__cudnn$fmha" in compiled.artifacts()["hlo_optimized"], compiled.info.notes
     assert "implementation='cudnn'" in compiled.info.lowering["sdpa"]
     inputs = make_inputs(graph, 0, "cuda")
-    eager = get_backend("eager").compile(graph, [], "cuda", {})(*inputs)
+    eager = get_backend("eager").compile(graph, [], "cuda", NoOptions())(*inputs)
     check = check_outputs(graph, 0, compiled(*inputs), eager, reference_outputs(graph, inputs, "cuda"))
     assert check.verdict.status == "ok", check.verdict.reason

@@ -23,7 +23,8 @@ ort = importorskip("onnxruntime", reason="onnxruntime is not installed (pip inst
 def _errors(graph, options):
     """(rel L2 vs fp64, rel L2 vs eager) of the worst output, and the compiled case."""
     xs = make_inputs(graph, 0, "cpu")
-    compiled = get_backend("onnxruntime").compile(graph, [], "cpu", options)
+    backend = get_backend("onnxruntime")
+    compiled = backend.compile(graph, [], "cpu", backend.parse_options(options))
     got = [y.double().numpy() for y in compiled(*xs)]
     eager = [y.double().numpy() for y in get_backend("eager").compile(graph, [], "cpu", {})(*xs)]
     refs = evaluate_reference(graph, [x.double().numpy() for x in xs])
@@ -95,7 +96,7 @@ def test_native_and_decomposed_stay_options():
         assert compiled.info.lowering["sdpa"].startswith(attention)
         assert op in compiled.artifacts()["op_types"] and MHA not in compiled.artifacts()["op_types"]
     with pytest.raises(ValueError, match="attention"):
-        get_backend("onnxruntime").compile(graph, [], "cpu", {"attention": "flash"})
+        get_backend("onnxruntime").parse_options({"attention": "flash"})
 
 
 def test_cross_length_causal_attention_is_refused_by_the_rewrite_and_runs_native():
@@ -150,7 +151,8 @@ def test_transformers_fusions_apply_to_constant_biases():
 def test_a_sweep_over_the_sequence_serves_every_length_from_one_contrib_session():
     w = builtin_workloads()["attention"]
     spec = SweepSpec(w.graph, dict(w.presets["smoke"]), "S", (16, 40, 24), "float32")
-    server = get_backend("onnxruntime").serve_sweep(spec, "cpu", {})
+    ort_backend = get_backend("onnxruntime")
+    server = ort_backend.serve_sweep(spec, "cpu", ort_backend.parse_options({}))
     assert not isinstance(server, PerShapeServer)
     assert f"attention=com.microsoft.{MHA}" in server.notes
     for value in spec.values:

@@ -14,6 +14,7 @@ import pytest
 from conftest import bakeoff
 
 from bakeoff.backends import get_backend
+from bakeoff.backends.options import NoOptions
 from bakeoff.backends.sweep_server import PerShapeServer, SweepSpec
 from bakeoff.harness.worker.input_tensors import make_inputs
 from bakeoff.workloads.builder import GraphBuilder
@@ -31,7 +32,7 @@ def _served(server, spec):
     for value in spec.values:
         graph = spec.bound_at(value)
         xs = make_inputs(graph, 0, "cpu")
-        want = get_backend("eager").compile(graph, [], "cpu", {})(*xs)
+        want = get_backend("eager").compile(graph, [], "cpu", NoOptions())(*xs)
         got = server.at(value, graph, [])(*xs)
         assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]
         out.append((value, max(float((g - w).abs().max()) for g, w in zip(got, want)), server.compiles()))
@@ -58,7 +59,7 @@ def test_iree_serves_a_sweep_from_one_module_and_falls_back_with_the_reason():
     if get_backend("iree").available():
         pytest.skip(get_backend("iree").available())
     spec = _spec("layernorm_gelu", "M", [16, 24, 40, 16])
-    server = get_backend("iree").serve_sweep(spec, "cpu", {})
+    server = get_backend("iree").serve_sweep(spec, "cpu", get_backend("iree").Options())
     assert "one module" in server.how and "vmfb" in server.counter
     served = _served(server, spec)
     assert all(err < 1e-4 for _, err, _ in served), served
@@ -69,7 +70,7 @@ def test_iree_serves_a_sweep_from_one_module_and_falls_back_with_the_reason():
     q, k, v = (b.input(n, ("B", "H", "S", "Dh")) for n in "qkv")
     graph = b.finish([b.sdpa(q, k, v, causal=True)])
     per_shape = get_backend("iree").serve_sweep(SweepSpec(graph, {"B": 1, "H": 2, "S": 16}, "Dh", (8, 16),
-                                                          "float32"), "cpu", {})
+                                                          "float32"), "cpu", get_backend("iree").Options())
     assert isinstance(per_shape, PerShapeServer)
     assert "one compile per shape: no StableHLO with Dh dynamic: attention's head dim" in per_shape.how
 
@@ -89,7 +90,7 @@ def test_tritongen_one_source_per_distinct_text_counted_from_the_sweep():
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("the CPU path needs Triton's interpreter")
     spec = _spec("layernorm_gelu", "M", [16, 24, 40, 16])
-    server = get_backend("tritongen").serve_sweep(spec, "cpu", {})
+    server = get_backend("tritongen").serve_sweep(spec, "cpu", get_backend("tritongen").Options())
     served = _served(server, spec)
     assert all(err < 1e-4 for _, err, _ in served), served
     assert [c for *_, c in served] == [1, 1, 1, 1]   # rows are a runtime argument: one source serves them all
@@ -98,7 +99,7 @@ def test_tritongen_one_source_per_distinct_text_counted_from_the_sweep():
     assert server.point_facts() == {"kernel_sources_so_far": 1, "triton_compiles_so_far": None}
     # the row length sets the block size and the column mask: another text, so another source
     spec = _spec("softmax", "N", [16, 24, 16])
-    server = get_backend("tritongen").serve_sweep(spec, "cpu", {})
+    server = get_backend("tritongen").serve_sweep(spec, "cpu", get_backend("tritongen").Options())
     served = _served(server, spec)
     assert all(err < 1e-5 for _, err, _ in served) and [c for *_, c in served] == [1, 2, 2], served
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bakeoff.backends import get_backend
+from bakeoff.backends.options import NoOptions
 from bakeoff.backends.base import TensorSpec
 from bakeoff.harness.measure.checks import check_outputs, reference_outputs
 from bakeoff.harness.worker.input_tensors import make_inputs
@@ -26,8 +27,8 @@ def test_every_builtin_workload_passes(backend, dtype):
     for name, w in builtin_workloads().items():
         graph = bind(w.graph, w.presets["smoke"], dtype)
         specs = TensorSpec.of_inputs(graph)
-        eager = get_backend("eager").compile(graph, specs, "cpu", {})
-        compiled = get_backend(backend).compile(graph, specs, "cpu", {})
+        eager = get_backend("eager").compile(graph, specs, "cpu", NoOptions())
+        compiled = get_backend(backend).compile(graph, specs, "cpu", get_backend(backend).Options())
         for seed in (0, 1):
             inputs = make_inputs(graph, seed, "cpu")
             check = check_outputs(graph, seed, compiled(*inputs), eager(*inputs), reference_outputs(graph, inputs, "cpu"))

@@ -13,12 +13,16 @@ Call order used by the harness::
 
 Options. A backend declares the options its YAML entry takes as a pydantic model, the class attribute
 `Options` (a subclass of `backends.options.BackendOptions`: unknown keys refused, no coercion across types,
-finite floats; every field typed, with a default and a `description`). The config loader validates each
-label's options against it, so a typo exits 2 naming the file, the line and the field before anything
-runs; `bakeoff list backends --options` prints the models. What crosses into `supports()` and `compile()` is
-the plain mapping the config gave (JSON data: it travels inside the case to the worker process, and the
-record keeps it as written); an adapter reads it typed with `self.parse_options(options)`, which accepts
-the mapping or an instance and fills in the defaults.
+finite floats, immutable; every field typed, with a default and a `description`). A backend that declares
+none takes none (`NoOptions`: any key is refused). The config loader validates each label's options against
+the model, so a typo exits 2 naming the file, the line and the field before anything runs; `bakeoff list
+backends --options` prints the models. The planner then parses each label's options once into an instance of
+the model, which every case of that label carries (and, crossing into a worker process as JSON, is parsed once
+again where the case is read back). Every method below that takes `options` receives that instance, defaults
+filled in: an adapter reads `options.mode`, never a mapping. `Backend.parse_options(mapping)` is the parser at
+those boundaries (a script or test that calls `compile` directly makes its options with it, or with
+`Backend.Options(...)`); given an instance of the model it returns it unchanged, so an adapter that still calls
+it on what it receives keeps working.
 
 Adapters from outside this repository. A distribution registers a backend under the entry-point group
 `bakeoff.backends`: the entry point's name is the backend's name (lowercase, stable: it is stored in every
@@ -27,6 +31,20 @@ plugin's pyproject.toml::
 
     [project.entry-points."bakeoff.backends"]
     mycc = "mycc_bakeoff.adapter:MyccBackend"
+
+and in mycc_bakeoff/adapter.py, an adapter with one option::
+
+    class MyccOptions(BackendOptions):
+        opt_level: int = Field(2, ge=0, le=3, description="mycc -O level")
+
+    class MyccBackend(Backend):
+        name = "mycc"
+        Options = MyccOptions
+
+        def compile(self, graph, specs, device, options: MyccOptions) -> Compiled:
+            import mycc  # the compiler, imported when a case compiles
+
+            return MyccCompiled(mycc.build(graph, opt_level=options.opt_level), ...)
 
 It then appears in `bakeoff list backends` (its origin: the distribution and version) and is named in a
 config like a built-in one. The class is imported when first asked for, in the orchestrator (to check the
@@ -100,20 +118,15 @@ class Backend(ABC):
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> BackendOptions:
-        """`options` as this backend's typed `Options`, defaults filled in. Raises
-        OptionsError (a ValueError) for an unknown key or a bad value; the config loader refuses those first."""
+        """`options` (a mapping as a config or a case's JSON gives it; None: no options) as this backend's
+        typed `Options`, defaults filled in; an instance of the model is returned as is. Raises OptionsError (a
+        ValueError) for an unknown key or a bad value; the config loader refuses those first, naming the line."""
         if isinstance(options, cls.Options):
             return options
         try:
             return cls.Options.model_validate(dict(options or {}))
         except ValidationError as exc:
             raise OptionsError(f"{cls.name}: {errors_text(exc)}") from None
-
-    @classmethod
-    def canonical_options(cls, options: Mapping[str, Any] | BackendOptions | None) -> dict[str, Any]:
-        """Every option with its value, defaults filled in, as JSON data: `{}` and `{mode: default}` give the
-        same dict, so two cases can be compared (or digested) by the options they really ran with."""
-        return cls.parse_options(options).model_dump(mode="json")
 
     @classmethod
     def available(cls) -> str | None:
@@ -135,11 +148,11 @@ class Backend(ABC):
         """Version string of the underlying compiler, or None if not installed."""
         return None
 
-    def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
-        """None when this backend can run `graph` on `device` in `dtype` with the case's `options` (the
-        config's mapping; read it with `parse_options`), else why not (becomes `skipped`). Runs at planning
-        time, in the orchestrator: it must not raise (if it does, the planner treats it as None and the
-        case's compile records the failure)."""
+    def supports(self, graph: Graph, device: str, dtype: str, options: BackendOptions | None = None) -> str | None:
+        """None when this backend can run `graph` on `device` in `dtype` with the case's `options` (an
+        instance of `Options`; None: the defaults), else why not (becomes `skipped`). Runs at planning time, in
+        the orchestrator: it must not raise (if it does, the planner treats it as None and the case's compile
+        records the failure)."""
         if device not in self.devices:
             return f"{self.name} does not run on {device}"
         if dtype not in self.dtypes:
@@ -147,7 +160,7 @@ class Backend(ABC):
         return None
 
     @classmethod
-    def compile_times_on_device(cls, options: Mapping[str, Any] | BackendOptions | None) -> str | None:
+    def compile_times_on_device(cls, options: BackendOptions) -> str | None:
         """Why a compile with `options` times work on the device (autotuning: candidate kernels or tactics
         timed while compiling), or None when it is host work and at most a first run of what it built. Under
         the `beside_compiles` timing gate (harness/supervise/gate.py) a compile that returns None runs while other
@@ -156,8 +169,7 @@ class Backend(ABC):
         return f"{cls.name} does not declare its compile free of device timing"
 
     @classmethod
-    def graph_compile_times_on_device(cls, graph: Graph, options: Mapping[str, Any] | BackendOptions | None,
-                                      grad: bool = False) -> str | None:
+    def graph_compile_times_on_device(cls, graph: Graph, options: BackendOptions, grad: bool = False) -> str | None:
         """`compile_times_on_device` for compiling `graph` (the training step's when `grad`): a backend whose
         autotuner times only some ops (XLA: GEMMs, convolutions, fused attention) says None for a graph
         without them. By default the options decide alone."""
@@ -166,39 +178,41 @@ class Backend(ABC):
     # Why this backend serves a shape sweep with one compile per shape (backends/sweep_server.py), in words.
     sweep_per_shape_reason: ClassVar[str] = "the adapter has no dynamic-shape path"
 
-    def sweep_refusal(self, spec: SweepSpec, options: Mapping[str, Any] | None = None) -> str | None:
-        """None when this backend can serve the shape sweep `spec` (backends/sweep_server.py: SweepSpec) with the case's
-        options, else why not (the case is `skipped`). Runs at planning time and must not raise."""
+    def sweep_refusal(self, spec: SweepSpec, options: BackendOptions | None = None) -> str | None:
+        """None when this backend can serve the shape sweep `spec` (backends/sweep_server.py: SweepSpec) with the
+        case's options (None: the defaults), else why not (the case is `skipped`). Runs at planning time and must
+        not raise."""
         return None
 
-    def serve_sweep(self, spec: SweepSpec, device: str, options: Mapping[str, Any]) -> SweepServer:
+    def serve_sweep(self, spec: SweepSpec, device: str, options: BackendOptions) -> SweepServer:
         """The SweepServer (backends/sweep_server.py) that serves `spec`'s shapes; by default one compile per
         shape, for `sweep_per_shape_reason`."""
         return PerShapeServer(self, device, options, self.sweep_per_shape_reason)
 
     @abstractmethod
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
-        """Compile `graph` (bound) for inputs `specs` on `device` with the case's `options` (the config's
-        mapping, already validated against `Options`; read it with `parse_options`). Raise on failure; the
-        harness records it."""
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: BackendOptions) -> Compiled:
+        """Compile `graph` (bound) for inputs `specs` on `device` with the case's `options` (an instance of
+        `Options`, parsed when the case was planned). Raise on failure; the harness records it."""
 
-    def supports_grad(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None
+    def supports_grad(self, graph: Graph, device: str, dtype: str, options: BackendOptions | None = None
                       ) -> str | None:
         """None when this backend can compile `graph`'s training step, else why not (the case is skipped).
         Runs at planning time and must not raise; by default the class attributes `grad` and `grad_reason`."""
         return None if self.grad else f"{self.name} {self.grad_reason}"
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                     options: Mapping[str, Any]) -> Compiled:
+                     options: BackendOptions) -> Compiled:
         """Compile the training step of `graph` (workloads/grad.py): its executable takes the graph's inputs
         (`specs`) then one cotangent per output, and returns the outputs then the gradient of each of
         `grad_inputs(graph)`. Backends with `grad = True` implement it."""
         raise NotImplementedError(f"{self.name} {self.grad_reason}")
 
-    def compile_case(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: Mapping[str, Any],
+    def compile_case(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: BackendOptions,
                      grad: bool = False) -> Compiled:
-        """`compile_grad` for a training step, else `compile`."""
+        """`compile_grad` for a training step, else `compile`. `options` must be an instance of `Options`."""
+        if not isinstance(options, self.Options):
+            raise TypeError(f"{self.name} compiles with an instance of {self.Options.__name__}, not "
+                            f"{type(options).__name__}: parse a mapping with {type(self).__name__}.parse_options")
         if grad:
             return self.compile_grad(graph, specs, device, options)
         return self.compile(graph, specs, device, options)

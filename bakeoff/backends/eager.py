@@ -8,6 +8,7 @@ from bakeoff.backends.torch_step import torch_step
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, TorchCompiled
+from bakeoff.backends.options import NoOptions
 
 
 class EagerBackend(Backend):
@@ -18,10 +19,10 @@ class EagerBackend(Backend):
     grad_graph_capturable = True
 
     @classmethod
-    def compile_times_on_device(cls, options: Any) -> str | None:
+    def compile_times_on_device(cls, options: NoOptions) -> str | None:
         return None  # nothing is compiled: the graph runs op by op
 
-    def serve_sweep(self, spec: Any, device: str, options: dict[str, Any]) -> Any:
+    def serve_sweep(self, spec: Any, device: str, options: NoOptions) -> Any:
         """No compile: the PyTorch lowering is built per shape (Python, no compiler), and counted as none."""
         return PerShapeServer(self, device, options, "eager compiles nothing (its PyTorch lowering is built per "
                                                     "shape)", counts_compiles=False)
@@ -33,14 +34,14 @@ class EagerBackend(Backend):
         return torch.__version__
 
     def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: dict[str, Any]) -> Compiled:
+                options: NoOptions) -> Compiled:
         from bakeoff.workloads.lower_torch import lower_torch
 
         fn = lower_torch(graph)
         return TorchCompiled(fn, device, CompileInfo(), {"graph": graph.pretty(), "torch_code": fn.code})
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                     options: dict[str, Any]) -> Compiled:
+                     options: NoOptions) -> Compiled:
         """The same module, then torch.autograd.grad of its outputs with the cotangents (the baseline step)."""
         from bakeoff.workloads.lower_torch import lower_torch
 

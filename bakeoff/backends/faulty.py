@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
@@ -53,29 +53,27 @@ class FaultyBackend(Backend):
     Options = FaultyOptions
     grad = True
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: FaultyOptions) -> Compiled:
         from bakeoff.workloads.lower_torch import lower_torch
 
         return self._compile(graph, device, options, lower_torch(graph), None)
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                     options: Mapping[str, Any]) -> Compiled:
+                     options: FaultyOptions) -> Compiled:
         from bakeoff.workloads.lower_torch import lower_torch
 
         names = [n.attr("name") for n in grad_inputs(graph)]
-        wanted = self.parse_options(options).grad_input or names[-1]
+        wanted = options.grad_input or names[-1]
         if wanted not in names:
             raise RuntimeError(f"faulty backend: grad_input {wanted!r} is not an input ({', '.join(names)})")
         # The position of that gradient among the step's results: after the outputs.
         wrong = len(graph.outputs) + names.index(wanted)
         return self._compile(graph, device, options, torch_step(lower_torch(graph), graph), wrong)
 
-    def _compile(self, graph: Graph, device: str, options: Mapping[str, Any], fn: Any,
+    def _compile(self, graph: Graph, device: str, opts: FaultyOptions, fn: Any,
                  wrong_grad: int | None) -> Compiled:
         import torch
 
-        opts = self.parse_options(options)
         mode = opts.mode
         if opts.only_at_shape is not None and list(graph.output_nodes[0].shape) != list(opts.only_at_shape):
             mode = "none"

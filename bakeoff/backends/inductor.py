@@ -4,7 +4,7 @@ Options (YAML `backends: {inductor: {...}}`): `InductorOptions` below (`bakeoff 
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from pydantic import Field, field_validator, model_validator
 
@@ -91,16 +91,15 @@ class InductorBackend(Backend):
     _DEVICE_TUNING_KEYS = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning")
 
     @classmethod
-    def compile_times_on_device(cls, options: Any) -> str | None:
+    def compile_times_on_device(cls, options: InductorOptions) -> str | None:
         """max-autotune (a mode or its config keys) and coordinate-descent tuning time candidate kernels on the
         device. Without them a compile is host work (FX, codegen, Triton's compile) plus the first run, where a
         reduction's few configs are chosen by timing them once: benchmarks/gate_disturbance.py (H200,
         2026-12-01, five processes compiling and running torch.compile graphs with reductions) moved other
         cases' CUPTI spans and CUDA-event medians by at most 0.6%."""
-        opts = cls.parse_options(options)
-        if "autotune" in opts.mode:
-            return f"mode {opts.mode} times candidate kernels on the device"
-        tuned = [k for k in cls._DEVICE_TUNING_KEYS if (opts.options or {}).get(k)]
+        if "autotune" in options.mode:
+            return f"mode {options.mode} times candidate kernels on the device"
+        tuned = [k for k in cls._DEVICE_TUNING_KEYS if (options.options or {}).get(k)]
         return f"options {', '.join(tuned)} time candidates on the device" if tuned else None
 
     @classmethod
@@ -124,7 +123,7 @@ class InductorBackend(Backend):
             return "torch.compile missing (torch >= 2.0 needed)"
         return None
 
-    def sweep_refusal(self, spec: Any, options: Mapping[str, Any] | None = None) -> str | None:
+    def sweep_refusal(self, spec: Any, options: InductorOptions | None = None) -> str | None:
         from bakeoff.workloads.lower_torch_dynamic import LowerError, lower_torch_dynamic
 
         try:
@@ -133,24 +132,22 @@ class InductorBackend(Backend):
             return f"inductor cannot serve a sweep of {spec.dim}: {exc}"
         return None
 
-    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> SweepServer:
+    def serve_sweep(self, spec: Any, device: str, options: InductorOptions) -> SweepServer:
         """InductorSweepServer: one module, Dynamo decides the recompiles (`dynamic` chooses)."""
-        return InductorSweepServer(spec, device, self.parse_options(options))
+        return InductorSweepServer(spec, device, options)
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: InductorOptions) -> Compiled:
         import torch
 
         from bakeoff.workloads.lower_torch import lower_torch
 
-        opts = self.parse_options(options)
         if device == "cpu":
             share_headers()
             answer_extension_checks()
         fn = torch.compile(lower_torch(graph), backend="inductor",
-                           mode=None if opts.mode == "default" else opts.mode,
-                           dynamic=opts.dynamic, fullgraph=opts.fullgraph, options=opts.options)
-        notes = [f"mode={opts.mode}", f"dynamic={opts.dynamic}"]
+                           mode=None if options.mode == "default" else options.mode,
+                           dynamic=options.dynamic, fullgraph=options.fullgraph, options=options.options)
+        notes = [f"mode={options.mode}", f"dynamic={options.dynamic}"]
         compiled = InductorCompiled(fn, device, CompileInfo(notes=notes), {"graph": graph.pretty()})
         compiled.baseline = _process_totals()
         try:
@@ -160,7 +157,7 @@ class InductorBackend(Backend):
         return compiled
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                     options: Mapping[str, Any]) -> Compiled:
+                     options: InductorOptions) -> Compiled:
         """torch.compile of the forward module, whose backward AOTAutograd traces jointly and Inductor compiles
         (lazily, in the first step's backward); the step calls torch.autograd.grad on its outputs, which runs
         the compiled backward. The first step checks that it did: the outputs' grad_fn must be AOTAutograd's

@@ -23,7 +23,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import Field, field_validator
 
@@ -211,7 +211,7 @@ class IreeBackend(Backend):
     grad = True  # from the StableHLO of JAX's jitted jax.vjp step, the forward's route
 
     @classmethod
-    def compile_times_on_device(cls, options: Any) -> str | None:
+    def compile_times_on_device(cls, options: IreeOptions) -> str | None:
         return None  # iree-compile is a host process; the device sees the first run only
 
     @classmethod
@@ -232,11 +232,10 @@ class IreeBackend(Backend):
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: IreeOptions) -> Compiled:
         return self._compile(graph, device, options, grad=False)
 
-    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
+    def serve_sweep(self, spec: Any, device: str, options: IreeOptions) -> Any:
         """One module with the swept dim dynamic (`IreeSweepServer`); where the symbolic export or iree-compile
         refuses it, one compile per shape with that reason."""
         from bakeoff.workloads.lower_torch_dynamic import LowerError
@@ -244,7 +243,7 @@ class IreeBackend(Backend):
         import iree.compiler as ireec
 
         try:
-            return IreeSweepServer(spec, device, self.parse_options(options))
+            return IreeSweepServer(spec, device, options)
         except LowerError as exc:
             reason = f"no StableHLO with {spec.dim} dynamic: {exc}"
         except ireec.CompilerToolError as exc:
@@ -254,13 +253,12 @@ class IreeBackend(Backend):
         return PerShapeServer(self, device, options, reason)
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                     options: Mapping[str, Any]) -> Compiled:
+                     options: IreeOptions) -> Compiled:
         """The StableHLO of JAX's jitted jax.vjp step (lower_jax.stablehlo_text(grad=True)), through iree-compile
         as the forward's: one module computing outputs and gradients."""
         return self._compile(graph, device, options, grad=True)
 
-    def _compile(self, graph: Graph, device: str, options: Mapping[str, Any], grad: bool) -> Compiled:
-        opts = self.parse_options(options)
+    def _compile(self, graph: Graph, device: str, opts: IreeOptions, grad: bool) -> Compiled:
         import iree.compiler  # noqa: F401
         import iree.runtime  # noqa: F401
         import jax  # noqa: F401  (imported before the clock starts, as in the xla backend's stages)

@@ -16,13 +16,12 @@ without a CUDA kernel fails the case instead of silently running on the host.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from pydantic import Field
 
@@ -233,7 +232,7 @@ class OnnxRuntimeBackend(Backend):
     def install_warning(cls) -> str | None:
         return double_install()
 
-    def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
+    def supports(self, graph: Graph, device: str, dtype: str, options: OrtOptions | None = None) -> str | None:
         """Device and dtype checks, then a real try: create a session and report a missing kernel.
 
         ONNX Runtime's CPU provider has no bfloat16 kernels for most ops (Add, MatMul, Exp, ...): session
@@ -247,17 +246,17 @@ class OnnxRuntimeBackend(Backend):
 
         if device.startswith("cuda") and "CUDAExecutionProvider" not in ort.get_available_providers():
             return "onnxruntime has no CUDA provider (pip install onnxruntime-gpu)"
-        return self._probe(graph, device, dtype, dict(options or {}))
+        return self._probe(graph, device, dtype, options or self.Options())
 
-    def _probe(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any]) -> str | None:
+    def _probe(self, graph: Graph, device: str, dtype: str, options: OrtOptions) -> str | None:
         """Runs at planning time (harness.plan), so it never raises: a known "cannot run this" is a reason
         string; any other failure (bad option values included) gives None, so compile() raises it again as
         this case's compile_error. The probe exports and opens the session as compile() will, with the case's
         `opset` and session options."""
-        key = (graph.digest(), device, json.dumps(options, sort_keys=True, default=str))
+        key = (graph.digest(), device, options.model_dump_json())
         if key not in _PROBES:
             try:
-                _PROBES[key] = self._try_session(graph, device, dtype, self.parse_options(options))
+                _PROBES[key] = self._try_session(graph, device, dtype, options)
             except Exception:   # not a known "unsupported": left for compile() to raise and record
                 _PROBES[key] = None
         return _PROBES[key]
@@ -286,11 +285,10 @@ class OnnxRuntimeBackend(Backend):
             return (f"onnxruntime {ort.__version__} CUDA provider does not take every node of this "
                     f"graph in {dtype} (CPU fallback is disabled so that nothing runs on the host)")
 
-    def serve_sweep(self, spec: SweepSpec, device: str, options: Mapping[str, Any]) -> SweepServer:
+    def serve_sweep(self, spec: SweepSpec, device: str, opts: OrtOptions) -> SweepServer:
         """One session with the swept dim a dynamic axis where the export allows it (`dynamic_model`), in the
         first attention form that opens, as `open_session` tries them; else one session per shape, with the
         reason."""
-        opts = self.parse_options(options)
         reasons = []
         for label, model, reason, last in sweep_models(spec, opts, device):
             if model is None:
@@ -302,11 +300,9 @@ class OnnxRuntimeBackend(Backend):
                 if last:
                     raise
                 reasons.append(f"{label}: {type(exc).__name__}: {str(exc)[:200]}")
-        return PerShapeServer(self, device, options, "; ".join(r for r in reasons if r))
+        return PerShapeServer(self, device, opts, "; ".join(r for r in reasons if r))
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
-        opts = self.parse_options(options)
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, opts: OrtOptions) -> Compiled:
         model, session, stages, paths, optimize_notes = open_session(graph, device, opts, _session_maker(device, opts))
         model_bytes = model.SerializeToString()
 

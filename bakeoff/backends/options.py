@@ -2,7 +2,8 @@
 
 The config loader validates `backends: {LABEL: {...}}` against the model of the label's backend, so a typo
 or a bad value is refused at load time, naming the file, the line and the field, before anything runs.
-Adapters read the typed instance (`Backend.parse_options`). `option_rows` describes a model for
+The planner then parses each label's options once into an instance of the model (`Backend.parse_options`),
+which the label's cases carry to their workers and the adapter receives. `option_rows` describes a model for
 `bakeoff list backends --options`.
 """
 from __future__ import annotations

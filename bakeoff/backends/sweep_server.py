@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from bakeoff.backends.compiled import Compiled, TensorSpec
+from bakeoff.backends.options import BackendOptions
 from bakeoff.workloads.ir import Graph, bind, dim_names
 
 
 class CompilesGraphs(Protocol):
     """What PerShapeServer needs of its backend (backends/base.py Backend, which builds it by default)."""
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled: ...
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: BackendOptions) -> Compiled: ...
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,12 @@ class PerShapeServer(SweepServer):
     backend without dynamic shapes serves a sweep this way. `reason` says why it has no dynamic path; a
     compile is a `compile()` call that built an executable (the backend has no other counter to read)."""
 
-    def __init__(self, backend: CompilesGraphs, device: str, options: Mapping[str, Any], reason: str,
+    def __init__(self, backend: CompilesGraphs, device: str, options: BackendOptions, reason: str,
                  counts_compiles: bool = True) -> None:
         super().__init__(how=f"one compile per shape: {reason}",
                          counter="compile() calls, one per new shape" if counts_compiles else
                          "none: nothing is compiled")
-        self.backend, self.device, self.options = backend, device, dict(options)
+        self.backend, self.device, self.options = backend, device, options
         self.counts_compiles = counts_compiles
         self._built: dict[str, Compiled] = {}
 

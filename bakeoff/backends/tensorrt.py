@@ -31,7 +31,7 @@ Cold and warm builds differ through the timing cache file kept in $BAKEOFF_TRT_C
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from bakeoff.backends.base import Backend, Compiled, TensorSpec, dist_version
 from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
@@ -54,7 +54,7 @@ class TensorRTBackend(Backend):
                              "ahead of the case is not verified with TensorRT (not installable here)")
 
     @classmethod
-    def compile_times_on_device(cls, options: Any) -> str | None:
+    def compile_times_on_device(cls, options: TrtOptions) -> str | None:
         return "TensorRT's builder times tactics on the device while it builds the engine"
 
     @classmethod
@@ -73,16 +73,14 @@ class TensorRTBackend(Backend):
     def version(cls) -> str | None:
         return dist_version("tensorrt")
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
-        opts = self.parse_options(options)   # before TensorRT is imported
-        return self.build(graph, device, opts, lambda attention: lower_onnx(graph, opts.opset, attention))
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: TrtOptions) -> Compiled:
+        return self.build(graph, device, options, lambda attention: lower_onnx(graph, options.opset, attention))
 
-    def serve_sweep(self, spec: SweepSpec, device: str, options: Mapping[str, Any]) -> SweepServer:
+    def serve_sweep(self, spec: SweepSpec, device: str, options: TrtOptions) -> SweepServer:
         """One engine with one optimization profile over the sweep (`TrtSweepServer`) where the ONNX export
         keeps the swept dim out of its constants; else one engine per shape, with the export's reason."""
         try:
-            return TrtSweepServer(self, spec, device, self.parse_options(options))
+            return TrtSweepServer(self, spec, device, options)
         except ExportBakesDim as exc:
             return PerShapeServer(self, device, options, str(exc))
 

@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import Field, field_validator
 
@@ -207,16 +207,16 @@ class XlaBackend(Backend):
     Options = XlaOptions
 
     @classmethod
-    def compile_times_on_device(cls, options: Any) -> str | None:
+    def compile_times_on_device(cls, options: XlaOptions) -> str | None:
         """XLA's GPU autotuner times GEMM and fusion candidates while compiling, unless
         --xla_gpu_autotune_level=0 is in the case's xla_flags."""
-        flags = (cls.parse_options(options).xla_flags or "").split()
+        flags = (options.xla_flags or "").split()
         if "--xla_gpu_autotune_level=0" in flags:
             return None
         return "XLA's GPU autotuner times GEMM and fusion candidates on the device while compiling"
 
     @classmethod
-    def graph_compile_times_on_device(cls, graph: Graph, options: Any, grad: bool = False) -> str | None:
+    def graph_compile_times_on_device(cls, graph: Graph, options: XlaOptions, grad: bool = False) -> str | None:
         """None for a forward graph of elementwise and layout ops only (the process warm-up's tiny graph, the
         elementwise workloads): XLA's autotuner times GEMMs, convolutions and fused attention (their
         algorithms, tactics and Triton tilings), and such a graph compiles to loop fusions, none of which it
@@ -244,26 +244,24 @@ class XlaBackend(Backend):
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    def sweep_refusal(self, spec: Any, options: Mapping[str, Any] | None = None) -> str | None:
-        if self.parse_options(options).shapes != "bucket":
+    def sweep_refusal(self, spec: Any, options: XlaOptions | None = None) -> str | None:
+        if options is None or options.shapes != "bucket":
             return None
         reason = padding_refusal(spec.graph, spec.dim)
         return f"xla shapes=bucket: padding {spec.dim} is not sound here: {reason}" if reason else None
 
-    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> SweepServer:
-        return XlaSweepServer(spec, device, self.parse_options(options))
+    def serve_sweep(self, spec: Any, device: str, options: XlaOptions) -> SweepServer:
+        return XlaSweepServer(spec, device, options)
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: XlaOptions) -> Compiled:
         return self._compile(graph, device, options, grad=False)
 
     def compile_grad(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                     options: Mapping[str, Any]) -> Compiled:
+                     options: XlaOptions) -> Compiled:
         """jax.jit of the jax.vjp-based step (workloads.lower_jax.lower_jax_grad), compiled like the forward."""
         return self._compile(graph, device, options, grad=True)
 
-    def _compile(self, graph: Graph, device: str, options: Mapping[str, Any], grad: bool) -> Compiled:
-        opts = self.parse_options(options)
+    def _compile(self, graph: Graph, device: str, opts: XlaOptions, grad: bool) -> Compiled:
         attention = opts.attention
         _apply_xla_flags(opts.xla_flags)
         share_gpu_with_torch()

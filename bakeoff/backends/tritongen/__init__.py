@@ -12,7 +12,7 @@ whole space, slower to compile); winners are cached either way.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
@@ -59,8 +59,8 @@ class TritonGenBackend(Backend):
                              "GPU, so the warm-up stays where its files are counted apart (cache_files_setup)")
 
     @classmethod
-    def compile_times_on_device(cls, options: Any) -> str | None:
-        if cls.parse_options(options).autotune:
+    def compile_times_on_device(cls, options: TritonGenOptions) -> str | None:
+        if options.autotune:
             return ("its config search times candidate kernels on the device (autotune: true): that timing holds "
                     "the gate, compiling the candidates does not")
         return None
@@ -82,7 +82,7 @@ class TritonGenBackend(Backend):
         # Triton kernels run on the CPU only through its interpreter, which is chosen when triton is imported.
         return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
 
-    def supports(self, graph: Graph, device: str, dtype: str, options: Mapping[str, Any] | None = None) -> str | None:
+    def supports(self, graph: Graph, device: str, dtype: str, options: TritonGenOptions | None = None) -> str | None:
         reason = super().supports(graph, device, dtype, options)
         if reason:
             return reason
@@ -100,24 +100,22 @@ class TritonGenBackend(Backend):
             return None
         return None
 
-    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str,
-                options: Mapping[str, Any]) -> Compiled:
+    def compile(self, graph: Graph, specs: Sequence[TensorSpec], device: str, options: TritonGenOptions) -> Compiled:
         from bakeoff.backends.tritongen.pipeline import compile_graph
 
         dtype = next((n.dtype for n in graph.inputs), "float32")
         return compile_graph(graph, device, *_setup(options, device, dtype))
 
-    def serve_sweep(self, spec: Any, device: str, options: Mapping[str, Any]) -> Any:
+    def serve_sweep(self, spec: Any, device: str, options: TritonGenOptions) -> Any:
         """Kernels that take the swept dim as a runtime argument (tritongen/sweep.py)."""
         from bakeoff.backends.tritongen.sweep import TritonGenSweepServer
 
         return TritonGenSweepServer(spec, device, *_setup(options, device, spec.dtype))
 
 
-def _setup(options: Mapping[str, Any], device: str, dtype: str) -> tuple[Any, bool, str]:
+def _setup(opts: TritonGenOptions, device: str, dtype: str) -> tuple[Any, bool, str]:
     """(codegen target, whether to run the GPU config search, device name) for a compile on `device`; refuses
     the CPU without Triton's interpreter."""
-    opts = TritonGenBackend.parse_options(options)
     interpret = _interpreting()
     if device == "cpu" and not interpret:
         raise RuntimeError(_NO_INTERP)
@@ -133,12 +131,10 @@ def _setup(options: Mapping[str, Any], device: str, dtype: str) -> tuple[Any, bo
     return target_from_options(opts, interpret, dtype, arch), opts.autotune and not interpret, device_name
 
 
-def target_from_options(options: Mapping[str, Any] | TritonGenOptions, interpret: bool, dtype: str,
-                        arch: int | None = None):
-    """The CodegenTarget that `options` ask for (values checked: a bad one is a ValueError naming it)."""
+def target_from_options(opts: TritonGenOptions, interpret: bool, dtype: str, arch: int | None = None):
+    """The CodegenTarget that the options `opts` ask for."""
     from bakeoff.backends.tritongen.source import CodegenTarget
 
-    opts = TritonGenBackend.parse_options(options)
     # TMA twins only for the GPU: the interpreter's search is one fixed config, which never picks them
     return CodegenTarget(interpret, dtype, opts.max_row_block, opts.matmul_tma and not interpret, opts.fp32_dot,
                          opts.search, arch)

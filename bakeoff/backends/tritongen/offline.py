@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     import json
 
-    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen import TritonGenBackend, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.configs import candidates
     from bakeoff.backends.tritongen.fusion import fuse
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     w = builtin_workloads()[args.workload]
     graph = bind(w.graph, w.presets[args.preset], args.dtype)
     plan = fuse(graph)
-    target = target_from_options(json.loads(args.options), False, args.dtype)
+    target = target_from_options(TritonGenBackend.parse_options(json.loads(args.options)), False, args.dtype)
     sources = generate_all(plan, target)
     modules = load_kernels(sources, cache_dir())
     for src, mod in zip(sources, modules):

@@ -109,7 +109,7 @@ def _triton_matmul(device: str, dtype: str) -> Iterator[Candidate]:
         old = os.environ.get("BAKEOFF_TRITONGEN_CACHE_DIR")
         os.environ["BAKEOFF_TRITONGEN_CACHE_DIR"] = tmp  # its tuning results stay out of the user's cache
         try:
-            compiled = backend.compile(graph, [], device, {})
+            compiled = backend.compile(graph, [], device, backend.Options())
             prepared = compiled.prepare(make_inputs(graph, 0, device))
         finally:
             if old is None:

@@ -1,7 +1,9 @@
 """Config -> plan: the matrix workload x shape x dtype x backend, as self-contained cases.
 
-A case carries everything its worker needs (the bound graph as JSON, with how each input is filled, options,
-its typed timing settings, seeds, the paths of input files): a worker never reads the YAML. Combinations a backend cannot run
+A case carries everything its worker needs (the bound graph as JSON, with how each input is filled, its
+backend's parsed options, its typed timing settings, seeds, the paths of input files): a worker never reads the
+YAML. Each label's options are parsed once here, into its backend's `Options` model; a case read back from JSON
+(the worker's case file, a Ray task) parses them once more, where it is read. Combinations a backend cannot run
 are kept as cases with `skip_reason` set; the runner turns them into `skipped` records without starting a
 worker.
 """
@@ -12,7 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bakeoff.backends import Backend, get_backend
+from bakeoff.backends import Backend, backend_class, get_backend
+from bakeoff.backends.options import BackendOptions
 from bakeoff.workloads import costs
 from bakeoff.workloads.grad import workload_label
 from bakeoff.workloads.ir import Graph, bind
@@ -46,7 +49,7 @@ class Case:
     label: str  # the backend's label in the config (usually its name; stored as the record's `backend`)
     device: str
     graph: dict  # bound Graph.to_json()
-    options: dict[str, Any]
+    options: BackendOptions  # an instance of the backend's Options model (a mapping is parsed into it)
     seeds: tuple[int, ...]
     timing: TimingConfig  # (a mapping of settings is validated into it)
     timeout_s: float
@@ -66,6 +69,8 @@ class Case:
     def __post_init__(self) -> None:
         if not self.backend:
             object.__setattr__(self, "backend", self.label)
+        if not isinstance(self.options, BackendOptions):  # read back from JSON, or given as a mapping: parsed once
+            object.__setattr__(self, "options", backend_class(self.backend).parse_options(self.options))
         if not isinstance(self.timing, TimingConfig):  # read back from JSON, or given as a mapping
             object.__setattr__(self, "timing", TimingConfig.of(self.timing))
         if isinstance(self.sweep, dict):  # read back from JSON
@@ -77,6 +82,12 @@ class Case:
         """The workload as ids, records and tables name it: `mlp_block (fwd+bwd)` for a training step."""
         return workload_label(self.workload, self.grad)
 
+    @property
+    def options_given(self) -> dict[str, Any]:
+        """The options the config wrote for this case's label, as JSON data without the defaults it left out
+        (the record's `options`); `options.model_dump(mode="json")` has every option, as the case ran."""
+        return self.options.model_dump(mode="json", exclude_unset=True)
+
     def bound_graph(self) -> Graph:
         return Graph.from_json(self.graph)
 
@@ -84,7 +95,8 @@ class Case:
         """The case as JSON (the worker's case file, a Ray task's argument); `from_json` reads it back."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         sweep = dataclasses.asdict(self.sweep) if self.sweep else None
-        return json.dumps({**data, "timing": self.timing.model_dump(mode="json"), "sweep": sweep})
+        return json.dumps({**data, "options": self.options_given, "timing": self.timing.model_dump(mode="json"),
+                           "sweep": sweep})
 
     @classmethod
     def from_json(cls, text: str) -> "Case":
@@ -105,6 +117,8 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
     """Every case of the config on `device` (already resolved), in a stable order: workload, shape, dtype, backend."""
     adapters = {label: opts.get("backend", label) for label, opts in cfg.backends.items()}
     backends = {label: get_backend(adapter) for label, adapter in adapters.items()}
+    parsed = {label: backends[label].parse_options({k: v for k, v in opts.items() if k != "backend"})
+              for label, opts in cfg.backends.items()}  # checked at config load, which named any bad line
     unavailable = {name: _available(b) for name, b in backends.items()}
     cases = []
     for w in workloads:
@@ -113,7 +127,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                 graph = bind(w.graph, dims, dtype)
                 flops, nbytes = costs.flops(graph, w.grad), costs.step_min_bytes(graph, w.grad)
                 for name, backend in backends.items():
-                    options = {k: v for k, v in cfg.backends[name].items() if k != "backend"}
+                    options = parsed[name]
                     # A backend without a backward says so first: installing it would not make the case run.
                     reason = (w.grad and _supports_grad(backend, graph, device.split(":")[0], dtype, options)) or \
                         unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
@@ -142,7 +156,7 @@ def _available(backend: Backend) -> str | None:
         return f"{backend.name}.available() raised {type(exc).__name__}: {str(exc)[:200]}"
 
 
-def _supports(backend: Backend, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+def _supports(backend: Backend, graph: Graph, device: str, dtype: str, options: BackendOptions) -> str | None:
     """backend.supports(); one that raises is taken as None, so the case's compile records the failure."""
     try:
         return backend.supports(graph, device, dtype, options)
@@ -150,7 +164,8 @@ def _supports(backend: Backend, graph: Graph, device: str, dtype: str, options: 
         return None
 
 
-def _supports_grad(backend: Backend, graph: Graph, device: str, dtype: str, options: dict[str, Any]) -> str | None:
+def _supports_grad(backend: Backend, graph: Graph, device: str, dtype: str, options: BackendOptions
+                   ) -> str | None:
     """backend.supports_grad(); one that raises is taken as None, as in _supports."""
     try:
         return backend.supports_grad(graph, device, dtype, options)
@@ -159,7 +174,7 @@ def _supports_grad(backend: Backend, graph: Graph, device: str, dtype: str, opti
 
 
 def _supports_sweep(backend: Backend, graph: Graph, dims: dict[str, int], sweep: tuple[str, tuple[int, ...]],
-                    dtype: str, options: dict[str, Any]) -> str | None:
+                    dtype: str, options: BackendOptions) -> str | None:
     """backend.sweep_refusal() for the sweep (None: it can serve it); one that raises is taken as None, so the
     case's worker records the failure."""
     try:

@@ -7,7 +7,8 @@ digests on every machine and Python version.
   not its name, which the case key already holds; for a training step (`grad: true`), that it is one: a
   forward case and a training step of the same graph never compare (a forward's digest is unchanged); and a
   shape sweep's (its first value's graph) adds the swept dim and its values.
-- options_digest: the backend options as the case carries them.
+- options_digest: the backend options the case ran with, every default filled in (`{}` and `{mode: default}`
+  digest alike).
 - timing_digest: every timing setting except those that only say when to stop sampling (STOPPING_RULE):
   flush_l2, cuda_graph, profile and any setting added later change what a sample is and so enter the digest;
   warmup_s, budget_s, min_reps, max_reps and target_iqr change how many samples there are, not what each one

@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bakeoff.backends import backend_class
 from bakeoff.results.record import CaseFields, CaseRecord, ProcessFields, invalid_fields
 from bakeoff.workloads.costs import bound_kind
 from bakeoff.workloads.inits import describe_inputs
@@ -69,17 +68,8 @@ def case_fields(case: Case) -> CaseFields:
     return CaseFields(case_id=case.case_id, workload=case.workload_label, grad=case.grad, preset=case.preset,
                       shape=case.shape, dtype=case.dtype, backend=case.label, adapter=case.backend,
                       device=case.device, flops=case.flops, bytes_moved=case.bytes_moved, dims=case.dims,
-                      options=case.options, seeds=list(case.seeds),
+                      options=case.options_given, seeds=list(case.seeds),
                       inputs=describe_inputs(case.bound_graph(), case.input_files),
-                      **case_digests(case.graph, canonical_options(case), case.timing.model_dump(), case.grad,
-                                   swept), **sweep)
-
-
-def canonical_options(case: Case) -> dict[str, Any]:
-    """The case's backend options with every default filled in (Backend.canonical_options), so that `{}` and
-    `{mode: default}` digest alike; the options as given where the backend cannot be loaded or refuses them
-    (the record then fails on its own)."""
-    try:
-        return backend_class(case.backend).canonical_options(case.options)
-    except Exception:  # noqa: BLE001 - an unloadable backend or bad options: digest what the case carries
-        return dict(case.options)
+                      # digested with every default filled in: `{}` and `{mode: default}` ran the same
+                      **case_digests(case.graph, case.options.model_dump(mode="json"), case.timing.model_dump(),
+                                     case.grad, swept), **sweep)

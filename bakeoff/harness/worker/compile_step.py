@@ -76,7 +76,7 @@ def compile_and_first_run(backend, graph, specs, case: Case, inputs):
     in FirstRunError (a runtime error), though lazy compilers (torch.compile) compile inside it.
     """
     # getattr: callers outside the worker pass case-like objects without `grad` (a forward)
-    r = first_result(lambda: backend.compile_case(graph, specs, case.device, dict(case.options),
+    r = first_result(lambda: backend.compile_case(graph, specs, case.device, case.options,
                                                   getattr(case, "grad", False)), inputs)
     return r.compiled, r.prepared, r.raw, compile_seconds(r.compiled, r.total_s, r.first_run_s), r.total_s
 

@@ -16,6 +16,7 @@ from typing import Any
 from bakeoff.workloads.builder import GraphBuilder
 from bakeoff.workloads.ir import Graph, bind
 from bakeoff.backends.base import TensorSpec
+from bakeoff.backends.options import BackendOptions
 from bakeoff.harness.worker.input_tensors import make_inputs
 
 SETUP_SHAPE = (3, 5)
@@ -42,13 +43,20 @@ def setup_graph_for(case_graph: Graph) -> Graph:
     return setup_graph(dtype, case_graph.digest())
 
 
+def without_artifacts(options: BackendOptions) -> BackendOptions:
+    """`options` with each of _ARTIFACT_OPTIONS the backend has set back to its default."""
+    fields = type(options).model_fields
+    defaults = {k: fields[k].get_default(call_default_factory=True) for k in _ARTIFACT_OPTIONS if k in fields}
+    return options.model_copy(update=defaults) if defaults else options
+
+
 def warm_up_process(backend: Any, case: Any, case_graph: Graph, count_files: Any, phase: str = "") -> dict[str, Any]:
     """Compile, prepare and run the tiny graph once with `backend` and the case's options; returns
     `compile_process_setup{phase}_s` (seconds) and `cache_files_setup{phase}` (files it wrote in the cache
     folders), or `compile_process_setup{phase}_error` when it failed (the case then runs as it would have
     without it). `phase` is "" in the cold worker and "_warm" in the warm one."""
     graph = setup_graph_for(case_graph)
-    options = {k: v for k, v in dict(case.options).items() if k not in _ARTIFACT_OPTIONS}
+    options = without_artifacts(case.options)
     grad = bool(getattr(case, "grad", False))  # a training step warms up the backward's compiler too
     before = count_files(backend.cache_env)
     t0 = time.perf_counter()

@@ -70,7 +70,8 @@ class _Eager:
     def __call__(self, graph: Graph):
         key = graph.digest()
         if key not in self._built:
-            self._built[key] = get_backend("eager").compile(graph, TensorSpec.of_inputs(graph), self.device, {})
+            eager = get_backend("eager")
+            self._built[key] = eager.compile(graph, TensorSpec.of_inputs(graph), self.device, eager.Options())
         return self._built[key]
 
 
@@ -138,7 +139,7 @@ def run_sweep(case: Case, artifacts_dir, phases: PhaseLog) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         with failing_as("compile_error"), phases.phase("compile"):
-            server = backend.serve_sweep(spec, case.device, dict(case.options))
+            server = backend.serve_sweep(spec, case.device, case.options)
     except StageFailed as failed:
         return {**rec, **failed.fields}
     setup_s = time.perf_counter() - t0

@@ -85,7 +85,8 @@ def load_inputs(case: Case, graph: Graph, seed: int, phases: PhaseLog, grad: boo
 
 def eager_executable(graph: Graph, specs: list[TensorSpec], device: str, grad: bool = False) -> Compiled:
     """Eager's executable of `graph` (a training step's with `grad`): no compile, its PyTorch lowering."""
-    return get_backend("eager").compile_case(graph, specs, device, {}, grad)
+    eager = get_backend("eager")
+    return eager.compile_case(graph, specs, device, eager.Options(), grad)
 
 
 @dataclass
@@ -141,7 +142,7 @@ def compile(case: Case, loaded: Loaded, inputs: list[torch.Tensor], phases: Phas
     before = count_cache_files(backend.cache_env)
     poison_allocator(graph, case.device, case.grad)
     with phases.phase("compile"), compiling(backend, case, graph):
-        result = first_result(lambda: backend.compile_case(graph, loaded.specs, case.device, dict(case.options),
+        result = first_result(lambda: backend.compile_case(graph, loaded.specs, case.device, case.options,
                                                            case.grad), inputs)
     result.compile_s = compile_seconds(result.compiled, result.total_s, result.first_run_s)
     result.cache_files_before, result.cache_files_after = before, count_cache_files(backend.cache_env)
