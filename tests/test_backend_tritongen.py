@@ -551,8 +551,8 @@ def test_gluon_attention_reads_heads_in_place_from_contiguous_and_projection_lay
     """tma_rows finds each head of q/k/v/o in one 2-D view of its buffer: [heads, seq, 128] buffers (rows of 128)
     and a projection's [batch, seq, heads * 128] read as heads (attn_block: rows of heads * 128, head h at column
     h * 128); a head whose 128 columns would cross a row, or more leading dims than merge, is not covered."""
+    from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
-    from bakeoff.backends.tritongen import target_from_options
     from bakeoff.backends.tritongen.fusion import fuse
     from bakeoff.backends.tritongen.gluon_support import tma_rows
     from bakeoff.backends.tritongen.views import View, contiguous
@@ -571,7 +571,7 @@ def test_gluon_attention_reads_heads_in_place_from_contiguous_and_projection_lay
     w = builtin_workloads()["attn_block"]
     for dtype in ("bfloat16", "float16"):
         plan = fuse(bind(w.graph, w.presets["gpu"], dtype))
-        src = [s for s in generate_all(plan, target_from_options({}, False, dtype, 90)) if s.kernel.kind == "attention"]
+        src = [s for s in generate_all(plan, target_from_options(TritonGenOptions(), False, dtype, 90)) if s.kernel.kind == "attention"]
         assert src[0].gluon and "_GluonLaunch(2048, 256, 0.12751743082459868, (32, 8388608, 128, 4096))" in src[0].text
 
 
@@ -602,14 +602,14 @@ def test_kernels_equal_up_to_names_run_one_compiled_function_on_their_own_buffer
     share the first one's jit functions (imported, searched and compiled once), each launched on its own buffers
     and, pre-split, its own operand planes; the out-projection (a residual epilogue) keeps its own; the artifacts
     keep every kernel's own source; the block still matches float64."""
-    from bakeoff.backends.tritongen import target_from_options
+    from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.fusion import fuse
     from bakeoff.backends.tritongen.shared import shared_kernels
 
     w = builtin_workloads()["attn_block"]
     g = bind(w.graph, w.presets["smoke"], "float32")
-    gpu = generate_all(fuse(bind(w.graph, w.presets["gpu"], "float32")), target_from_options({}, False, "float32", 90))
+    gpu = generate_all(fuse(bind(w.graph, w.presets["gpu"], "float32")), target_from_options(TritonGenOptions(), False, "float32", 90))
     shared = shared_kernels(gpu)
     assert [s.fn for s in shared] == ["k0_rowreduce", "k1_matmul", "k1_matmul", "k1_matmul", "k4_attention",
                                       "k5_matmul"]
