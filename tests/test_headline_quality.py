@@ -65,9 +65,32 @@ def test_another_gpu_process_makes_a_device_headline_noisy():
 
 
 def test_an_sm_clock_drop_during_the_headline_is_a_reason():
+    """Older records (no share of low readings): any reading over 10% under the median is a reason."""
     q = assess(_gpu_rec(headline_sm_clock_mhz_min=1110), target_iqr=0.05, paired=True, host_clock=False)
     assert q["headline_quality"] == "noisy"
     assert any("SM clock dropped to 1110 MHz" in r for r in q["headline_noise_reasons"])
+
+
+def test_a_short_clock_dip_is_not_noise_of_the_headline_a_lasting_drop_is():
+    """A dip in one of 40 clock readings cannot move the median of the spans; a drop over a fifth of them can."""
+    from bakeoff.harness.measure.clocks import ClockSampler
+    from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
+
+    sampler = ClockSampler("cuda")
+    sampler.samples_mhz = [1980] * 39 + [1380]
+    dip = sampler.low_share(CLOCK_DROP_LIMIT)
+    assert dip == 1 / 40
+    q = assess(_gpu_rec(headline_sm_clock_mhz_min=1380, headline_sm_clock_low_share=dip), target_iqr=0.05,
+               paired=True, host_clock=False)
+    assert q["headline_quality"] == "clean", q["headline_noise_reasons"]
+    sampler.samples_mhz = [1980] * 28 + [1500] * 12
+    lasting = sampler.low_share(CLOCK_DROP_LIMIT)
+    assert lasting == 12 / 40
+    q = assess(_gpu_rec(headline_sm_clock_mhz_min=1500, headline_sm_clock_low_share=lasting), target_iqr=0.05,
+               paired=True, host_clock=False)
+    assert q["headline_quality"] == "noisy"
+    assert any("for 30% of the headline's clock readings (lowest 1500 MHz" in r for r in q["headline_noise_reasons"])
+    assert ClockSampler("cuda").low_share(CLOCK_DROP_LIMIT) is None
 
 
 def test_without_a_headline_method_the_host_clock_flag_decides():

@@ -183,7 +183,7 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     out.update(assess(out, 0.05, paired=True))
     rec = ColdOutput.model_validate({**out, "status": "ok"})  # every CUPTI, clock, pipelined field is declared
     assert rec.device_time.kernel_times[0].launches == 1.0 and rec.eager_device_time.kernel_times
-    assert rec.sm_clock_mhz_min == 1755
+    assert rec.sm_clock_mhz_min == 1755 and 0.0 <= rec.headline_sm_clock_low_share <= 1.0
     assert rec.device_time.span_samples == [0.8] * 4 and rec.eager_device_time.profiled_calls == 4
     assert rec.sustained_s == pytest.approx(0.5 + TOP_UP_S)
     # a 1 ms call (the timer's median): two calls per captured graph (about 2 ms of work)
@@ -264,7 +264,7 @@ NOT_ON_THIS_RUN = {
                      "eager_profiled_calls", "eager_kernel_times", "launch_overhead_share", "profile_error",
                      "headline_fallback", "graph_latency_ms", "graph_latency_method", "graph_replays",
                      "graph_latency_error", "sm_clock_mhz", "sm_clock_mhz_min", "headline_sm_clock_mhz_median",
-                     "headline_sm_clock_mhz_min",
+                     "headline_sm_clock_mhz_min", "headline_sm_clock_low_share",
                      "sm_clock_mhz_max", "sm_clock_samples", "sm_clock_error", "sustained_s"],
                     "GPU timing: test_gpu_timing_fields_are_declared"),
     **dict.fromkeys(["gpu_state_before", "gpu_state_after"], "GPU only: test_gpu_state_fields_are_declared"),

@@ -170,9 +170,8 @@ class TimingFields(_Group):
     speedup_vs_eager_ci_low: float | None = doc("speedup_vs_eager's 95% interval, low (results/speedup_interval.py)")
     speedup_vs_eager_ci_high: float | None = doc("its high end (None for both: no paired samples)")
     timer_speedup_vs_eager: float | None = doc("eager's timer median over the backend's")
-    sustained_s: float | None = doc("seconds of continuous load run before timing and profiling, together "
-                                    "(timing.sustained_s: auto = 0.3 s before the timer and a 0.05 s top-up "
-                                    "before the CUPTI pass on a GPU, none on the CPU)")
+    sustained_s: float | None = doc("seconds of continuous load before timing and profiling (timing.sustained_s; "
+                                    "auto: 0.3 s, then 0.05 s before the CUPTI pass, on a GPU; none on the CPU)")
     host: Annotated[Spread | None, HOST_COLUMNS] = doc("one call synchronized before and after, host clock, dispatch "
                                                 "included")
     eager_host: Annotated[Spread | None, HOST_COLUMNS.mirror("eager_", ("median_ms", "p20_ms", "p80_ms"))] = doc(
@@ -202,6 +201,7 @@ class TimingFields(_Group):
     sm_clock_mhz_max: int | None = doc("highest SM clock sampled, MHz")
     headline_sm_clock_mhz_median: float | None = doc("median SM clock over the headline's samples, MHz")
     headline_sm_clock_mhz_min: int | None = doc("lowest SM clock over the headline's samples, MHz")
+    headline_sm_clock_low_share: float | None = doc("share of those clock samples over 10% under their median")
     sm_clock_samples: int | None = doc("SM clock samples taken")
     sm_clock_error: str | None = doc("why the SM clock was not (fully) sampled")
     # the timing gate (harness/supervise/gate.py)

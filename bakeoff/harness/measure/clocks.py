@@ -76,6 +76,13 @@ class ClockSampler:
                 self.error = f"{type(exc).__name__}: {exc}"[:300]
                 return
 
+    def low_share(self, below_rel: float) -> float | None:
+        """The share of samples more than `below_rel` (relative) under their median; None without samples."""
+        if not self.samples_mhz:
+            return None
+        a = np.asarray(self.samples_mhz, dtype=np.float64)
+        return float(np.mean(a < np.median(a) * (1.0 - below_rel)))
+
     def fields(self) -> dict[str, Any]:
         """`sm_clock_mhz` (median), `sm_clock_mhz_min`, `sm_clock_mhz_max`, `sm_clock_samples`; on a GPU
         without a reading, `sm_clock_error`; on the CPU, nothing."""

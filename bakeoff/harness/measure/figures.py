@@ -30,6 +30,7 @@ from bakeoff.harness.config.timing import AUTO_SUSTAINED_S, TimingConfig
 
 from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
+from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
                                             measure, pipeline_calls, pipelined_latency)
 from bakeoff.results.speedup_interval import interval_fields
@@ -194,7 +195,8 @@ def _device_figures(targets: list[TimedCall], device: str, timing: TimingConfig,
     clk = span_clock.fields()
     if "sm_clock_mhz" in clk:
         out.update(headline_sm_clock_mhz_median=clk["sm_clock_mhz"],
-                   headline_sm_clock_mhz_min=clk["sm_clock_mhz_min"])
+                   headline_sm_clock_mhz_min=clk["sm_clock_mhz_min"],
+                   headline_sm_clock_low_share=span_clock.low_share(CLOCK_DROP_LIMIT))
     lone = out["host_latency_ms"]
     out["launch_overhead_share"] = 1.0 - out["device_ms"] / lone if lone > 0 else None
     return profiled, None
