@@ -116,8 +116,9 @@ def test_report_first_screen_holds_scoreboard_and_heatmap_and_the_rest_is_folded
     path.write_text(render_report([run], DEFAULT_WEIGHTS, "inline"))
     expected_ties = {f"{v.workload} {v.shape} {v.dtype}" for v in verdicts([run]) if v.is_tie}
     with open_browser() as browser:
-        page = browser.open(path, {"#speedup .main-svg": 1})
+        page = browser.open(path, {"#speedup td.hm-cell": 1})
         p = page.page
+        assert page.evaluate("typeof Plotly") == "undefined"  # fetched when a chart is first opened
         p.set_viewport_size({"width": 1400, "height": 900})
         p.evaluate("window.scrollTo(0, 0)")
         box = page.evaluate("""(() => { const b = id => document.getElementById(id).getBoundingClientRect().bottom;

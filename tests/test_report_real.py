@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import html
 import json
 import re
 
@@ -37,7 +38,7 @@ timeout_s: 120
 N_CASES = 8
 # Two slots, as the smoke run (conftest.py), where the tests judge no timing (the code view's run).
 TWO_SLOTS = ("--jobs", str(SMOKE_JOBS), "--gate", SMOKE_GATE)
-N_CHARTS = 5  # speedup heatmap, latency bars, compile vs latency, error, roofline
+N_CHARTS = 4  # plotly charts: latency bars, compile vs latency, error, roofline (the heatmap is HTML)
 FOLDED = ("pareto", "latency", "error", "roofline")  # drawn when their folds open
 
 
@@ -61,7 +62,7 @@ def test_report_is_self_contained_with_every_case(real):
     cases = re.search(r'<table id="cases".*?</table>', html, re.S).group(0)
     assert len(re.findall(r"<tr>", cases)) == N_CASES + 1
     assert "injected compile error" in cases and "mismatch" in cases
-    assert html.count('class="plotly-graph-div"') == 1  # the heatmap; the others are drawn when opened
+    assert html.count('class="plotly-graph-div"') == 0  # charts are drawn when opened; the heatmap is a table
     assert all(f'<div id="{c}" class="lazy-plot">' in html for c in FOLDED)
     small = bakeoff("report", run_id, "--cdn", "-o", "small.html", "--db", db, cwd=work, check=True)
     assert "small.html" in small.stdout and (work / "small.html").stat().st_size < 500_000
@@ -85,8 +86,8 @@ def test_recommendation_excludes_failed_backends_and_says_why(real):
 
 def test_heatmap_marks_failures_with_their_reason(real):
     work, db, run_id = real
-    fig = speedup_heatmap([load_run(Store(db), run_id)])
-    hover = [h for t in fig.data if t.name == "failed" for h in t.hovertext]
+    heat = speedup_heatmap([load_run(Store(db), run_id)])
+    hover = [html.unescape(h) for h in re.findall(r'<td class="hm-fail[^"]*" [^>]*title="([^"]*)"', heat)]
     assert len(hover) == 4  # perturb and broken, on both workloads
     assert any("injected compile error" in h for h in hover)
     assert any("mismatch" in h for h in hover)
@@ -124,7 +125,7 @@ def test_report_opens_in_chromium_and_sorts(real):
         bakeoff("report", "-o", "report.html", "--db", db, cwd=work, check=True)
     shots = artifacts_dir()  # tests/artifacts/: kept after the session
     with open_browser() as browser:
-        res = browser.open(work / "report.html", {"#speedup .main-svg": 1})
+        res = browser.open(work / "report.html", {"#speedup td.hm-cell": 1})
         for chart in FOLDED + ("cases",):  # open every fold that holds a chart, and the case table's
             res.evaluate(f"window.bakeoffReveal({chart!r})")
         res.page.wait_for_function("n => document.querySelectorAll('.js-plotly-plot .main-svg').length >= n",
@@ -136,7 +137,7 @@ def test_report_opens_in_chromium_and_sorts(real):
             const i = [...th.parentNode.children].indexOf(th);
             return [...document.querySelectorAll('#cases tbody tr')].map(r => r.cells[i].getAttribute('data-v'));
         })()""")
-        heat_cells = res.count("#speedup .heatmaplayer image, #speedup .heatmaplayer path")
+        heat_cells = res.count("#speedup td.hm-cell")
         legends = res.count(".js-plotly-plot .legend")
         shot = res.screenshot(shots / "report.png")
         site = None  # (errors, charts, legends) of a dashboard page
@@ -226,9 +227,9 @@ def test_code_view_in_chromium_opens_a_case_and_two_backends_side_by_side(coded)
         right = p.inner_text("#code-right .code-text")
         right_table = p.inner_text("#code-right .kernel-table")
         shot = page.screenshot(artifacts_dir() / "report-code.png")
-        # A click on a heatmap cell opens that case and backend (plotly's click event, as a user's click emits).
-        p.evaluate("""document.getElementById('speedup').emit('plotly_click',
-                      {points: [{x: 'xla', y: document.getElementById('code-case').selectedOptions[0].text}]})""")
+        # A click on a heatmap cell opens that case and backend.
+        p.evaluate("""[...document.querySelectorAll('#speedup td[data-x="xla"]')].find(td => td.dataset.case
+                      === document.getElementById('code-case').selectedOptions[0].text).click()""")
         p.wait_for_selector('#code-left .code-text[data-artifact="hlo_optimized"][data-state=ready]')
         hlo = p.inner_text("#code-left .code-text")
     assert page.errors == [], page.errors

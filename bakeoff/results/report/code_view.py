@@ -256,9 +256,10 @@ CODE_JS = r"""
     window.bakeoffReveal('code');
   });
   var heat = document.getElementById('speedup');
-  if (heat && heat.on) {
-    heat.on('plotly_click', function (ev) {
-      var pt = ev.points && ev.points[0], hit = pt && index.cells[(pt.customdata || pt.y) + '\u0000' + pt.x];
+  if (heat) {  // a heatmap cell (charts_heatmap.py): its case label and series
+    heat.addEventListener('click', function (e) {
+      var td = e.target.closest ? e.target.closest('td[data-case]') : null;
+      var hit = td && index.cells[td.dataset.case + '\u0000' + td.dataset.x];
       if (hit) { showCase(hit[0], hit[1]); window.bakeoffReveal('code'); }
     });
   }

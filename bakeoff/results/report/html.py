@@ -70,8 +70,14 @@ document.querySelectorAll('input.filter').forEach(function(inp){
 # scrolls to it, for links and clicks that lead into a fold.
 FOLD_JS = """
 function bakeoffDraw(root){
-  root.querySelectorAll('.lazy-plot:not([data-drawn])').forEach(function(div){
-    if(div.closest('details:not([open])')){return;}
+  var due=[].filter.call(root.querySelectorAll('.lazy-plot:not([data-drawn])'),function(div){
+    return !div.closest('details:not([open])');});
+  if(!due.length){return;}
+  if(typeof Plotly==='undefined'){  // fetched on first need (html.plotly_js_loader), then drawn
+    if(window.bakeoffLoadPlotly){window.bakeoffLoadPlotly().then(function(){bakeoffDraw(root);});}
+    return;
+  }
+  due.forEach(function(div){
     var fig=JSON.parse(document.getElementById(div.id+'-json').textContent);
     div.setAttribute('data-drawn','1');
     Plotly.newPlot(div,fig.data,fig.layout,{displaylogo:false,responsive:true});
@@ -163,9 +169,29 @@ def table(headers: list[str], body: list[list[Cell]], sortable: bool = True, tab
     return f"<table{ident}{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(out)}</tbody></table>"
 
 
-def page(title: str, body: str, plotly_js: PlotlyJs, css: str = "", js: str = "") -> str:
-    """A complete HTML document; `css` and `js` are added to the page's own style and script."""
+def page(title: str, body: str, plotly_js: PlotlyJs, css: str = "", js: str = "", lazy_plotly: bool = False) -> str:
+    """A complete HTML document; `css` and `js` are added to the page's own style and script. `lazy_plotly`: a
+    page that draws no chart as it loads (only folded ones, FOLD_JS) gets plotly.js when the first is opened
+    (`plotly_js_loader`), so the page is shown and usable without parsing plotly.js."""
+    head = "" if lazy_plotly else plotly_js_tag(plotly_js)
+    tail = plotly_js_loader(plotly_js) if lazy_plotly else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<style>{CSS}{css}</style>{plotly_js_tag(plotly_js)}</head>\n<body>\n{body}\n"
-            f"<script>{SORT_JS}{FILTER_JS}{FOLD_JS}{js}</script>\n</body></html>\n")
+            f"<style>{CSS}{css}</style>{head}</head>\n<body>\n{body}\n"
+            f"<script>{SORT_JS}{FILTER_JS}{FOLD_JS}{js}</script>\n{tail}</body></html>\n")
+
+
+def plotly_js_loader(mode: PlotlyJs) -> str:
+    """plotly.js fetched when a chart first needs it (`window.bakeoffLoadPlotly()`, a promise; FOLD_JS calls it):
+    embedded as text and run from a blob URL (the HTML parser only scans it), or its CDN/file URL. Parsing and
+    running plotly.js takes the page's main thread for a second or more on a small machine: not at load."""
+    if mode == "inline":
+        js = get_plotlyjs().replace("</script", "<\\/script")
+        data = f'<script type="text/plain" id="plotly-js">{js}</script>'
+        src = ("URL.createObjectURL(new Blob([document.getElementById('plotly-js').textContent],"
+               "{type:'text/javascript'}))")
+    else:
+        data, src = "", repr(re.search(r'src="([^"]+)"', plotly_js_tag(mode)).group(1))
+    return (f"{data}<script>window.bakeoffLoadPlotly=function(){{if(!window.bakeoffPlotly){{window.bakeoffPlotly="
+            f"new Promise(function(ok,fail){{var s=document.createElement('script');s.src={src};s.onload=ok;"
+            f"s.onerror=fail;document.head.appendChild(s);}});}}return window.bakeoffPlotly;}};</script>\n")

@@ -62,7 +62,7 @@ def render_report(runs: list[RunData], weights: dict[str, float], plotly_js: Plo
         parts.append(fold('<h2 id="sweeps">Shape sweeps</h2>', sweeps))
     parts += [fold('<h2 id="code">Code and kernels</h2>', code.html),
               fold("<h2>Environment</h2>", environment_table(runs))]
-    return page(title, "\n".join(parts), plotly_js, CODE_CSS, CODE_JS)
+    return page(title, "\n".join(parts), plotly_js, CODE_CSS, CODE_JS, lazy_plotly=True)
 
 
 def _meta(runs: list[RunData], labels: dict[str, str]) -> str:
