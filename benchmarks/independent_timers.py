@@ -8,6 +8,9 @@ For each workload (the `gpu` preset by default):
     single call  bakeoff `host_latency_ms` vs a loop of f(x).block_until_ready(), per call
     pipelined    bakeoff `pipelined_ms`    vs N calls of f(x), one block_until_ready, per call
   and, for information, the headline (CUPTI span) beside JAX's kernel sum (span >= sum: the gaps).
+  `--xla-layers`: in one process, each layer between JAX's own loop and bakeoff's host figures, on the same
+  executable: the executable on prepare()'s arrays, the adapter's run/sync, a device synchronize timed (as the
+  host figures were), to_torch per call, the pipelined batch at bakeoff's length and at the former 4 GiB cap.
 - IREE (float32: .npy files have no bfloat16): bakeoff's figures for the `iree` backend against
   `iree-benchmark-module` (from the iree runtime package) on the same .vmfb and the same inputs:
     pipelined and single call vs its real time per iteration (back-to-back calls, host clock).
@@ -19,6 +22,7 @@ Usage (repo root, on the GPU machine):
       [--iree-workloads ew_sigmoid_relu,layernorm_gelu,softmax,gemm_bias_gelu] [--preset gpu] [--dtype bfloat16]
 Runs on the H200 image (Python 3.12, torch, jax with CUDA, iree); needs neither pydantic nor SQLAlchemy.
 `--device cpu --preset smoke` is a dry run of the code paths (no CUPTI on the CPU: those rows stay empty).
+  python benchmarks/independent_timers.py --xla-layers [--workloads ew_sigmoid_relu] [--rounds 20]
 """
 from __future__ import annotations
 
@@ -194,6 +198,92 @@ def iree_benchmark(figures: dict, workload: str, preset: str, device: str) -> di
     return {"iree_benchmark_module_ms": statistics.median(times), "repetitions": len(times)}
 
 
+# --- XLA's host figures layer by layer, in one process (--xla-layers) -----------------------------------
+
+def xla_layers(workload: str, preset: str, dtype: str, device: str, rounds: int, per: int = 100) -> list[tuple]:
+    """Per-call host time (us, medians over `rounds` interleaved rounds of `per` single calls and one batch
+    each) of each layer between JAX's own loop and bakeoff's host figures, on one XLA executable's inputs."""
+    import jax
+    import numpy as np
+    import torch
+    from bakeoff.backends import get_backend
+    from bakeoff.harness.measure.timing import (host_latency, pipeline_calls, pipeline_memory_cap_bytes,
+                                                pipelined_latency)
+    from bakeoff.harness.worker.input_tensors import make_inputs
+    from bakeoff.workloads import costs
+    from bakeoff.workloads.lower_jax import lower_jax
+
+    graph, backend = _graph(workload, preset, dtype), get_backend("xla")
+    c = backend.compile(graph, [], device, backend.Options())
+    prepared = c.prepare(make_inputs(graph, 0, device))
+    cuda = device.startswith("cuda")
+    f = jax.jit(lower_jax(graph, "native", "cuda" if cuda else "cpu"))
+    own = [jax.device_put(np.asarray(x), x.device) for x in prepared]  # JAX's own arrays, as a JAX program has
+    run, sync = (lambda: c.run(prepared)), c.sync
+
+    def device_sync(r=None):
+        sync()
+        if cuda:
+            torch.cuda.synchronize()
+    layers = {"JAX loop: jax.jit f(own arrays), block_until_ready": (lambda: f(*own), jax.block_until_ready),
+              "the executable (jax.stages.Compiled) on prepare()'s arrays": (lambda: c.executable(*prepared),
+                                                                             jax.block_until_ready),
+              "the adapter: run(prepared), sync()": (run, lambda r: sync()),
+              "  + device synchronize timed (host figures before)": (run, device_sync),
+              "  + to_torch per call (never timed)": (run, lambda r: (sync(), c.to_torch(r)))}
+    for launch, wait in layers.values():
+        for _ in range(20):
+            wait(launch())
+    single_ms = host_latency(run, sync, device, reps=50).median_ms
+    n_jax = max(5, min(200, int(20.0 / max(single_ms, 1e-3))))
+    n_now = pipeline_calls(single_ms, costs.min_bytes(graph), pipeline_memory_cap_bytes(device))
+    n_before = pipeline_calls(single_ms, costs.min_bytes(graph))
+    res: dict[str, tuple[list, list]] = {k: ([], []) for k in layers}
+    res.update({f"bakeoff host_latency / pipelined_latency x{n}{why}": ([], [])
+                for n, why in ((n_now, ""), (n_before, " (4 GiB cap)"))})
+
+    def one(launch, wait, n):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            last = launch()
+        wait(last)
+        return (time.perf_counter() - t0) * 1e6 / n
+    # The to_torch layer in rounds of its own, after the others: what it leaves behind (DLPack capsules, torch
+    # tensors on XLA's buffers) then slows no other row.
+    for group in ([k for k in layers if "to_torch" not in k] + [None], [k for k in layers if "to_torch" in k]):
+        for _ in range(rounds):
+            for k in group:
+                if k is None:
+                    for (name, (a, b)), n in zip(list(res.items())[-2:], (n_now, n_before)):
+                        a.append(host_latency(run, sync, device, reps=per).median_ms * 1e3)
+                        b.append(pipelined_latency(run, sync, device, n, reps=3).median_ms * 1e3)
+                    continue
+                launch, wait = layers[k]
+                res[k][0].append(statistics.median(_single_us(launch, wait, per)))
+                res[k][1].append(one(launch, wait, n_jax))
+    return [(k, statistics.median(a), statistics.median(b), n_jax) for k, (a, b) in res.items()]
+
+
+def _single_us(launch, wait, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        wait(launch())
+        out.append((time.perf_counter() - t0) * 1e6)
+    return out
+
+
+def print_xla_layers(args) -> None:
+    for wl in [w for w in args.workloads.split(",") if w]:
+        rows = xla_layers(wl, args.preset, args.dtype, args.device, args.rounds)
+        base = rows[0]
+        print(f"\n{wl} {args.preset} {args.dtype} on {args.device}: us per call, medians of {args.rounds} "
+              f"interleaved rounds; pipelined loops x{base[3]} (JAX's) unless named")
+        print(f"{'layer':62s} {'single':>9s} {'/JAX':>6s} {'pipelined':>10s} {'/JAX':>6s}")
+        for name, single, piped, _ in rows:
+            print(f"{name:62s} {single:9.2f} {single / base[1]:6.3f} {piped:10.2f} {piped / base[2]:6.3f}")
+
+
 # --- the table ----------------------------------------------------------------------------------------
 
 def _row(rows: list, workload: str, backend: str, figure: str, ours: float | None, theirs: float | None,
@@ -211,7 +301,12 @@ def main() -> None:
     ap.add_argument("--preset", default="gpu")
     ap.add_argument("--dtype", default="bfloat16", help="XLA's dtype (IREE runs float32)")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--xla-layers", action="store_true",
+                    help="only XLA's host figures layer by layer against JAX's own loop, in this process")
+    ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds of --xla-layers")
     args = ap.parse_args()
+    if args.xla_layers:
+        return print_xla_layers(args)
     import torch
 
     rows: list[dict] = []

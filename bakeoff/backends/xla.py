@@ -1,7 +1,9 @@
 """JAX/XLA: the graph's JAX lowering (`workloads.lower_jax`), jit-compiled ahead of time for one device.
 
 Compile is `jax.jit(f).trace(specs).lower().compile()`, each stage timed apart. Inputs cross from torch to
-JAX by DLPack on the device (zero-copy) in `prepare`, and outputs come back the same way in `to_torch`.
+JAX by DLPack on the device in `prepare`, copied into XLA buffers of their own; outputs come back by DLPack
+(zero-copy) in `to_torch`, outside the timed call. The timed call is the executable's own (C++) call on the
+prepared arrays, and `sync` is `jax.block_until_ready` on its outputs: what JAX's own loop times.
 
 Options (YAML `backends: {xla: {...}}`): `XlaOptions` below; `xla_flags` is put in XLA_FLAGS before JAX is
 imported; `attention`: "native" (default: jax.nn.dot_product_attention, cuDNN's fused attention on a GPU in
@@ -175,9 +177,8 @@ class XlaCompiled(Compiled):
         import jax.numpy as jnp
 
         # DLPack brings the torch tensor over on its device (no host round trip); the copy then gives XLA
-        # buffers of its own, as a JAX program's arrays are. Calls on the DLPack aliases themselves cost more
-        # host time per call than JAX's own loop on the same executable (H200, 2026-12-01: 0.290 against
-        # 0.207 ms single, 0.128 against 0.100 ms pipelined, ew_sigmoid_relu bf16; benchmarks/independent_timers.py).
+        # buffers of its own, as a JAX program's arrays are: calls on the DLPack aliases themselves cost more
+        # host time per call than JAX's own loop on the same executable (docs/EVIDENCE.md, "XLA's call paths").
         arrays = tuple(jnp.array(jax.dlpack.from_dlpack(t.contiguous()), copy=True) for t in inputs)
         return jax.block_until_ready(arrays)
 

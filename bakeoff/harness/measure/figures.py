@@ -32,7 +32,8 @@ from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
 from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
-                                            measure, pipeline_calls, pipelined_latency)
+                                            measure, pipeline_calls, pipeline_memory_cap_bytes,
+                                            pipelined_latency)
 from bakeoff.results.speedup_interval import interval_fields
 
 # The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
@@ -166,7 +167,8 @@ def _host_figures(targets: list[TimedCall], device: str, timing: TimingConfig, b
     Stats by target name. Each gets a quarter of the timer's budget (at least 50 ms)."""
     budget_s = _side_budget_s(timing)
     single = {t.name: host_latency(t.call, t.sync, device, budget_s=budget_s) for t in targets}
-    batch = {t.name: pipeline_calls(single[t.name].median_ms, bytes_per_call) for t in targets}
+    cap_bytes = pipeline_memory_cap_bytes(device)
+    batch = {t.name: pipeline_calls(single[t.name].median_ms, bytes_per_call, cap_bytes) for t in targets}
     pipelined = {t.name: pipelined_latency(t.call, t.sync, device, batch[t.name], budget_s=budget_s)
                  for t in targets}
     for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):

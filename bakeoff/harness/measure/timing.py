@@ -151,9 +151,11 @@ def _host_sample(t: TimedCall, flush: CacheFlusher, cuda: bool) -> float:
 
 def host_latency(call: Callable[[], object], sync: Callable[[], None], device: str, reps: int = 20,
                  budget_s: float | None = None) -> Stats:
-    """Per-call latency with the host clock, synchronizing before and after each call: what one call costs
-    when nothing is queued, dispatch included (no cache flush). Stops after `reps` calls, or once `budget_s`
-    seconds are spent with at least 3 calls taken."""
+    """Per-call latency with the host clock: one call and the backend's own `sync()`, the device idle before it
+    (what one call costs when nothing is queued, dispatch included; no cache flush). The device synchronize
+    that leaves it idle is outside the timed region, as in the timer's host samples: a JAX user waits with
+    block_until_ready, not with cudaDeviceSynchronize. Stops after `reps` calls, or once `budget_s` seconds are
+    spent with at least 3 calls taken."""
     cuda = device.startswith("cuda")
     samples: list[float] = []
     deadline = None if budget_s is None else time.perf_counter() + budget_s
@@ -163,9 +165,9 @@ def host_latency(call: Callable[[], object], sync: Callable[[], None], device: s
         t0 = time.perf_counter()
         call()
         sync()
-        if cuda:
-            torch.cuda.synchronize()
         samples.append((time.perf_counter() - t0) * 1e3)
+    if cuda:
+        torch.cuda.synchronize()
     return stats(samples, HOST_SINGLE_METHOD)
 
 
@@ -180,7 +182,24 @@ PIPELINE_CALLS = (5, 200)
 PIPELINE_LONG_BATCH_S = 0.1
 
 
-def pipeline_calls(single_call_ms: float, bytes_per_call: int, memory_cap_bytes: int = 4 * 2**30) -> int:
+# What calls in flight may allocate, at most: this much, or on a GPU this share of its free memory where that is
+# more. A 4 GiB cap alone held a pipelined batch of 8192x8192 bf16 calls to 4-16 (JAX's own loop runs ~100), so
+# the first call's exposed dispatch weighed 6-25% in each per-call figure.
+PIPELINE_MEMORY_BYTES = 4 * 2**30
+PIPELINE_MEMORY_SHARE = 0.25
+
+
+def pipeline_memory_cap_bytes(device: str) -> int:
+    """Bytes that a pipelined batch's calls in flight may allocate on `device`: PIPELINE_MEMORY_BYTES, or on a
+    GPU PIPELINE_MEMORY_SHARE of the memory free there now where that is more."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return PIPELINE_MEMORY_BYTES
+    free_bytes, _ = torch.cuda.mem_get_info(torch.device(device))
+    return max(PIPELINE_MEMORY_BYTES, int(free_bytes * PIPELINE_MEMORY_SHARE))
+
+
+def pipeline_calls(single_call_ms: float, bytes_per_call: int,
+                   memory_cap_bytes: int = PIPELINE_MEMORY_BYTES) -> int:
     """Calls per pipelined batch: about PIPELINE_BATCH_S of work, at least PIPELINE_CALLS[0] calls or, fewer,
     PIPELINE_LONG_BATCH_S of work (at least 2 calls), and few enough that what calls in flight allocate (each may
     allocate its outputs, as XLA's do; `bytes_per_call` at most) stays under `memory_cap_bytes`."""
@@ -197,7 +216,8 @@ def pipelined_latency(call: Callable[[], object], sync: Callable[[], None], devi
     """Per-call wall time of `calls` calls enqueued back to back and synchronized once (host clock), as a
     model's steady loop sees it: where the host dispatches faster than the device runs, the device time;
     else the host's dispatch time. No cache flush between calls (a flush on torch's stream would not be
-    ordered with a backend's own stream). `reps` batches (at least 2 when `budget_s` runs out)."""
+    ordered with a backend's own stream); the batch ends at the backend's `sync()`, the device synchronize
+    outside the timed region, as in `host_latency`. `reps` batches (at least 2 when `budget_s` runs out)."""
     cuda = device.startswith("cuda")
     samples: list[float] = []
     deadline = None if budget_s is None else time.perf_counter() + budget_s
@@ -208,9 +228,9 @@ def pipelined_latency(call: Callable[[], object], sync: Callable[[], None], devi
         for _ in range(calls):
             call()
         sync()
-        if cuda:
-            torch.cuda.synchronize()
         samples.append((time.perf_counter() - t0) * 1e3 / calls)
+    if cuda:
+        torch.cuda.synchronize()
     return stats(samples, f"{PIPELINED_METHOD} x{calls}")
 
 
