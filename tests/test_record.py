@@ -243,7 +243,7 @@ backends:
   bad_info: {backend: faulty, mode: bad_info}
   extra: {backend: faulty}
 seeds: [0, 1]
-timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 3}
+timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 5}  # 5: the speedup interval needs 5 pairs
 compile: {warm: true}
 timeout_s: 20
 """
