@@ -58,7 +58,7 @@ def test_report_is_self_contained_with_every_case(real):
     bakeoff("report", "-o", "report.html", "--db", db, cwd=work, check=True)
     html = (work / "report.html").read_text()
     assert (work / "report.html").stat().st_size > 3_000_000  # plotly.js embedded: opens offline
-    assert 'src="https://cdn.plot.ly' not in html and run_id in html
+    assert 'src="https://cdn.plot.ly' not in html and "'https://cdn.plot.ly/" not in html and run_id in html
     cases = re.search(r'<table id="cases".*?</table>', html, re.S).group(0)
     assert len(re.findall(r"<tr>", cases)) == N_CASES + 1
     assert "injected compile error" in cases and "mismatch" in cases
