@@ -13,7 +13,6 @@ from bakeoff.backends.base import Compiled, CompileInfo
 from bakeoff.backends.tritongen.source import KernelSource
 from bakeoff.backends.tritongen.configs import Config, launches
 from bakeoff.backends.tritongen.kernel_plan import Plan
-from bakeoff.backends.tritongen.shared import shared_kernels
 
 
 @dataclass(frozen=True)
@@ -28,11 +27,10 @@ class Step:
 
 def build_steps(sources: Sequence[KernelSource], modules: Sequence[Any], configs: Sequence[Config]) -> list[Step]:
     """Every kernel's launches, in plan order, under its chosen config (one each; a pre-split float32 matmul
-    splits its operands first); a kernel equal to an earlier one up to names calls its functions
-    (shared.shared_kernels, as `modules` were loaded)."""
-    return [Step(getattr(mod, fn), grid, params, kwargs) for src, mod, cfg in zip(shared_kernels(sources), modules,
-                                                                                   configs)
-            for fn, grid, params, kwargs in launches(src, cfg)]
+    splits its operands first); `sources` as they run and `modules` loaded from them (shared.shared_kernels:
+    a kernel equal to an earlier one up to names calls its functions)."""
+    return [Step(getattr(mod, fn), grid, params, kwargs)
+            for src, mod, cfg in zip(sources, modules, configs) for fn, grid, params, kwargs in launches(src, cfg)]
 
 
 class TritonGenCompiled(Compiled):

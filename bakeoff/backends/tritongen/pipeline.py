@@ -37,8 +37,9 @@ def compile_graph(graph: Graph, device: str, target: CodegenTarget, search: bool
     t = Stages()
     plan = t("fuse", fuse, graph)                                                     # 1. kernels, views
     sources = t("codegen", generate_all, plan, target)                                # 2. source per kernel
-    modules, configs, hit, log, compiled = tuned_kernels(t, plan, sources, device, target, search, device_name)
-    steps = build_steps(sources, modules, configs)                                    # 4. the launcher
+    runnable = shared_kernels(sources)  # kernels equal up to names call the first one's functions (shared.py)
+    modules, configs, hit, log, compiled = tuned_kernels(t, plan, runnable, device, target, search, device_name)
+    steps = build_steps(runnable, modules, configs)                                   # 4. the launcher
     info = CompileInfo(stages_s=t.stages_s, cache_hit=hit, notes=_notes(plan, target, device_name, log, configs))
     return TritonGenCompiled(plan, steps, device, info, artifacts.collect(plan, sources, configs, compiled, log),
                              scratch(sources, configs))
@@ -48,9 +49,8 @@ def tuned_kernels(t: "Stages", plan: Any, sources: list, device: str, target: Co
                   device_name: str, loaded: Callable[[list], None] | None = None) -> tuple:
     """Stage 3, timed by `t`: write and import the sources (3a), search or read the configs (3b), compile the
     winners on a GPU (3c). `loaded(modules)` is called between 3a and 3b. Returns (modules, configs, cache hit,
-    tuning log, compiled winners or None). Kernels equal up to names run the first one's functions
-    (shared.shared_kernels): imported, searched and compiled once."""
-    sources = shared_kernels(sources)
+    tuning log, compiled winners or None). `sources` as they run (shared.shared_kernels): a kernel equal to an
+    earlier one up to names is imported, searched and compiled once."""
     modules = t("compile", tune.load_kernels, sources, tune.cache_dir())              # 3a. write + import
     if loaded is not None:
         loaded(modules)

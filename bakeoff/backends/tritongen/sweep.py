@@ -32,6 +32,7 @@ from bakeoff.backends.tritongen.configs import scratch
 from bakeoff.backends.tritongen.fusion import fuse
 from bakeoff.backends.tritongen.launcher import TritonGenCompiled, build_steps
 from bakeoff.backends.tritongen.pipeline import Stages, tuned_kernels
+from bakeoff.backends.tritongen.shared import shared_kernels
 from bakeoff.backends.tritongen.source import KernelSource, wide
 from bakeoff.backends.tritongen.symdim import arg_name, bind_symbolic
 
@@ -104,15 +105,16 @@ class TritonGenSweepServer(SweepServer):
             plan = fuse(graph)
             sources = list(generate_all(plan, self.target))
         key = _key(sources)
+        runnable = shared_kernels(sources)
         fresh = key not in self._sets
         if fresh:
             t = Stages()
-            modules, configs, hit, log, compiled = tuned_kernels(t, plan, sources, self.device, self.target,
+            modules, configs, hit, log, compiled = tuned_kernels(t, plan, runnable, self.device, self.target,
                                                                  self.search, self.device_name, self._count_from)
             stages.update(t.stages_s)
             self._sets[key] = (modules, configs, artifacts.collect(plan, sources, configs, compiled, log), hit)
         modules, configs, arts, hit = self._sets[key]
-        steps = build_steps(sources, modules, configs)
+        steps = build_steps(runnable, modules, configs)
         notes = self.notes + ([] if fresh else [f"source set {key} reused (generated at an earlier value)"])
         info = CompileInfo(stages_s=stages, cache_hit=hit if fresh else None, notes=notes)
         return TritonGenCompiled(plan, steps, self.device, info, arts, scratch(sources, configs))

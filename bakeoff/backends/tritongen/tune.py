@@ -148,21 +148,18 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
     if unbuilt:
         notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
                      f"in the timed part (first: {unbuilt[0]})")
-    rounds: list[list[float]] = [[] for _ in cfgs]
+    rounds: dict[int, list[float]] = {i: [] for i in range(len(cfgs))}  # the candidates still in the search
     with device_work():
         for _ in range(SEARCH_ROUNDS):
-            for cfg, got in zip(cfgs, rounds):
-                if got and got[0] is None:  # failed in an earlier round
-                    continue
+            for i in list(rounds):
                 try:
-                    got.append(_median_ms(do_bench, lambda: launch(module, src, cfg, tensors)))
-                except Exception as exc:  # e.g. out of shared memory: the candidate is skipped, and said so
-                    notes.append(_failed(src, cfg, exc))
-                    got[:] = [None]  # out of the search, whatever its earlier rounds gave
+                    rounds[i].append(_median_ms(do_bench, lambda: launch(module, src, cfgs[i], tensors)))
+                except Exception as exc:  # e.g. out of shared memory: out of the search, and said so
+                    notes.append(_failed(src, cfgs[i], exc))
+                    del rounds[i]
     best, best_ms = None, float("inf")
-    for cfg, got in zip(cfgs, rounds):
-        if not got or got[0] is None:
-            continue
+    for i, got in rounds.items():
+        cfg = cfgs[i]
         tried = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
         notes.append(f"tune {src.fn} {tried}: {min(got):.4f} ms (rounds {'/'.join(f'{x:.4f}' for x in got)})")
         if min(got) < best_ms:

@@ -120,9 +120,13 @@ class Gate:
 
     def enter_shared(self) -> None:
         """Join the device as a busy worker (waits while someone times exclusively or waits to)."""
+        self._shared_past_turnstile(self._gate)
+
+    def _shared_past_turnstile(self, fd: int) -> None:
+        """Take `fd` shared through the turnstile, so a writer waiting for it exclusively goes first."""
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
-            self._lock(self._gate, fcntl.LOCK_SH)
+            self._lock(fd, fcntl.LOCK_SH)
         finally:
             self._unlock(self._turnstile)
 
@@ -160,11 +164,7 @@ class Gate:
             self.enter_shared()
 
     def _enter_host_work(self) -> None:
-        self._lock(self._turnstile, fcntl.LOCK_EX)
-        try:
-            self._lock(self._compiling, fcntl.LOCK_SH)
-        finally:
-            self._unlock(self._turnstile)
+        self._shared_past_turnstile(self._compiling)
 
     @contextmanager
     def device_work(self) -> Iterator[bool]:

@@ -34,14 +34,15 @@ CSS = """
 """
 
 
-def _row(case: dict[str, Any]) -> str:
-    return f"{case.get('workload')} [{case.get('shape')}]"
+def _row(case: dict[str, Any]) -> tuple[str, str]:
+    """(workload, shape): a heatmap row, named by its workload with the shape on hover."""
+    return str(case.get("workload")), str(case.get("shape"))
 
 
 def speedup_heatmap(runs: list[RunData]) -> str | None:
     """The heatmap's HTML, `<div id="speedup">` (see the module docstring); None when no case ran."""
     labels = run_labels(runs)
-    cells: dict[tuple[str, str, str], dict[str, Any]] = {}  # (dtype, row, series) -> case
+    cells: dict[tuple[str, tuple[str, str], str], dict[str, Any]] = {}  # (dtype, row, series) -> case
     xs, ys, dtypes, skipped_everywhere = [], [], [], {}
     for r in runs:
         for c in r.cases:
@@ -62,7 +63,8 @@ def speedup_heatmap(runs: list[RunData]) -> str | None:
             f'{_table(dtypes, xs, ys, cells, marks, lim)}</div>')
 
 
-def _table(dtypes: list[str], xs: list[str], ys: list[str], cells: dict, marks: dict[int, str], lim: float) -> str:
+def _table(dtypes: list[str], xs: list[str], ys: list[tuple[str, str]], cells: dict, marks: dict[int, str],
+           lim: float) -> str:
     """One table: a row per workload, a column group per dtype, a column per backend in each."""
     groups = "".join(f'<th class="hm-dt" colspan="{len(xs)}">{esc(dt)}</th>' for dt in dtypes)
     heads = "".join(f'<th class="hm-x{" hm-first" if i == 0 else ""}">{esc(x)}</th>'
@@ -70,8 +72,7 @@ def _table(dtypes: list[str], xs: list[str], ys: list[str], cells: dict, marks: 
     body = []
     for y in ys:
         tds = "".join(_cell(cells.get((dt, y, x)), x, marks, lim, i == 0) for dt in dtypes for i, x in enumerate(xs))
-        name, _, shape = y.partition(" [")
-        body.append(f'<tr><th title="{esc(shape.rstrip("]"))}">{esc(name)}</th>{tds}</tr>')
+        body.append(f'<tr><th title="{esc(y[1])}">{esc(y[0])}</th>{tds}</tr>')
     return (f'<table class="hm"><thead><tr><th></th>{groups}</tr><tr><th></th>{heads}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
 
