@@ -632,8 +632,9 @@ def test_config_search_judges_each_candidate_by_its_fastest_of_interleaved_round
 
     from bakeoff.backends.tritongen import tune
 
-    assert tune.SEARCH_ROUNDS == 3
-    times = iter([3.0, 2.0, 3.5, 1.0, 2.0, 3.0, 2.0])  # round by round: A, B, C (C fails after its first)
+    assert tune.SEARCH_ROUNDS == 3 and tune.SEARCH_KEEP_WITHIN == 1.5
+    # round by round: A, B, C, D (C fails after its first; D, over 1.5x the fastest first round, leaves)
+    times = iter([3.0, 2.0, 2.5, 3.1, 1.0, 2.0, 3.0, 2.0])
     calls = []
 
     def fake_bench(fn, **_):
@@ -647,15 +648,63 @@ def test_config_search_judges_each_candidate_by_its_fastest_of_interleaved_round
 
     monkeypatch.setattr(triton.testing, "do_bench", fake_bench)
     monkeypatch.setattr(tune, "launch", fake_launch)
-    monkeypatch.setattr(tune, "precompile", lambda *a: None)
+    monkeypatch.setattr(tune, "precompile_all", lambda *a: [])
     monkeypatch.setattr(tune, "config_scratch", lambda src, cfg: ())
 
     class Src:
         fn = "k0_attention"
 
     notes: list[str] = []
-    best = tune._search_kernel(Src(), None, [{"name": n} for n in "ABC"], {}, "cpu", notes)
+    best = tune._search_kernel(Src(), None, [{"name": n} for n in "ABCD"], {}, "cpu", notes)
     assert best == {"name": "A"}
-    assert calls == ["A", "B", "C", "A", "B", "C", "A", "B"], calls
+    assert calls == ["A", "B", "C", "D", "A", "B", "C", "A", "B"], calls
+    assert any(n.startswith("k0_attention: name=D left the search after its first round: 3.1000 ms") for n in notes)
     assert "tune k0_attention name=A: 1.0000 ms (rounds 3.0000/1.0000/3.0000)" in notes
     assert any("name': 'C'} failed: RuntimeError: out of resources" in n for n in notes)
+
+
+def test_candidates_compile_side_by_side_in_triton_async_mode(monkeypatch):
+    """precompile_all compiles every candidate inside Triton's AsyncCompileMode, several threads at once; a
+    candidate whose compile fails is said in words, the others are not held back by it."""
+    import inspect
+    import threading
+    import time
+
+    from triton.runtime import _async_compile
+
+    from bakeoff.backends.tritongen import tune
+
+    running, peak, threads = [0], [0], set()
+    lock = threading.Lock()
+
+    def compile_fn(name):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            threads.add(threading.get_ident())
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        if name == "bad":
+            raise RuntimeError("out of resource: shared memory")
+        return name
+
+    class Fn:
+        def warmup(self, *args, grid, **kwargs):
+            mode = _async_compile.active_mode.get()
+            assert mode is not None, "compiled outside AsyncCompileMode"
+            name = kwargs["NAME"]
+            hooks = (lambda kernel: None,) * (len(inspect.signature(mode.submit).parameters) - 2)
+            return mode.submit(name, lambda: compile_fn(name), *hooks)  # Triton 3.9 adds a cleanup hook
+
+    class Module:
+        k0_matmul = Fn()
+
+    class Src:
+        fn, params = "k0_matmul", ()
+
+    cfgs = [{"NAME": n} for n in ("a", "b", "bad", "c")]
+    monkeypatch.setattr(tune, "launches", lambda src, cfg: [("k0_matmul", (1,), (), {"NAME": cfg["NAME"]})])
+    errors = tune.precompile_all(Module(), Src(), cfgs, {})
+    assert errors == ["RuntimeError: out of resource: shared memory"]
+    assert peak[0] == min(tune.COMPILE_THREADS, 4) and len(threads) > 1

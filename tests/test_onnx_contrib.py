@@ -48,6 +48,29 @@ def test_contrib_attention_matches_eager_and_runs_the_fused_op(workload, dtype):
     assert compiled.info.compiler_stages == ("session",) and {"export", "optimize"} <= set(compiled.info.stages_s)
 
 
+@pytest.mark.parametrize("op", [MHA, GQA])
+def test_the_rewrite_copies_no_operand_heads_fold_into_the_batch_or_transposes_cancel(op):
+    """Operands given as (batch, heads, seq, dim) are read as (batch * heads, seq, dim) with one head (reshapes
+    only, no Transpose); a block's projections, transposed into that layout by the export, are transposed back
+    (all heads in one row) so that the transpose pairs cancel."""
+    plain = contrib_attention(lower_onnx(smoke_graph("attention", "float16"), 23, "native"), op)
+    assert "Transpose" not in [n.op_type for n in plain.graph.node]
+    contrib, = [n for n in plain.graph.node if n.op_type == op]
+    assert [a.i for a in contrib.attribute if a.name == "num_heads"] == [1]
+    block = contrib_attention(lower_onnx(smoke_graph("attn_block", "float16"), 23, "native"), op)
+    contrib, = [n for n in block.graph.node if n.op_type == op]
+    assert [a.i for a in contrib.attribute if a.name == "num_heads"] == [builtin_workloads()["attn_block"]
+                                                                          .presets["smoke"]["H"]]
+
+
+@pytest.mark.parametrize("workload", ["attention", "attn_block"])
+def test_the_session_runs_the_fused_op_without_a_transpose(workload):
+    """What ONNX Runtime runs after its own optimizer: the contrib op and no Transpose around it."""
+    _, _, compiled = _errors(smoke_graph(workload, "float32"), {})
+    optimized = compiled.artifacts()["optimized_op_types"]
+    assert optimized.get(f"com.microsoft.{MHA}") == 1 and "Transpose" not in optimized, optimized
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("workload", ["attention", "attn_block"])
 def test_group_query_attention_form_matches_fp64(workload, dtype):

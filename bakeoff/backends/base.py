@@ -68,12 +68,15 @@ from bakeoff.backends.options import BackendOptions, NoOptions, OptionsError, er
 from bakeoff.backends.sweep_server import PerShapeServer, SweepServer, SweepSpec
 from bakeoff.workloads.ir import Graph
 
-__all__ = ["Backend", "Compiled", "CompileInfo", "TensorSpec", "TorchCompiled", "device_work", "dist_version",
-           "set_device_work", "user_cache_dir"]
+__all__ = ["Backend", "Compiled", "CompileInfo", "TensorSpec", "TorchCompiled", "device_waited_s", "device_work",
+           "dist_version", "set_device_work", "user_cache_dir"]
 
 # What a compile marks as its device work (Backend.marks_device_work): the worker installs the timing gate's
 # (harness/supervise/gate.py device_work: the section holds the gate while the rest of the compile does not).
+# `device_waited_s` is the seconds the worker has waited to rejoin it so far (the harness's wait, not the
+# compiler's: a backend timing its stages leaves it out).
 _device_work: Callable[[], ContextManager[Any]] = nullcontext
+_device_waited_s: Callable[[], float] = lambda: 0.0
 
 
 def device_work() -> ContextManager[Any]:
@@ -81,9 +84,14 @@ def device_work() -> ContextManager[Any]:
     return _device_work()
 
 
-def set_device_work(hook: Callable[[], ContextManager[Any]]) -> None:
-    global _device_work
-    _device_work = hook
+def device_waited_s() -> float:
+    """Seconds this process has waited so far to enter `device_work` (0 outside the harness's gate)."""
+    return _device_waited_s()
+
+
+def set_device_work(hook: Callable[[], ContextManager[Any]], waited_s: Callable[[], float] = lambda: 0.0) -> None:
+    global _device_work, _device_waited_s
+    _device_work, _device_waited_s = hook, waited_s
 
 
 class Backend(ABC):

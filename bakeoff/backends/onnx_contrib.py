@@ -13,9 +13,15 @@ GEMM); its fused attention kernels (flash, memory-efficient, cuDNN) sit behind t
   Kernels: CPU float32 and float16; CUDA float16 and bfloat16 (flash attention): the one fused attention the
   CUDA provider has for bfloat16.
 
-`contrib_attention(model, op)` rewrites every `Attention` node of an exported model, the (batch, heads, seq,
-head_dim) operands transposed and reshaped to (batch, seq, heads * head_dim) and the result back; the reshapes
-copy batch and sequence from their input (`0` in the target), so a model whose batch or sequence is a dynamic
+`contrib_attention(model, op)` rewrites every `Attention` node of an exported model into the ops' (batch, seq,
+hidden) layout one of two ways:
+- **heads folded into the batch** (the default): (batch, heads, seq, head_dim) read as (batch * heads, seq,
+  head_dim) with `num_heads` 1 — a reshape, no copy: attention is independent per (batch, head) pair, and the
+  default scale 1/sqrt(head_dim) and the causal mask are the same. The result is reshaped back.
+- **transposed** to (batch, seq, heads * head_dim) and back, when q, k and v are each made by a Transpose from
+  that very layout (a transformer block's projections): ONNX Runtime's optimizer then cancels the transpose
+  pairs, so nothing is copied either.
+The reshapes read batch and sequence from their input's shape, so a model whose batch or sequence is a dynamic
 axis stays dynamic. A node the op cannot express raises `ContribRefused` with the reason; the adapter then tries
 the next form (onnxrt_session.py). `onnx` is imported inside the functions.
 """
@@ -88,6 +94,21 @@ class _Rewriter:
         """(batch, seq, heads * dim) -> (batch, heads, seq, dim), written to `out`."""
         return self.node("Transpose", [self.node("Reshape", [y, self.ints([0, 0, heads, dim])])], out, perm=_BSNH)
 
+    def fold(self, x: str) -> str:
+        """(batch, heads, seq, dim) -> (batch * heads, seq, dim): a reshape."""
+        tail = self.node("Shape", [x], start=2, end=4)
+        return self.node("Reshape", [x, self.node("Concat", [self.ints([-1]), tail], axis=0)])
+
+    def unfold(self, y: str, like: str, out: str) -> str:
+        """(batch * heads, seq, dim) -> (batch, heads, seq, dim), batch and heads those of `like`."""
+        lead, tail = self.node("Shape", [like], start=0, end=2), self.node("Shape", [y], start=1, end=3)
+        return self.node("Reshape", [y, self.node("Concat", [lead, tail], axis=0)], out)
+
+    def made_by_bsnh_transpose(self, x: str) -> bool:
+        """Whether `x` is the output of a Transpose with perm (0, 2, 1, 3)."""
+        return any(n.op_type == "Transpose" and x in n.output and list(_attrs(n).get("perm", [])) == _BSNH
+                   for n in self.model.graph.node)
+
 
 def _check(node: Any, shapes: dict, op: str) -> tuple[int, int, int, bool, float | None]:
     """(heads, q head_dim, v head_dim, causal, scale) of an exported Attention node, or ContribRefused."""
@@ -131,20 +152,27 @@ def _replace(rw: _Rewriter, node: Any, op: str) -> None:
     """Append the contrib form of Attention `node` to `rw.nodes`."""
     from onnx import helper
 
-    heads, _, dv, causal, scale = _check(node, rw.shapes, op)
-    q, k, v = (rw.to_bsd(x) for x in node.input[:3])
-    attrs: dict[str, Any] = {"num_heads": heads}
-    if scale is not None:
-        attrs["scale"] = float(scale)
+    heads, dq, dv, causal, scale = _check(node, rw.shapes, op)
+    transposed = all(rw.made_by_bsnh_transpose(x) for x in node.input[:3])
+    q, k, v = (rw.to_bsd(x) if transposed else rw.fold(x) for x in node.input[:3])
+    q_shape = rw.shapes[node.input[0]]
+    if not transposed:  # one head per row of the folded batch
+        heads = 1
+        batch = q_shape[0] * q_shape[1] if all(isinstance(d, int) and d > 0 for d in q_shape[:2]) else None
+        q_shape = [batch, 1] + q_shape[2:]
+    attrs: dict[str, Any] = {"num_heads": heads, "scale": float(scale if scale is not None else dq ** -0.5)}
     if op == MHA:
         y = rw.node(MHA, [q, k, v], domain=CONTRIB_DOMAIN, unidirectional=int(causal), **attrs)
     else:
-        seqlens_k, total = _prompt_lengths(rw, q, rw.shapes[node.input[0]])
+        seqlens_k, total = _prompt_lengths(rw, q, q_shape)
         # present_key/present_value named although unused: the CUDA kernel writes the cache it is given
         y, present_k, present_v = rw.fresh("gqa"), rw.fresh("present_key"), rw.fresh("present_value")
         rw.nodes.append(helper.make_node(GQA, [q, k, v, "", "", seqlens_k, total], [y, present_k, present_v],
                                          name=y, domain=CONTRIB_DOMAIN, kv_num_heads=heads, **attrs))
-    rw.from_bsd(y, heads, dv, node.output[0])
+    if transposed:
+        rw.from_bsd(y, heads, dv, node.output[0])
+    else:
+        rw.unfold(y, node.input[0], node.output[0])
 
 
 def contrib_attention(model: "onnx.ModelProto", op: str) -> "onnx.ModelProto":
@@ -180,5 +208,6 @@ def contrib_words(op: str) -> str:
     """The record's lowering words for sdpa computed by contrib op `op`."""
     kernels = ("flash or memory-efficient attention on CUDA" if op == MHA else
                "flash attention on CUDA, the provider's fused attention for bfloat16")
-    return (f"contrib: {CONTRIB_DOMAIN}.{op} (ONNX Runtime's fused attention: {kernels}; q, k, v transposed "
-            "to (batch, seq, heads*head_dim) and back)")
+    return (f"contrib: {CONTRIB_DOMAIN}.{op} (ONNX Runtime's fused attention: {kernels}; heads folded into the "
+            "batch by a reshape, or, for operands transposed from (batch, seq, heads, head_dim), transposed back "
+            "so that the transposes cancel)")

@@ -111,13 +111,13 @@ class CompileFields(_Group):
     compile_s: Annotated[float | None, COLUMN] = doc("headline compile seconds: the compiler's own stages where the "
                                                      "backend names them, else compile + prepare + first run + sync")
     compile_total_s: float | None = doc("seconds from the graph to the first result (compile, load or session, "
-                                        "first run, sync)")
+                                        "first run, sync), less compile_gate_wait_s")
+    compile_gate_wait_s: float | None = doc("seconds the cold compile waited for the device's gate (not counted)")
     compile_stages_s: dict[str, float] | None = doc("seconds per stage, as the backend reports them")
     compile_notes: list[str] | None = doc("the backend's notes on its compile")
     cache_hit_cold: bool | None = doc("the backend's own cache-hit report, cold")
     cache_files_cold: int | None = doc("files the cold compile wrote to its cache folders")
-    cache_files_before_cold: int | None = doc("files in the cache folders before the cold worker compiled "
-                                              "anything (0: its own, empty folders)")
+    cache_files_before_cold: int | None = doc("files in the cache folders before the cold compile (0: empty)")
     compile_process_setup_s: float | None = doc("seconds of the process's one-time start: a tiny unrelated "
                                                 "graph compiled and run first (run/worker/process_setup.py)")
     cache_files_setup: int | None = doc("files that tiny graph wrote to the cache folders")

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -136,27 +137,25 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
 
     from bakeoff.backends.base import device_work
 
-    unbuilt = []
-    for cfg in cfgs:
-        with device_work():  # a config's own scratch (split-K partials, operand planes)
+    with device_work():  # the configs' own scratch (split-K partials, operand planes)
+        for cfg in cfgs:
             tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
                             for name, shape in config_scratch(src, cfg)})
-        try:
-            precompile(module, src, cfg, tensors)
-        except Exception as exc:  # its launch below compiles it again and decides (the error is said there)
-            unbuilt.append(f"{type(exc).__name__}: {str(exc)[:80]}")
+    unbuilt = precompile_all(module, src, cfgs, tensors)
     if unbuilt:
         notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
                      f"in the timed part (first: {unbuilt[0]})")
     rounds: dict[int, list[float]] = {i: [] for i in range(len(cfgs))}  # the candidates still in the search
     with device_work():
-        for _ in range(SEARCH_ROUNDS):
+        for r in range(SEARCH_ROUNDS):
             for i in list(rounds):
                 try:
                     rounds[i].append(_median_ms(do_bench, lambda: launch(module, src, cfgs[i], tensors)))
                 except Exception as exc:  # e.g. out of shared memory: out of the search, and said so
                     notes.append(_failed(src, cfgs[i], exc))
                     del rounds[i]
+            if r == 0 and rounds:
+                _drop_far_behind(rounds, cfgs, src, notes)
     best, best_ms = None, float("inf")
     for i, got in rounds.items():
         cfg = cfgs[i]
@@ -169,7 +168,18 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
     return best
 
 
-SEARCH_REP_MS, SEARCH_MIN_RUNS = 20, 5
+def _drop_far_behind(rounds: dict[int, list[float]], cfgs: list[Config], src: KernelSource, notes: list[str]) -> None:
+    """After the first round, candidates slower than SEARCH_KEEP_WITHIN x the fastest leave the search (a
+    disturbed round made the Gluon attention kernel look 1.3x slower on the H200: the margin leaves room for
+    that), so the later rounds time only the contenders."""
+    fastest = min(got[0] for got in rounds.values())
+    for i in [i for i, got in rounds.items() if got[0] > SEARCH_KEEP_WITHIN * fastest]:
+        tried = ",".join(f"{k}={v}" for k, v in cfgs[i].items() if k != "NUM_SMS")
+        notes.append(f"{src.fn}: {tried} left the search after its first round: {rounds.pop(i)[0]:.4f} ms, over "
+                     f"{SEARCH_KEEP_WITHIN}x the fastest {fastest:.4f} ms")
+
+
+SEARCH_REP_MS, SEARCH_MIN_RUNS, SEARCH_KEEP_WITHIN = 20, 5, 1.5
 # Each candidate is timed in SEARCH_ROUNDS interleaved rounds and judged by its fastest round: beside other
 # cases' device work (bakeoff --jobs N holds the gate shared during searches), one round can catch another
 # process's kernels; the H200 run that showed it picked the template over the Gluon attention kernel (2.62
@@ -189,6 +199,45 @@ def _median_ms(do_bench: Any, fn: Any) -> float:
 
 def _failed(src: KernelSource, cfg: Config, exc: Exception) -> str:
     return f"{src.fn}: config {cfg} failed: {type(exc).__name__}: {str(exc)[:120]}"
+
+
+def precompile_all(module: Any, src: KernelSource, cfgs: Sequence[Config], tensors: dict[str, Any]) -> list[str]:
+    """Compile every candidate of `src` without launching it, COMPILE_THREADS at a time (Triton's
+    AsyncCompileMode: its compiler releases the GIL in its native passes and in ptxas); the errors, in words.
+    A candidate that failed here is compiled again at its first launch, which decides."""
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    errors: list[Exception] = []
+    with _RecordingPool(max(1, min(COMPILE_THREADS, len(cfgs))), errors) as pool, \
+            AsyncCompileMode(pool, ignore_errors=True):
+        for cfg in cfgs:
+            try:
+                precompile(module, src, cfg, tensors)
+            except Exception as exc:  # noqa: BLE001 - said in the notes; the launch decides
+                errors.append(exc)
+    return [f"{type(exc).__name__}: {str(exc)[:80]}" for exc in errors]
+
+
+class _RecordingPool(ThreadPoolExecutor):
+    """A thread pool that keeps the exceptions its tasks raise (AsyncCompileMode with ignore_errors drops them)."""
+
+    def __init__(self, threads: int, errors: list[Exception]) -> None:
+        super().__init__(threads, thread_name_prefix="tritongen-compile")
+        self.errors = errors
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        def run() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                self.errors.append(exc)
+                raise
+        return super().submit(run)
+
+
+# Candidates compile in this many threads at once: the harness runs several cases side by side (--jobs), each
+# with its own search.
+COMPILE_THREADS = 4
 
 
 def precompile(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, Any]) -> Any:

@@ -245,6 +245,13 @@ def _in_current_gate(section: str) -> Iterator[bool]:
         yield inside
 
 
+def waited_so_far_s() -> float:
+    """Seconds this worker has waited for its gate so far (0 when ungated): a step's own time is its span less
+    the growth of this across it."""
+    gate = current_gate()
+    return gate.waited_s if gate is not None else 0.0
+
+
 def note(event: str) -> None:
     """Append `event` to this worker's gate trace (Gate.note); a no-op when ungated or not tracing."""
     gate = current_gate()

@@ -66,7 +66,8 @@ def run_cold(case: Case, artifacts_dir: Path | None, phases: PhaseLog) -> dict[s
 def compile_fields(result: FirstResult) -> dict[str, Any]:
     """The cold compile's fields: its times, the backend's account of it, and the cache files it wrote."""
     info = result.compiled.info
-    return dict(compile_s=result.compile_s, compile_total_s=result.total_s, compile_stages_s=dict(info.stages_s),
+    return dict(compile_s=result.compile_s, compile_total_s=result.total_s, compile_gate_wait_s=result.gate_wait_s,
+                compile_stages_s=dict(info.stages_s),
                 compile_notes=list(info.notes), lowering=dict(info.lowering), cache_hit_cold=info.cache_hit,
                 cache_files_cold=result.cache_files_after - result.cache_files_before)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.supervise.gate import host_work
+from bakeoff.harness.supervise.gate import host_work, waited_so_far_s
 from bakeoff.harness.worker.errors import FirstRunError
 
 if TYPE_CHECKING:
@@ -32,15 +32,18 @@ def count_cache_files(env_names: tuple[str, ...]) -> int:
 @dataclass
 class FirstResult:
     """A compiled executable after its first run: the run's raw output, the seconds from the compile's start
-    to the first result and of the first run alone (prepare + run + sync), and, for the case's own compile
-    (stages.compile), the headline compile seconds (compile_seconds) and the backend's cache files before
-    and after."""
+    to the first result and of the first run alone (prepare + run + sync), both less the seconds the worker
+    waited for the device's gate meanwhile (`gate_wait_s`: a compile that times candidates on the device
+    rejoins the gate for that part and may wait there while other cases time; the wait is the harness's, not
+    the compiler's), and, for the case's own compile (stages.compile), the headline compile seconds
+    (compile_seconds) and the backend's cache files before and after."""
 
     compiled: Compiled
     prepared: Any
     raw: Any
     total_s: float
     first_run_s: float
+    gate_wait_s: float = 0.0
     compile_s: float | None = None
     cache_files_before: int = 0
     cache_files_after: int = 0
@@ -48,18 +51,19 @@ class FirstResult:
 
 def first_result(make: Callable[[], Compiled], inputs: list[torch.Tensor]) -> FirstResult:
     """`make()` (the compile, whose exception propagates as is), then prepare, one run and a sync (whose
-    exception is wrapped in FirstRunError: error_record's lazy-compile rule decides its status)."""
-    t0 = time.perf_counter()
+    exception is wrapped in FirstRunError: error_record's lazy-compile rule decides its status). The seconds
+    leave out the worker's waits for the device's gate (FirstResult.gate_wait_s)."""
+    w0, t0 = waited_so_far_s(), time.perf_counter()
     compiled = make()
-    t1 = time.perf_counter()
+    w1, t1 = waited_so_far_s(), time.perf_counter()
     try:
         prepared = compiled.prepare(inputs)
         raw = compiled.run(prepared)
         compiled.sync()
     except Exception as exc:
         raise FirstRunError(f"{type(exc).__name__}: {exc}") from exc
-    t2 = time.perf_counter()
-    return FirstResult(compiled, prepared, raw, t2 - t0, t2 - t1)
+    w2, t2 = waited_so_far_s(), time.perf_counter()
+    return FirstResult(compiled, prepared, raw, (t2 - t0) - (w2 - w0), (t2 - t1) - (w2 - w1), w2 - w0)
 
 
 def compile_and_first_run(backend, graph, specs, case: Case, inputs):

@@ -22,7 +22,8 @@ from bakeoff.backends.base import set_device_work
 from bakeoff.results.record import ColdOutput, WarmOutput, invalid_fields
 
 from bakeoff.harness.plan.cases import Case
-from bakeoff.harness.supervise.gate import device_work as gate_device_work, note as gate_note
+from bakeoff.harness.supervise.gate import (device_work as gate_device_work, note as gate_note,
+                                            waited_so_far_s as gate_waited_s)
 from bakeoff.harness.worker import cold, shape_sweep, warm
 from bakeoff.harness.worker.phases import PhaseLog
 from bakeoff.harness.worker.errors import error_record
@@ -51,7 +52,8 @@ def main(argv: list[str], phases: PhaseLog | None = None) -> int:
     out_path, phase = Path(argv[1]), argv[2]
     artifacts_dir = Path(argv[3]) if len(argv) > 3 else None
     gate_note(f"case {phase} {case.backend} {case.case_id}")
-    set_device_work(gate_device_work)  # a compile's marked device work rejoins the gate (Backend.marks_device_work)
+    # a compile's marked device work rejoins the gate (Backend.marks_device_work); its waits are not the compiler's
+    set_device_work(gate_device_work, gate_waited_s)
     limit_host_memory(case)
     try:
         with phases.phase("device_init"):
