@@ -137,7 +137,7 @@ def _clock_note(rec: dict[str, Any]) -> str:
     rng = clock_range(rec)
     assert rng is not None
     return (f"; the SM clock moved {rng[0]:.0f}-{rng[1]:.0f} MHz ({rng[1] / rng[0] - 1:.0%}) over the samples, "
-            f"enough to account for it (the GPU's clock under load, shared by the interleaved pairs)")
+            f"enough to account for it (the GPU's clock under sustained load)")
 
 
 def paired_ratios(backend_ms: Sequence[float], eager_ms: Sequence[float]) -> list[float]:
