@@ -113,3 +113,36 @@ def test_the_clock_explains_a_spread_only_when_it_moved_at_least_as_much():
 
 def test_paired_ratios_drop_unusable_pairs_and_cut_to_the_shorter_series():
     assert paired_ratios([1.0, 2.0, 0.0, 4.0, 5.0], [2.0, 2.0, 3.0, float("nan")]) == [2.0, 1.0]
+
+
+# --- the terminal's "~" sits beside the speedup and reads the speedup's quality ---------------------------------
+
+def _cell_text(records: list[dict]) -> str:
+    import io
+
+    from rich.console import Console
+
+    from bakeoff.harness.cli.summary import CompactSummary
+
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(CompactSummary(records))
+    return " ".join(console.export_text().split())
+
+
+def _row(backend: str, ms: float, **fields) -> dict:
+    return {"case_id": f"gemm/M=8/bfloat16/{backend}", "workload": "gemm", "shape": "M=8", "dtype": "bfloat16",
+            "backend": backend, "adapter": backend, "status": "ok", "device": "cuda:0", "headline_ms": ms,
+            "headline_method": "cupti-span", "speedup_vs_eager": 2.0 / ms, "measurement_quality": "noisy",
+            "noise_reasons": ["x"], "headline_quality": "noisy", "headline_noise_reasons": ["spread; SM clock moved"],
+            **fields}
+
+
+def test_a_clean_speedup_beside_a_clock_spread_latency_is_not_marked_a_noisy_speedup_is():
+    eager = _row("eager", 2.0, headline_quality="clean", headline_noise_reasons=[])
+    clean = _row("inductor", 1.0, speedup_quality="clean", speedup_noise_reasons=[])
+    assert "~" not in _cell_text([eager, clean])
+    noisy = _row("inductor", 1.0, speedup_quality="noisy", speedup_noise_reasons=["speedup: ratios drifted"])
+    text = _cell_text([eager, noisy])
+    assert "2× ~" in text and "~ = the speedup's paired samples were noisy" in text
+    # eager's own case has no speedup: its mark is its latency's
+    assert "baseline ~" in _cell_text([_row("eager", 2.0), clean])
