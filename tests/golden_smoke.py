@@ -41,6 +41,7 @@ VOLATILE = frozenset({
     "break_even_calls",  # only where the backend's headline beat eager's
     "noise_reasons", "measurement_quality",  # the machine's load during the timing window
     "headline_quality", "headline_noise_reasons", "host_quality", "host_noise_reasons",  # the same, per figure
+    "speedup_quality", "speedup_noise_reasons", "speedup_drift_rel",  # the same for the speedup (drift: 15 pairs)
     "worker_start_reason", "worker_start_warm_reason",  # which slot's worker was pre-started when
     "stderr_tail", "stderr_tail_warm", "traceback", "warm_error", "rerun_alone_reason",
     "gpu_other_processes", "gpu_process_error", "sm_clock_error", "profile_error",

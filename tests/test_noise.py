@@ -175,7 +175,7 @@ class _FakeNvml:
     def __init__(self, samples, utilization_error=None):
         self.samples, self.utilization_error = samples, utilization_error
 
-    def nvmlDeviceGetComputeProcesses(self, handle):
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return [_Sample(os.getpid(), 0, 0, 0), _Sample(4242, 0, 0, 0)]
 
     def nvmlDeviceGetProcessUtilization(self, handle, since_us):
@@ -207,3 +207,12 @@ def test_gpu_watch_names_other_processes_that_ran_during_timing(monkeypatch):
     unknown = _gpu_fields(monkeypatch, _FakeNvml([], "Not Supported"))
     assert unknown["gpu_other_processes"] == [{"pid": 4242, "activity": "unknown"}]
     assert "held a context on the GPU" in assess({**unknown, "samples": []}, 0.05, False)["noise_reasons"][-1]
+
+
+def test_the_nvml_stand_in_calls_only_what_pynvml_has():
+    """The stand-in's names are pynvml's own: a name pynvml lacks would pass here and fail on every GPU (the
+    check then records an AttributeError in gpu_process_error and sees no other process)."""
+    import pynvml
+
+    called = [n for n in vars(_FakeNvml) if n.startswith("nvml")]
+    assert called and all(hasattr(pynvml, n) for n in called), [n for n in called if not hasattr(pynvml, n)]

@@ -184,6 +184,7 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     rec = ColdOutput.model_validate({**out, "status": "ok"})  # every CUPTI, clock, pipelined field is declared
     assert rec.device_time.kernel_times[0].launches == 1.0 and rec.eager_device_time.kernel_times
     assert rec.sm_clock_mhz_min == 1755 and 0.0 <= rec.headline_sm_clock_low_share <= 1.0
+    assert rec.headline_sm_clock_mhz_min <= rec.headline_sm_clock_mhz_max and rec.speedup_quality is not None
     assert rec.device_time.span_samples == [0.8] * 4 and rec.eager_device_time.profiled_calls == 4
     assert rec.sustained_s == pytest.approx(0.5 + TOP_UP_S)
     # a 1 ms call (the timer's median): two calls per captured graph (about 2 ms of work)
@@ -264,7 +265,7 @@ NOT_ON_THIS_RUN = {
                      "eager_profiled_calls", "eager_kernel_times", "launch_overhead_share", "profile_error",
                      "headline_fallback", "graph_latency_ms", "graph_latency_method", "graph_replays",
                      "graph_latency_error", "sm_clock_mhz", "sm_clock_mhz_min", "headline_sm_clock_mhz_median",
-                     "headline_sm_clock_mhz_min", "headline_sm_clock_low_share",
+                     "headline_sm_clock_mhz_min", "headline_sm_clock_low_share", "headline_sm_clock_mhz_max",
                      "sm_clock_mhz_max", "sm_clock_samples", "sm_clock_error", "sustained_s"],
                     "GPU timing: test_gpu_timing_fields_are_declared"),
     **dict.fromkeys(["gpu_state_before", "gpu_state_after"], "GPU only: test_gpu_state_fields_are_declared"),
@@ -276,8 +277,9 @@ NOT_ON_THIS_RUN = {
     **dict.fromkeys(["warm_error", "compile_process_setup_warm_error", "stderr_tail_warm", "worker_start_reason",
                      "worker_start_warm_reason"], "only when a warm worker fails or prints, or a worker starts "
                     "fresh for a reason (tests/test_prestart.py)"),
-    **dict.fromkeys(["latency_drift_rel", "eager_drift_rel", "host_other_cpu_share"], "judged only with 15 "
-                    "samples or more, and over 100 clock ticks of the CPUs: tests/test_noise.py"),
+    **dict.fromkeys(["latency_drift_rel", "eager_drift_rel", "speedup_drift_rel", "host_other_cpu_share"],
+                    "judged only with 15 samples or pairs or more, and over 100 clock ticks of the CPUs: "
+                    "tests/test_noise.py, tests/test_speedup_quality.py"),
     "break_even_calls": "only for a backend faster than eager",
     "legacy_fields": "read side: test_store_refuses_unknown_fields_and_reads_foreign_ones",
 }

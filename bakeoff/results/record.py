@@ -44,8 +44,7 @@ from bakeoff.results.record_parts import (
     PIPELINED_COLUMNS,
     TIMER_COLUMNS,
     WORST_ELEMENT_COLUMNS,
-    DeviceTime,
-    ErrorStats,
+    DeviceTime, ErrorStats, FigureQuality,
     GpuProcess,
     GpuState,
     Headline,
@@ -330,10 +329,11 @@ class LegacyFields(_Group):
 
 # The groups in export order.
 GROUPS: tuple[type[_Group], ...] = (CaseFields, Outcome, CompileFields, CheckFields, TimingFields, LoadFields,
-                                    DeviceState, SweepFields, WarmFields, ProcessFields, RunFields)
+                                    FigureQuality, DeviceState, SweepFields, WarmFields, ProcessFields, RunFields)
 
 
-class ColdOutput(SweepFields, DeviceState, LoadFields, TimingFields, CheckFields, CompileFields, Outcome):
+class ColdOutput(SweepFields, DeviceState, FigureQuality, LoadFields, TimingFields, CheckFields, CompileFields,
+                 Outcome):
     """What the cold worker writes (harness/worker/cold.py)."""
 
 
@@ -341,8 +341,8 @@ class WarmOutput(WarmFields, Outcome):
     """What the warm worker writes: its figures, or an error (harness/worker/main.py run_warm)."""
 
 
-class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, SweepFields, DeviceState, LoadFields,
-                 TimingFields, CheckFields, CompileFields, Outcome, CaseFields):
+class CaseRecord(LegacyFields, RunFields, ProcessFields, WarmFields, SweepFields, DeviceState, FigureQuality,
+                 LoadFields, TimingFields, CheckFields, CompileFields, Outcome, CaseFields):
     """One case's record, as the orchestrator commits it (every group; `status` required)."""
 
     status: Annotated[Status, InTable(16)] = Field(description="ok, skipped, mismatch, compile_error, "

@@ -338,3 +338,15 @@ __all__ = ["COLUMN", "DEVICE_TIME_COLUMNS", "HEADLINE_COLUMNS", "HOST_COLUMNS", 
            "DeviceTime", "ErrorStats", "Flat", "GpuProcess", "GpuState", "Headline", "InTable", "KernelTime",
            "NonFinite", "Pipelined", "Spread", "Status", "Timer", "WorstElement", "column_of", "doc",
            "error_columns", "nested_fields", "part_class", "spread_columns"]
+
+
+class FigureQuality(_Group):
+    """The speedup's quality, judged on the paired ratios of the headline's interleaved samples, beside the
+    absolute headline's (LoadFields' headline_quality), and the clock that can account for a latency's spread
+    (harness/measure/noise.py)."""
+
+    speedup_quality: Literal["clean", "noisy"] | None = doc("the speedup's own quality (None: no eager beside it)")
+    speedup_noise_reasons: list[str] | None = doc("each rule that fired for the speedup")
+    speedup_iqr_rel: float | None = doc("IQR/median of the paired ratios eager_i / backend_i of the headline")
+    speedup_drift_rel: float | None = doc("spread of those ratios' third-medians over the smallest (None: <15)")
+    headline_sm_clock_mhz_max: int | None = doc("highest SM clock over the headline's samples, MHz")

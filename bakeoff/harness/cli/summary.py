@@ -20,7 +20,7 @@ from rich.text import Text
 from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
 from bakeoff.harness.cli.sweep_summary import sweep_lines
 from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_apart, headline_quality, judged_on_its_own,
-                                                   speedup_interval, typical_clock_mhz)
+                                                   speedup_interval, speedup_quality, typical_clock_mhz)
 
 __all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_commas", "print_summary",
            "terminal_summary", "wide_table"]
@@ -90,7 +90,7 @@ def _compact_cell(r: dict[str, Any] | None) -> Text:
             second = Text("baseline", style="dim")
         else:
             second = Text(fmt_speedup(speedup), style="green" if speedup and speedup >= 1 else "yellow")
-        if headline_quality(r) == "noisy":
+        if speedup_quality(r) == "noisy":  # the figure the mark sits beside: the speedup (eager's own: latency)
             second.append(NOISY_MARK, style="yellow")
         return Text.assemble(Text(latency or "-"), "\n", second)
     mark = Text(STATUS_MARK.get(status, f"✗ {status}"), style=STATUS_STYLE.get(status, "red"))
@@ -182,7 +182,7 @@ class CompactSummary:
                 yield Text("")
             yield _compact_table(rows, group, case_width, len(dtypes) > 1)
         notes = _notes(self.records, set(shown), all_skipped)
-        noisy = [r for r in self.records if headline_quality(r) == "noisy" and r.get("backend") in shown]
+        noisy = [r for r in self.records if speedup_quality(r) == "noisy" and r.get("backend") in shown]
         yield Text("cells: median latency ms over speedup vs eager (eager timed interleaved in each case)"
                    + ("; ✗ = failed, why below" if notes else "")
                    + (f";{NOISY_MARK} = {noisy_legend(noisy)}" if noisy else "")
@@ -213,6 +213,9 @@ def noisy_legend(noisy: list[dict[str, Any]]) -> str:
     the headline was judged on its own) the case's overall measurement."""
     own = sum(judged_on_its_own(r) for r in noisy)
     new = "the headline's own samples were noisy (headline_noise_reasons in the record)"
+    if any(r.get("speedup_quality") is not None for r in noisy):
+        new = ("the speedup's paired samples were noisy, for eager's own cases its latency's "
+               "(speedup_noise_reasons, headline_noise_reasons in the record)")
     old = ("the case's measurement was noisy, host load included (noise_reasons; a record from before the headline "
            "was judged on its own)")
     return new if own == len(noisy) else (old if own == 0 else f"{new}; else {old}")

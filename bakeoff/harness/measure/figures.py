@@ -11,7 +11,7 @@ For the backend and for eager beside it (paired: interleaved, measured the same 
 - on a GPU, for capturable backends, CUDA-graph replay (`graph_latency_ms`; about 2 ms of calls per graph,
   replayed up to 20 times within a quarter of the timer's budget, at least `min_reps` times);
 - the SM clock during the whole window (`sm_clock_mhz*`), and over the CUPTI pass alone, the headline's own
-  samples (`headline_sm_clock_mhz_median`, `headline_sm_clock_mhz_min`; None on the CPU or without the span).
+  samples (`headline_sm_clock_mhz_median`, `_min`, `_max`; None on the CPU or without the span).
 
 The headline (`headline_ms`, `headline_method`): on a GPU, the CUPTI span, the one figure obtained the same way
 whatever stream or runtime a backend launches from, with the cache flushed before every call for all of them
@@ -198,6 +198,7 @@ def _device_figures(targets: list[TimedCall], device: str, timing: TimingConfig,
     if "sm_clock_mhz" in clk:
         out.update(headline_sm_clock_mhz_median=clk["sm_clock_mhz"],
                    headline_sm_clock_mhz_min=clk["sm_clock_mhz_min"],
+                   headline_sm_clock_mhz_max=clk["sm_clock_mhz_max"],
                    headline_sm_clock_low_share=span_clock.low_share(CLOCK_DROP_LIMIT))
     lone = out["host_latency_ms"]
     out["launch_overhead_share"] = 1.0 - out["device_ms"] / lone if lone > 0 else None

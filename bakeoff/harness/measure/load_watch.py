@@ -145,7 +145,7 @@ class GpuWatch:
             return
         try:
             h = environment._nvml_handle(nv, int(self.device.split(":")[1]) if ":" in self.device else 0)
-            procs = {int(p.pid) for p in nv.nvmlDeviceGetComputeProcesses(h)}
+            procs = {int(p.pid) for p in nv.nvmlDeviceGetComputeRunningProcesses(h)}
             try:
                 samples = nv.nvmlDeviceGetProcessUtilization(h, self.t0_us)
                 active = {int(s.pid): {"pid": int(s.pid), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}

@@ -11,19 +11,31 @@ A case is noisy when any of these holds (each reason names who and by how much):
   32 ms is a factor of 20. With fewer than 15 samples drift is not judged (None).
 - Host load, for figures read from the host clock (on the CPU, and backends timed with the host clock on a
   GPU; a GPU backend timed with CUDA events and the CUPTI span is not judged by it: on the H200 five
-  concurrent compiles moved those figures by at most 0.6%, benchmarks/gate_disturbance.py, 2026-12-01; the
+  concurrent compiles moved those figures by at most 0.6%, benchmarks/gate_disturbance.py; the
   load is still recorded): other processes used more than HOST_SHARE_LIMIT (10%) of the CPUs this worker
   may run on during the timing window (a dedicated machine's background stays at a few percent; 10% is one busy core of
   ten, or one of two cores half the time), or the timing thread waited for a CPU (runnable, not running)
   more than RUN_DELAY_LIMIT (5%) of the window: that wait is inside host-timed samples and delays dispatch.
 - Other GPU processes: NVML saw another process use the GPU during the timing window.
 These make `measurement_quality`, the case's overall summary. Each figure is also judged on its own:
-- `headline_quality` (with `headline_noise_reasons`): the headline's own samples (`device_span_samples` for
-  the CUPTI span, else the timer's `samples`) and the eager reference's headline samples, by the IQR and drift
-  rules above; other GPU processes; an SM-clock drop during the headline's samples (more than
+- `headline_quality` (with `headline_noise_reasons`): the absolute headline latencies, from their own samples
+  (`device_span_samples` for the CUPTI span, else the timer's `samples`) and the eager reference's, by the IQR
+  and drift rules above; other GPU processes; an SM-clock drop during the headline's samples (more than
   CLOCK_LOW_SHARE_LIMIT (20%) of the clock readings more than CLOCK_DROP_LIMIT (10%) under their median); host
-  load only where the headline is host-timed (not a DEVICE_METHODS method). The terminal's "~", the report and `compare` read it.
+  load only where the headline is host-timed (not a DEVICE_METHODS method). A spread the SM clock can account
+  for is still a spread of the latency, and its reason names the clock (`clock_explains`).
+- `speedup_quality` (with `speedup_noise_reasons`; None for eager's own case): the speedup, judged on the
+  paired ratios eager_i / backend_i of the headline's interleaved samples (`speedup_iqr_rel`,
+  `speedup_drift_rel`) by the same IQR and drift limits. Sample i of the backend and of eager ran back to back,
+  so what moves the whole GPU between pairs (the SM clock settling under sustained load) moves both and cancels
+  in their ratio; what hits one side (the backend's own jump, another process's kernels landing on some
+  samples) spreads the ratios. Judged strictly as well: other GPU processes (they need not land evenly), host
+  load for a host-timed headline, and both absolute series spread together while the SM clock's range over
+  the samples cannot account for it (a shared disturbance that is not the clock: the ratio of two calls
+  slowed by something unknown is not trusted).
 - `host_quality` (with `host_noise_reasons`): the host-clock figures, by host load alone.
+The terminal's "~" after a speedup, the report's speedup views and `compare`'s speedup read `speedup_quality`
+(`headline_quality` where it is None); a latency reads `headline_quality`.
 """
 from __future__ import annotations
 
@@ -75,8 +87,9 @@ def _targets(rec: dict[str, Any], paired: bool) -> list[tuple[str, list[float], 
     return out
 
 
-def _spread_reasons(who: str, samples: Sequence[float], iqr: float | None, target_iqr: float) -> list[str]:
-    """The IQR-target and drift reasons of one target's samples."""
+def _spread_reasons(who: str, samples: Sequence[float], iqr: float | None, target_iqr: float,
+                    unit: str = " ms", note: str = "") -> list[str]:
+    """The IQR-target and drift reasons of one series (each followed by `note` when given)."""
     reasons = []
     if iqr is not None and iqr > target_iqr:
         reasons.append(f"{who} IQR/median {iqr:.3g} missed the target {target_iqr:g} ({iqr / target_iqr:.3g}x)")
@@ -84,9 +97,56 @@ def _spread_reasons(who: str, samples: Sequence[float], iqr: float | None, targe
     if drift is not None and drift > drift_limit(target_iqr):
         meds = [float(np.median(p)) for p in np.array_split(np.asarray(samples, dtype=np.float64), 3)]
         reasons.append(f"{who} drifted during the case: medians of the first, middle and last third of its "
-                       f"{len(samples)} samples {meds[0]:.3g} / {meds[1]:.3g} / {meds[2]:.3g} ms differ by "
+                       f"{len(samples)} samples {meds[0]:.3g} / {meds[1]:.3g} / {meds[2]:.3g}{unit} differ by "
                        f"{drift:.0%} (limit {drift_limit(target_iqr):.0%})")
-    return reasons
+    return [r + note for r in reasons]
+
+
+def spread_rel(samples: Sequence[float], iqr: float | None = None) -> float | None:
+    """The larger of a series' IQR/median (`iqr` when given) and its drift; None without samples."""
+    parts = [x for x in (iqr if iqr is not None else iqr_rel(samples), drift_rel(samples)) if x is not None]
+    return max(parts) if parts else None
+
+
+def missed(samples: Sequence[float], iqr: float | None, target_iqr: float) -> bool:
+    """The series missed the IQR target or drifted (the rules of `_spread_reasons`)."""
+    drift = drift_rel(samples)
+    return (iqr is not None and iqr > target_iqr) or (drift is not None and drift > drift_limit(target_iqr))
+
+
+def clock_range(rec: dict[str, Any]) -> tuple[float, float] | None:
+    """(lowest, highest) SM clock in MHz over the headline's samples: the headline's own readings
+    (`headline_sm_clock_mhz_min`, `headline_sm_clock_mhz_max`), the whole timing window's highest
+    (`sm_clock_mhz_max`) in records without the headline's; None without a reading."""
+    low = rec.get("headline_sm_clock_mhz_min")
+    high = rec.get("headline_sm_clock_mhz_max") or rec.get("sm_clock_mhz_max")
+    if not low or not high or high < low:
+        return None
+    return float(low), float(high)
+
+
+def clock_explains(spread: float | None, rec: dict[str, Any]) -> bool:
+    """The SM clock moved enough over the headline's samples to account for a relative spread `spread` of a
+    series: highest / lowest clock - 1 is at least `spread`. A call's time follows 1 / clock at most (fully
+    compute-bound; less where memory or launches bound it), so a clock that moved less cannot explain it."""
+    rng = clock_range(rec)
+    return spread is not None and rng is not None and rng[1] / rng[0] - 1.0 >= spread
+
+
+def _clock_note(rec: dict[str, Any]) -> str:
+    rng = clock_range(rec)
+    assert rng is not None
+    return (f"; the SM clock moved {rng[0]:.0f}-{rng[1]:.0f} MHz ({rng[1] / rng[0] - 1:.0%}) over the samples, "
+            f"enough to account for it (the GPU's clock under sustained load)")
+
+
+def paired_ratios(backend_ms: Sequence[float], eager_ms: Sequence[float]) -> list[float]:
+    """eager_ms[i] / backend_ms[i] over the interleaved pairs in time order (the longer series cut to the
+    shorter); pairs with a non-positive or non-finite sample are left out."""
+    n = min(len(backend_ms), len(eager_ms))
+    b, e = np.asarray(backend_ms[:n], dtype=np.float64), np.asarray(eager_ms[:n], dtype=np.float64)
+    keep = np.isfinite(b) & np.isfinite(e) & (b > 0) & (e > 0)
+    return [float(x) for x in e[keep] / b[keep]]
 
 
 def _host_load_reasons(rec: dict[str, Any]) -> list[str]:
@@ -135,27 +195,74 @@ def headline_device_timed(rec: dict[str, Any]) -> bool:
     return rec.get("headline_method") in DEVICE_METHODS
 
 
-def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool) -> list[str]:
-    """What makes the headline itself noisy (module docstring)."""
-    device = headline_device_timed(rec)
-    key = "device_span_samples" if device else "samples"
+def _headline_series(rec: dict[str, Any], paired: bool) -> tuple[list[float], float | None, list[float]]:
+    """The backend's headline samples, their IQR/median, and eager's headline samples (empty unless paired)."""
+    key = "device_span_samples" if headline_device_timed(rec) else "samples"
     mine = list(rec.get(key) or [])
     iqr = rec.get("headline_iqr_rel", iqr_rel(mine) if mine else None)
-    reasons = _spread_reasons("backend headline", mine, iqr, target_iqr)
+    return mine, iqr, list(rec.get(f"eager_{key}") or []) if paired else []
+
+
+def _headline_host_timed(rec: dict[str, Any], host_clock: bool) -> bool:
+    return not headline_device_timed(rec) if rec.get("headline_method") else host_clock
+
+
+def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool) -> list[str]:
+    """What makes the absolute headline latencies noisy (module docstring); a spread the clock accounts for
+    says so."""
+    mine, iqr, eager = _headline_series(rec, paired)
+    note = _clock_note(rec) if clock_explains(spread_rel(mine, iqr), rec) else ""
+    reasons = _spread_reasons("backend headline", mine, iqr, target_iqr, note=note)
     if paired:
-        eager = list(rec.get(f"eager_{key}") or [])
-        reasons += _spread_reasons("eager headline", eager, iqr_rel(eager), target_iqr)
-    host_timed = not device if rec.get("headline_method") else host_clock
-    return reasons + (_host_load_reasons(rec) if host_timed else []) + _gpu_reasons(rec) + _clock_reasons(rec)
+        note = _clock_note(rec) if clock_explains(spread_rel(eager), rec) else ""
+        reasons += _spread_reasons("eager headline", eager, iqr_rel(eager), target_iqr, note=note)
+    host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
+    return reasons + host + _gpu_reasons(rec) + _clock_reasons(rec)
+
+
+def _shared_reasons(rec: dict[str, Any], mine: list[float], iqr: float | None, eager: list[float],
+                    target_iqr: float) -> list[str]:
+    """Both absolute series spread while the SM clock did not move enough to account for the smaller spread:
+    something both sides shared moved them, and it was not the clock."""
+    if not (missed(mine, iqr, target_iqr) and missed(eager, iqr_rel(eager), target_iqr)):
+        return []
+    shared = min(spread_rel(mine, iqr) or 0.0, spread_rel(eager) or 0.0)
+    if clock_explains(shared, rec):
+        return []
+    rng = clock_range(rec)
+    clock = (f"the SM clock moved only {rng[0]:.0f}-{rng[1]:.0f} MHz ({rng[1] / rng[0] - 1:.0%})" if rng
+             else "no SM clock reading")
+    return [f"speedup: the backend's and eager's headline samples both spread by {shared:.0%} or more and "
+            f"{clock}: a disturbance both shared that the clock does not account for"]
+
+
+def _speedup_reasons(rec: dict[str, Any], target_iqr: float, host_clock: bool) -> tuple[list[str], dict[str, Any]]:
+    """What makes the speedup noisy (module docstring) and the numbers judged (speedup_iqr_rel,
+    speedup_drift_rel); ([], {}) when the headline has no paired samples."""
+    mine, iqr, eager = _headline_series(rec, paired=True)
+    ratios = paired_ratios(mine, eager)
+    if not ratios:
+        return [], {}
+    fields = {"speedup_iqr_rel": iqr_rel(ratios), "speedup_drift_rel": drift_rel(ratios)}
+    reasons = _spread_reasons("speedup: the paired ratios eager/backend", ratios, fields["speedup_iqr_rel"],
+                              target_iqr, unit="")
+    reasons += _shared_reasons(rec, mine, iqr, eager, target_iqr)
+    host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
+    return reasons + host + _gpu_reasons(rec), fields
+
+
+def _quality(reasons: list[str]) -> str:
+    return "noisy" if reasons else "clean"
 
 
 def assess(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool = True) -> dict[str, Any]:
     """The record's measurement_quality ('clean' or 'noisy'; the case's overall summary), noise_reasons (list
-    of text), headline_quality and headline_noise_reasons (the headline alone), host_quality and
-    host_noise_reasons (the host-clock figures), and the numbers judged: latency_drift_rel, eager_drift_rel and
-    eager_iqr_rel (None where not judged). `paired` says an eager reference was timed interleaved with the
-    backend (every case but eager's own); `host_clock` that the case's timer figures are read from the host
-    clock (then host load makes the summary noisy)."""
+    of text), headline_quality and headline_noise_reasons (the absolute headline latencies), speedup_quality
+    and speedup_noise_reasons (the speedup, from the paired ratios; None unless paired), host_quality and
+    host_noise_reasons (the host-clock figures), and the numbers judged: latency_drift_rel, eager_drift_rel,
+    eager_iqr_rel, speedup_iqr_rel and speedup_drift_rel (None where not judged). `paired` says an eager
+    reference was timed interleaved with the backend (every case but eager's own); `host_clock` that the case's
+    timer figures are read from the host clock (then host load makes the summary noisy)."""
     reasons: list[str] = []
     fields: dict[str, Any] = {}
     for who, samples, iqr in _targets(rec, paired):
@@ -167,6 +274,10 @@ def assess(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: boo
     host = _host_load_reasons(rec)
     reasons += (host if host_clock else []) + _gpu_reasons(rec)
     head = _headline_reasons(rec, target_iqr, paired, host_clock)
-    return {"measurement_quality": "noisy" if reasons else "clean", "noise_reasons": reasons,
-            "headline_quality": "noisy" if head else "clean", "headline_noise_reasons": head,
-            "host_quality": "noisy" if host else "clean", "host_noise_reasons": host, **fields}
+    speedup, judged = _speedup_reasons(rec, target_iqr, host_clock) if paired else ([], {})
+    return {"measurement_quality": _quality(reasons), "noise_reasons": reasons,
+            "headline_quality": _quality(head), "headline_noise_reasons": head,
+            "speedup_quality": _quality(speedup) if judged else None,
+            "speedup_noise_reasons": speedup if judged else None,
+            "speedup_iqr_rel": judged.get("speedup_iqr_rel"), "speedup_drift_rel": judged.get("speedup_drift_rel"),
+            "host_quality": _quality(host), "host_noise_reasons": host, **fields}

@@ -26,6 +26,13 @@ def headline_quality(rec: dict[str, Any]) -> str | None:
     return quality if quality is not None else rec.get("measurement_quality")
 
 
+def speedup_quality(rec: dict[str, Any]) -> str | None:
+    """'clean' or 'noisy': the speedup's own quality (`speedup_quality`, judged on the paired ratios of the
+    headline's interleaved samples), else the headline's (eager's own case, older stores)."""
+    quality = rec.get("speedup_quality")
+    return quality if quality is not None else headline_quality(rec)
+
+
 def judged_on_its_own(rec: dict[str, Any]) -> bool:
     """The record judges its headline on its own (`headline_quality` present), not by the case's summary."""
     return rec.get("headline_quality") is not None
