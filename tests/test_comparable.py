@@ -132,7 +132,7 @@ def test_recommendation_uses_the_paired_speedup_and_says_when_noise_decides():
     assert "16.60× eager's speed" in rec.reason and "rests on noisy measurements: inductor (eager reference" in rec.reason
     html = render_report([_run("r", [eager, fast])], DEFAULT_WEIGHTS, plotly_js="cdn")
     assert "rests on noisy measurements: inductor" in html and "eager reference drifted during the case" in html
-    assert "headline noisy" in html  # the heatmap cell's hover: the pick's own headline
+    assert "speedup noisy" in html  # the heatmap cell's hover: the pick's own speedup (its headline's, in an older record)
     clean = fast | {"measurement_quality": "clean", "noise_reasons": []}
     (rec,) = recommend([eager, clean], DEFAULT_WEIGHTS)
     assert rec.noisy == () and "noisy" not in rec.reason

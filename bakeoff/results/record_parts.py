@@ -310,6 +310,9 @@ class GpuProcess(_Part):
     activity: Literal["unknown"] | None = Field(None, description="'unknown': a compute context, activity not "
                                                 "reported")
     pid_namespace_unknown: bool | None = Field(None, description="NVML reported another pid namespace's ids")
+    gated_sibling: bool | None = Field(None, description="a bakeoff worker under this device's timing gate (its "
+                                       "environment names the same gate): it cannot time or check while this "
+                                       "case times; what it may run beside is the first run of a compile")
 
 
 class GpuState(_Part):

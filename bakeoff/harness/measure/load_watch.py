@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bakeoff.harness.measure import environment  # NVML through the module: one place to stand in for it
+from bakeoff.harness.supervise.gate import ENV_PREFIX as GATE_ENV
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # /proc/stat counts in clock ticks (usually 10 ms): a window shorter than this many ticks over all our CPUs
@@ -160,6 +161,27 @@ class GpuWatch:
                                                  os.getpid())
         except Exception as exc:  # NVML failures cost this check, not the case
             self.error = f"{type(exc).__name__}: {exc}"
+        if self.others:
+            self.others = mark_gated_siblings(self.others)
+
+
+def mark_gated_siblings(others: list[dict[str, Any]], gate: str | None = None) -> list[dict[str, Any]]:
+    """`others` with `gated_sibling: True` on each process whose environment names this worker's timing gate
+    (BAKEOFF_GATE): a worker of a bakeoff run on this device. A process whose environment cannot be read (another
+    user, another pid namespace) stays unmarked: an outsider."""
+    gate = gate if gate is not None else os.environ.get(GATE_ENV)
+    if not gate:
+        return others
+    mine = f"{GATE_ENV}={gate}".encode()
+    out = []
+    for proc in others:
+        try:
+            sibling = not proc.get("pid_namespace_unknown") and mine in Path(
+                f"/proc/{int(proc['pid'])}/environ").read_bytes().split(b"\0")
+        except OSError:
+            sibling = False
+        out.append(dict(proc, gated_sibling=True) if sibling else proc)
+    return out
 
 
 def others_than_me(by_pid: dict[int, dict[str, Any]], my_pid: int) -> list[dict[str, Any]]:

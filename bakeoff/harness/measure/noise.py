@@ -16,7 +16,11 @@ A case is noisy when any of these holds (each reason names who and by how much):
   may run on during the timing window (a dedicated machine's background stays at a few percent; 10% is one busy core of
   ten, or one of two cores half the time), or the timing thread waited for a CPU (runnable, not running)
   more than RUN_DELAY_LIMIT (5%) of the window: that wait is inside host-timed samples and delays dispatch.
-- Other GPU processes: NVML saw another process use the GPU during the timing window.
+- Other GPU processes: NVML saw another process use the GPU during the timing window. The run's own workers
+  under the same gate (`gated_sibling`) count here, in the case's summary, but not against the headline or the
+  speedup: they cannot time, check or search while this case times, and what the gate lets them run beside it
+  (a compile's first run, under `beside_compiles`) shows in the headline's own samples if it moves them; NVML's
+  per-process samples also straddle the gate's hand-over. An outsider counts everywhere.
 These make `measurement_quality`, the case's overall summary. Each figure is also judged on its own:
 - `headline_quality` (with `headline_noise_reasons`): the absolute headline latencies, from their own samples
   (`device_span_samples` for the CUPTI span, else the timer's `samples`) and the eager reference's, by the IQR
@@ -29,10 +33,10 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   `speedup_drift_rel`) by the same IQR and drift limits. Sample i of the backend and of eager ran back to back,
   so what moves the whole GPU between pairs (the SM clock settling under sustained load) moves both and cancels
   in their ratio; what hits one side (the backend's own jump, another process's kernels landing on some
-  samples) spreads the ratios. Judged strictly as well: other GPU processes (they need not land evenly), host
-  load for a host-timed headline, and both absolute series spread together while the SM clock's range over
-  the samples cannot account for it (a shared disturbance that is not the clock: the ratio of two calls
-  slowed by something unknown is not trusted).
+  samples) spreads the ratios. Judged strictly as well: an outsider on the GPU (it need not land evenly) and
+  host load for a host-timed headline. Both absolute series spread together while the ratios hold steady is a
+  noisy latency (with or without the clock to account for it), not a noisy speedup: whatever moved them moved
+  both sides of each pair alike.
 - `host_quality` (with `host_noise_reasons`): the host-clock figures, by host load alone.
 The terminal's "~" after a speedup, the report's speedup views and `compare`'s speedup read `speedup_quality`
 (`headline_quality` where it is None); a latency reads `headline_quality`.
@@ -163,14 +167,17 @@ def _host_load_reasons(rec: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def _gpu_reasons(rec: dict[str, Any]) -> list[str]:
-    """Other processes NVML saw on the GPU during the timing window."""
-    others = rec.get("gpu_other_processes")
+def _gpu_reasons(rec: dict[str, Any], siblings: bool = True) -> list[str]:
+    """Other processes NVML saw on the GPU during the timing window; without `siblings`, outsiders only (not
+    the run's own gated workers, GpuProcess.gated_sibling)."""
+    others = [p for p in rec.get("gpu_other_processes") or [] if siblings or not p.get("gated_sibling")]
     if not others:
         return []
     pids = ", ".join(str(p.get("pid")) for p in others[:5]) + (", ..." if len(others) > 5 else "")
     what = "held a context on" if any(p.get("activity") == "unknown" for p in others) else "used"
-    return [f"{len(others)} other process(es) {what} the GPU during timing (pid {pids})"]
+    who = ("gated worker(s) of this run" if all(p.get("gated_sibling") for p in others)
+           else "other process(es)")
+    return [f"{len(others)} {who} {what} the GPU during timing (pid {pids})"]
 
 
 def _clock_reasons(rec: dict[str, Any]) -> list[str]:
@@ -217,23 +224,7 @@ def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool, host
         note = _clock_note(rec) if clock_explains(spread_rel(eager), rec) else ""
         reasons += _spread_reasons("eager headline", eager, iqr_rel(eager), target_iqr, note=note)
     host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
-    return reasons + host + _gpu_reasons(rec) + _clock_reasons(rec)
-
-
-def _shared_reasons(rec: dict[str, Any], mine: list[float], iqr: float | None, eager: list[float],
-                    target_iqr: float) -> list[str]:
-    """Both absolute series spread while the SM clock did not move enough to account for the smaller spread:
-    something both sides shared moved them, and it was not the clock."""
-    if not (missed(mine, iqr, target_iqr) and missed(eager, iqr_rel(eager), target_iqr)):
-        return []
-    shared = min(spread_rel(mine, iqr) or 0.0, spread_rel(eager) or 0.0)
-    if clock_explains(shared, rec):
-        return []
-    rng = clock_range(rec)
-    clock = (f"the SM clock moved only {rng[0]:.0f}-{rng[1]:.0f} MHz ({rng[1] / rng[0] - 1:.0%})" if rng
-             else "no SM clock reading")
-    return [f"speedup: the backend's and eager's headline samples both spread by {shared:.0%} or more and "
-            f"{clock}: a disturbance both shared that the clock does not account for"]
+    return reasons + host + _gpu_reasons(rec, siblings=False) + _clock_reasons(rec)
 
 
 def _speedup_reasons(rec: dict[str, Any], target_iqr: float, host_clock: bool) -> tuple[list[str], dict[str, Any]]:
@@ -246,9 +237,8 @@ def _speedup_reasons(rec: dict[str, Any], target_iqr: float, host_clock: bool) -
     fields = {"speedup_iqr_rel": iqr_rel(ratios), "speedup_drift_rel": drift_rel(ratios)}
     reasons = _spread_reasons("speedup: the paired ratios eager/backend", ratios, fields["speedup_iqr_rel"],
                               target_iqr, unit="")
-    reasons += _shared_reasons(rec, mine, iqr, eager, target_iqr)
     host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
-    return reasons + host + _gpu_reasons(rec), fields
+    return reasons + host + _gpu_reasons(rec, siblings=False), fields
 
 
 def _quality(reasons: list[str]) -> str:

@@ -1,8 +1,8 @@
 """The speedup heatmap: workload × backend, one table per dtype, each cell coloured by log2 speedup over eager.
 
 Each cell shows the speedup; the fastest backend of a row is bold when it wins outright (its 95% interval
-clears every other's) and marked ≈ when it ties (report/decision.py); a noisy headline (`headline_quality`,
-the case's `measurement_quality` for older records) is marked *; a failed case is a ✗ with its status and
+clears every other's) and marked ≈ when it ties (report/decision.py); a noisy speedup (`speedup_quality`, judged
+on the paired ratios; the headline's quality for older records) is marked *; a failed case is a ✗ with its status and
 reason on hover. Backends skipped on every case are left out and named (the scoreboard says why). A cell's
 `data-case` and `data-x` (case label, series) let a click open its code (report/code_view.py).
 
@@ -17,7 +17,8 @@ from typing import Any
 from plotly.colors import sample_colorscale
 
 from bakeoff.results.report.charts_common import rows
-from bakeoff.results.report.data import RunData, case_label, headline_ms, headline_quality, run_labels, series_name
+from bakeoff.results.report.data import RunData, case_label, headline_ms, run_labels, series_name
+from bakeoff.results.report.headline_facts import speedup_noise_note, speedup_quality
 from bakeoff.results.report.decision import Speed, Verdict, speed_of, verdicts
 from bakeoff.results.report.html import esc
 
@@ -104,7 +105,8 @@ def _cell(case: dict[str, Any] | None, x: str, marks: dict[int, str], lim: float
     if s is None:
         why = f"{x} / {case_label(case)}\n{case.get('status')}\n{str(case.get('reason') or '')[:600]}"
         return f'<td class="hm-fail{cls}" {where} title="{esc(why)}">✗</td>'
-    quality, reasons = headline_quality(case)
+    quality, note = speedup_quality(case), speedup_noise_note(case)
+    reasons = [note] if note else []
     mark = marks.get(id(case))
     text = esc(f"{s.speedup:.2f}" + ("*" if quality == "noisy" else ""))
     text = f"<b>{text}</b>" if mark == "win" else ("≈" + text if mark == "tie" else text)
@@ -118,5 +120,5 @@ def _hover(s: Speed, quality: str | None, reasons: list[str]) -> str:
     eager_ms = s.case.get("eager_headline_ms") or s.case.get("eager_latency_ms_median") or 0.0
     ms = headline_ms(s.case) or 0.0
     lines = [f"{s.backend} / {case_label(s.case)}", f"speedup {s.speedup:.3g}× (eager {eager_ms:.4g} ms → {ms:.4g} ms)",
-             f"95% interval {s.low:.3g}–{s.high:.3g}× ({s.source})", f"headline {quality or 'quality not judged'}"]
+             f"95% interval {s.low:.3g}–{s.high:.3g}× ({s.source})", f"speedup {quality or 'quality not judged'}"]
     return "\n".join(lines + [r[:300] for r in reasons[:4]])

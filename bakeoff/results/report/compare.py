@@ -27,7 +27,7 @@ from bakeoff.results.report.comparable import incomparable
 from bakeoff.results.report.data import RunData, case_key, fnum, headline_samples, metric_value, unit_roundoff
 from bakeoff.results.report.envdiff import EnvChange, env_diff
 from bakeoff.results.report.headline_facts import (headline_clock_mhz, headline_noise_note, intervals_overlap,
-                                                   speedup_interval)
+                                                   speedup_interval, speedup_noise_note)
 
 
 @dataclass(frozen=True)
@@ -228,10 +228,18 @@ def _comparable_only(change: MetricChange | None, base: dict[str, Any], cand: di
 
 
 def _noisy(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
-    """'side: reasons' for each side whose headline is noisy (its own samples; the case's measurement for older
-    records)."""
-    return [f"{side}: {note}" for side, rec in (("base", base), ("candidate", cand))
-            if (note := headline_noise_note(rec)) is not None]
+    """'side latency: reasons' for each side whose headline latency is noisy (its own samples; the case's
+    measurement for older records) and 'side speedup: reasons' for each whose speedup is (its paired ratios),
+    where the two were judged apart."""
+    out = []
+    for side, rec in (("base", base), ("candidate", cand)):
+        latency, speedup = headline_noise_note(rec), speedup_noise_note(rec)
+        if rec.get("speedup_quality") is None:  # not judged apart: one note, as older stores have it
+            out += [f"{side}: {latency}"] if latency is not None else []
+            continue
+        out += [f"{side} latency: {latency}"] if latency is not None else []
+        out += [f"{side} speedup: {speedup}"] if speedup is not None else []
+    return out
 
 
 def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> CaseComparison:

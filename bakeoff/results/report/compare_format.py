@@ -96,9 +96,10 @@ def _noise_text(c: CaseComparison) -> str:
         return ""
     lead = "rests on a noisy measurement" if c.regressed else "noisy"
     notes = c.noisy
-    sides = [n.split(": ", 1) for n in notes]
-    if len(sides) == 2 and sides[0][1:] == sides[1][1:]:  # the same reasons on both sides (a run with itself)
-        notes = [f"base and candidate: {sides[0][1] if len(sides[0]) > 1 else ''}"]
+    base, cand = "base", "candidate"  # each note starts with its side ('base: ...', 'candidate speedup: ...')
+    if (len(notes) == 2 and notes[0].startswith(base) and notes[1].startswith(cand)
+            and notes[0][len(base):] == notes[1][len(cand):]):  # the same on both sides (a run with itself)
+        notes = [f"base and candidate{notes[0][len(base):]}"]
     return f" ({lead}: {textwrap.shorten('; '.join(notes), NOISE_CHARS, placeholder=' …')})"  # cut between words
 
 

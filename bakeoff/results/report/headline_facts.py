@@ -47,6 +47,16 @@ def headline_noise_note(rec: dict[str, Any]) -> str | None:
     return "; ".join(reasons or []) or "noisy"
 
 
+def speedup_noise_note(rec: dict[str, Any]) -> str | None:
+    """The reasons the speedup is noisy as one line (speedup_quality / speedup_noise_reasons; the headline's
+    note where the speedup was not judged on its own), None when it is not noisy."""
+    if rec.get("speedup_quality") is None:
+        return headline_noise_note(rec)
+    if rec["speedup_quality"] != "noisy":
+        return None
+    return "; ".join(rec.get("speedup_noise_reasons") or []) or "noisy"
+
+
 def headline_clock_mhz(rec: dict[str, Any]) -> float | None:
     """The median SM clock over the headline's samples (MHz); None on the CPU, without the CUPTI span, or in
     stores written before it was recorded."""

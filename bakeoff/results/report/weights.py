@@ -11,8 +11,8 @@ The latency axis is the paired figure of the speedup column: lat = 1 / speedup_v
 reference timed interleaved with it in the same worker (eager's own case: 1). Medians from different workers
 are never set against each other, so load that hit one worker and not another cannot make the recommendation
 contradict the speedups shown beside it. Where a candidate of the group has no speedup (older or hand-made
-records), the group is ranked by the headline itself. A recommendation whose pick or runner-up was measured
-`noisy` says so. A pick that would lose to its runner-up somewhere within their speedups' 95% intervals
+records), the group is ranked by the headline itself. A recommendation whose pick or runner-up has a noisy
+speedup (`speedup_quality`) says so. A pick that would lose to its runner-up somewhere within their speedups' 95% intervals
 (report/decision.py) is no pick: the recommendation names both as tied (`tied_with`).
 
 Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
@@ -31,6 +31,7 @@ import yaml
 
 from bakeoff.results.report.data import case_key, first_result_s, fnum, headline_method, headline_ms, unit_roundoff
 from bakeoff.results.report.decision import speed_of
+from bakeoff.results.report.headline_facts import speedup_noise_note, speedup_quality
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
 # Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
@@ -93,7 +94,7 @@ class Recommendation:
     backend: str | None
     score: float | None
     reason: str
-    noisy: tuple[str, ...] = ()  # the pick and the runner-up, those of them whose measurement was noisy
+    noisy: tuple[str, ...] = ()  # the pick and the runner-up, those of them whose speedup was noisy
     tied_with: str | None = None  # the runner-up, when the pick's lead is inside the speedups' intervals
 
     @property
@@ -136,7 +137,7 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
         ranked = sorted(((sum(w[i] * math.log(a[i] / best[i]) for i in range(3)), c, a) for c, a in scored),
                         key=lambda t: t[0])
         score, pick, axes = ranked[0]
-        noisy = tuple(str(c.get("backend")) for _, c, _ in ranked[:2] if c.get("measurement_quality") == "noisy")
+        noisy = tuple(str(c.get("backend")) for _, c, _ in ranked[:2] if speedup_quality(c) == "noisy")
         tie = _inside_noise(ranked, weights["latency"]) if paired else None
         out.append(Recommendation(wl, shape, dtype, run_label, str(pick.get("backend")), score,
                                   _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2]), noisy,
@@ -160,8 +161,8 @@ def _inside_noise(ranked: list, w_latency: float) -> str | None:
 
 def _noise_note(decisive: list) -> str:
     """'; rests on noisy measurements: inductor (host load: ...)' when the pick or the runner-up was noisy."""
-    notes = [f"{c.get('backend')} ({'; '.join(c.get('noise_reasons') or ['noisy'])[:160]})"
-             for _, c, _ in decisive if c.get("measurement_quality") == "noisy"]
+    notes = [f"{c.get('backend')} ({(speedup_noise_note(c) or 'noisy')[:160]})"
+             for _, c, _ in decisive if speedup_quality(c) == "noisy"]
     return f" — rests on noisy measurements: {', '.join(notes)}" if notes else ""
 
 
