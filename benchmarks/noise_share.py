@@ -9,7 +9,8 @@ Columns per backend: ok cases; `stored ~`, the cases whose stored mark is noisy 
 the latency's for eager's own cases (the mark the terminal puts after the speedup or "baseline"); `latency ~`,
 the re-judged `headline_quality` of the absolute latency, and how many of those the SM clock can account for.
 A run stored in several stores is counted once. `--reasons` lists the re-judged speedup reasons of each marked
-case. Records written before `headline_sm_clock_low_share` and `headline_sm_clock_mhz_max` existed are judged
+case. `--siblings`: take every process NVML saw on the GPU to be a gated worker of the run (`gated_sibling`), for
+stores written before workers told them apart, from runs on a machine that ran nothing else. Records written before `headline_sm_clock_low_share` and `headline_sm_clock_mhz_max` existed are judged
 with what they have (any clock reading 10% under the median is a latency reason; the timing window's highest
 clock stands in for the headline's).
 """
@@ -81,8 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("urls", nargs="+", help="store URLs (sqlite:///path.db)")
     ap.add_argument("--run-id", action="append", default=[], help="only these runs (repeatable)")
     ap.add_argument("--reasons", action="store_true", help="list the reasons of each case marked after re-judging")
+    ap.add_argument("--siblings", action="store_true", help="every process NVML saw is a gated worker of the run "
+                    "(stores from before gated_sibling, a machine that ran nothing else)")
     args = ap.parse_args(argv)
     records = load(args.urls, args.run_id)
+    if args.siblings:
+        records = [dict(r, gpu_other_processes=[dict(p, gated_sibling=True) for p in r["gpu_other_processes"]])
+                   if r.get("gpu_other_processes") else r for r in records]
     if not records:
         print("no ok records in those stores", file=sys.stderr)
         return 1
