@@ -65,7 +65,8 @@ def table(records: list[dict[str, Any]], reasons: bool) -> str:
         mark = q["speedup_quality"] or q["headline_quality"]
         c["speedup"] += mark == "noisy"
         c["latency"] += q["headline_quality"] == "noisy"
-        c["clock"] += q["headline_quality"] == "noisy" and any("SM clock moved" in r for r in q["headline_noise_reasons"])
+        c["clock"] += q["headline_quality"] == "noisy" and any("SM clock moved" in r or "the clock accounts for it" in r
+                                                               for r in q["headline_noise_reasons"])
         if reasons and mark == "noisy":
             why = q["speedup_noise_reasons"] if q["speedup_quality"] else q["headline_noise_reasons"]
             notes.append(f"  {rec.get('backend')} {rec.get('workload')} {rec.get('dtype')}: {'; '.join(why)[:300]}")

@@ -130,6 +130,53 @@ def test_gpu_case_gets_span_and_kernel_sum_for_both_targets(monkeypatch):
     assert "sm_clock_mhz" in out or "sm_clock_error" in out  # a GPU case always says what the clock was
 
 
+def test_each_profiled_call_gets_the_clock_read_during_its_window(monkeypatch):
+    """The CUPTI pass's host window of each call goes to the span's clock sampler: one clock per span sample,
+    for backend and eager; none where the sampler had no reading."""
+    from dataclasses import replace
+
+    for name in ("host_latency", "pipelined_latency"):
+        monkeypatch.setattr(figures, name, lambda *a, **k: _stats(0.5, "x"))
+    monkeypatch.setattr(figures, "measure", lambda targets, *a, **k: {t.name: _stats(0.4, "ev") for t in targets})
+    monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)
+    windows = [(float(i), i + 0.5) for i in range(5)]
+    profiled = {BACKEND_TARGET: replace(_device(0.1), windows_s=windows),
+                EAGER_TARGET: replace(_device(0.3), windows_s=[(w[0] + 0.6, w[1] + 0.6) for w in windows])}
+    monkeypatch.setattr(figures, "profile_device_time", lambda targets, device, calls, flush, **_: profiled)
+
+    class Sampler:
+        readings = True
+
+        def __init__(self, device, *a):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def at(self, ws):
+            return [1980.0 - 100 * lo for lo, _ in ws] if self.readings else []
+
+        def fields(self):
+            return {"sm_clock_mhz": 1800.0, "sm_clock_mhz_min": 1500, "sm_clock_mhz_max": 1980,
+                    "sm_clock_samples": 10} if self.readings else {"sm_clock_error": "no sample taken"}
+
+        def low_share(self, below):
+            return 0.0
+
+    monkeypatch.setattr(figures, "ClockSampler", Sampler)
+    args = (TimedCall(BACKEND_TARGET, lambda: None, lambda: None), TimedCall(EAGER_TARGET, lambda: None, lambda: None),
+            "cuda", TIMING)
+    out = measure_figures(*args, capturable=False, bytes_per_call=1)
+    assert out["device_span_sm_clock_mhz"] == [1980.0, 1880.0, 1780.0, 1680.0, 1580.0]
+    assert out["eager_device_span_sm_clock_mhz"] == [1920.0, 1820.0, 1720.0, 1620.0, 1520.0]
+    Sampler.readings = False
+    out = measure_figures(*args, capturable=False, bytes_per_call=1)
+    assert "device_span_sm_clock_mhz" not in out and "eager_device_span_sm_clock_mhz" not in out
+
+
 def test_pipelined_figure_is_per_call():
     stats = pipelined_latency(_busy(1.0), lambda: None, "cpu", calls=10, reps=3)
     assert stats.n == 3 and 1.0 <= stats.median_ms < 2.5 and stats.method == "host-clock, pipelined x10"

@@ -131,6 +131,8 @@ def test_store_refuses_unknown_fields_and_reads_foreign_ones(tmp_path):
 def _gpu_figures(monkeypatch, profiled: bool) -> dict:
     """measure_figures on "cuda:0" with the device calls replaced by their results, so that the record
     parts it assembles are the real ones."""
+    from dataclasses import replace
+
     from bakeoff.harness.measure import figures
     from bakeoff.harness.measure.clocks import ClockSampler
     from bakeoff.harness.measure.device_time import CallTimes, ProfileError, figures_of
@@ -144,12 +146,14 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
     def profile(targets, device, calls, flush_l2, **_):
         if not profiled:
             raise ProfileError("profiler saw 3 marker kernels for 2 calls")
-        return {t.name: figures_of([CallTimes(0.8, 0.7, 2, (("triton_poi_fused_0", 500.0), ("gemm", 200.0)))
-                                    for _ in range(calls)]) for t in targets}
+        return {t.name: replace(figures_of([CallTimes(0.8, 0.7, 2, (("triton_poi_fused_0", 500.0), ("gemm", 200.0)))
+                                            for _ in range(calls)]), windows_s=[(i, i + 0.5) for i in range(calls)])
+                for t in targets}
 
     class Clock(ClockSampler):
         def __enter__(self):
             self.samples_mhz = [1980, 1965, 1755] if profiled else []  # the second run: NVML gave none
+            self.times_s = [0.2, 1.2, 3.7] if profiled else []
             return self
 
         def __exit__(self, *exc):
@@ -186,6 +190,7 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     assert rec.sm_clock_mhz_min == 1755 and 0.0 <= rec.headline_sm_clock_low_share <= 1.0
     assert rec.headline_sm_clock_mhz_min <= rec.headline_sm_clock_mhz_max and rec.speedup_quality is not None
     assert rec.device_time.span_samples == [0.8] * 4 and rec.eager_device_time.profiled_calls == 4
+    assert rec.device_time.span_sm_clock_mhz == [1980, 1965, 1965, 1755]  # inside its window, else the nearest
     assert rec.sustained_s == pytest.approx(0.5 + TOP_UP_S)
     # a 1 ms call (the timer's median): two calls per captured graph (about 2 ms of work)
     assert rec.graph_latency_method == "cuda-graph-replay x2" and rec.graph_replays == 3
@@ -258,7 +263,8 @@ NOT_ON_THIS_RUN = {
                      "sweep_points", "sweep_points_ok", "sweep_recompiled_at", "sweep_serve_s", "sweep_serving",
                      "sweep_setup_s", "sweep_values"], "shape sweeps: test_sweep"),
     **dict.fromkeys(["device_span_ms", "device_span_p20_ms", "device_span_p80_ms", "device_span_iqr_rel",
-                     "device_span_samples", "device_ms", "device_ms_p20", "device_ms_p80", "kernel_count",
+                     "device_span_samples", "device_span_sm_clock_mhz", "eager_device_span_sm_clock_mhz",
+                     "device_ms", "device_ms_p20", "device_ms_p80", "kernel_count",
                      "profiled_calls", "kernel_times", "eager_device_span_ms", "eager_device_span_p20_ms",
                      "eager_device_span_p80_ms", "eager_device_span_iqr_rel", "eager_device_span_samples",
                      "eager_device_ms", "eager_device_ms_p20", "eager_device_ms_p80", "eager_kernel_count",

@@ -188,3 +188,33 @@ def test_a_clean_speedup_beside_a_clock_spread_latency_is_not_marked_a_noisy_spe
     assert "2× ~" in text and "~ = the speedup's paired samples were noisy" in text
     # eager's own case has no speedup: its mark is its latency's
     assert "baseline ~" in _cell_text([_row("eager", 2.0), clean])
+
+
+def test_each_calls_own_clock_tells_whether_the_clock_accounts_for_a_latency_spread():
+    """With the SM clock read during each profiled call (device_span_sm_clock_mhz) the spread is judged in SM
+    cycles (time x clock): a clock settling under the calls accounts for it; a jump the clock did not make
+    does not, even though the clock's range over the samples is wide enough to look like it."""
+    clock = _settling_clock_mhz()
+    backend, eager = _series(1.6, clock, 1), _series(1.8, clock, 2)
+    per_call = {"device_span_sm_clock_mhz": list(clock), "eager_device_span_sm_clock_mhz": list(clock)}
+    q = _assess(_rec(backend, eager, clock, **per_call))
+    assert q["headline_quality"] == "noisy" and q["speedup_quality"] == "clean"
+    assert all("in SM cycles (each call's time x its clock) the spread is" in r and r.endswith("the clock accounts "
+               "for it") for r in q["headline_noise_reasons"]), q["headline_noise_reasons"]
+    jumped = list(backend)
+    jumped[N // 2:] = [x * 1.25 for x in jumped[N // 2:]]  # slower from the middle on, the clock unchanged by it
+    q = _assess(_rec(jumped, eager, clock, **per_call))
+    mine = [r for r in q["headline_noise_reasons"] if r.startswith("backend headline")]
+    assert mine and all(r.endswith("not the clock alone") for r in mine), mine
+    # a record without per-call clocks falls back on the clock's range over the samples
+    q = _assess(_rec(jumped, eager, clock))
+    assert any("SM clock moved" in r for r in q["headline_noise_reasons"])
+
+
+def test_the_clock_during_each_call_is_the_readings_inside_its_window_else_the_nearest():
+    from bakeoff.harness.measure.clocks import ClockSampler
+
+    sampler = ClockSampler("cuda:0")
+    sampler.times_s, sampler.samples_mhz = [0.0, 0.005, 0.010, 0.015, 0.020], [1980, 1950, 1800, 1500, 1470]
+    assert sampler.at([(0.004, 0.011), (0.0161, 0.0162), (0.030, 0.031)]) == [1875.0, 1500.0, 1470.0]
+    assert ClockSampler("cuda:0").at([(0.0, 1.0)]) == []  # no reading: no per-call clock

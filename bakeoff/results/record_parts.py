@@ -253,6 +253,8 @@ class DeviceTime(_Figures):
     span_p80_ms: float | None = doc("its 80th percentile, ms")
     span_iqr_rel: float | None = doc("its interquartile range over its median")
     span_samples: list[float] | None = doc("the span of each profiled call, ms")
+    span_sm_clock_mhz: list[float] | None = doc("the SM clock during each profiled call, MHz (NVML: the median of "
+                                                "the readings inside its host window, else the nearest reading)")
     kernel_count: int | None = doc("device kernels per call, median")
     kernel_sum_ms: float | None = doc("median summed kernel ms per call")
     kernel_sum_p20_ms: float | None = doc("20th percentile summed kernel ms per call")
@@ -279,7 +281,8 @@ HOST_COLUMNS = Flat.of(spread_columns("host_latency"))
 PIPELINED_COLUMNS = Flat.of({**spread_columns("pipelined"), "calls": "pipelined_calls"})
 DEVICE_TIME_COLUMNS = Flat.of({"span_ms": "device_span_ms", "span_p20_ms": "device_span_p20_ms",
                    "span_p80_ms": "device_span_p80_ms", "span_iqr_rel": "device_span_iqr_rel",
-                   "span_samples": "device_span_samples", "kernel_count": "kernel_count",
+                   "span_samples": "device_span_samples", "span_sm_clock_mhz": "device_span_sm_clock_mhz",
+                   "kernel_count": "kernel_count",
                    "kernel_sum_ms": "device_ms", "kernel_sum_p20_ms": "device_ms_p20",
                    "kernel_sum_p80_ms": "device_ms_p80", "profiled_calls": "profiled_calls",
                    "kernel_times": "kernel_times"}, in_table=("kernel_count", "kernel_sum_ms"))

@@ -76,6 +76,19 @@ class ClockSampler:
                 self.error = f"{type(exc).__name__}: {exc}"[:300]
                 return
 
+    def at(self, windows_s: list[tuple[float, float]]) -> list[float]:
+        """The SM clock (MHz) during each (start, end) `time.perf_counter()` window: the median of the readings
+        inside it, else the reading nearest its middle (a call shorter than SAMPLE_PERIOD_S holds none); empty
+        without readings."""
+        if not self.samples_mhz or len(self.times_s) != len(self.samples_mhz):
+            return []
+        t, v = np.asarray(self.times_s), np.asarray(self.samples_mhz, dtype=np.float64)
+        out = []
+        for lo, hi in windows_s:
+            inside = v[(t >= lo) & (t <= hi)]
+            out.append(float(np.median(inside)) if inside.size else float(v[np.argmin(np.abs(t - (lo + hi) / 2))]))
+        return out
+
     def low_share(self, below_rel: float) -> float | None:
         """The share of samples more than `below_rel` (relative) under their median; None without samples."""
         if not self.samples_mhz:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from bakeoff.harness.measure.kernel_times import kernel_times
@@ -72,6 +72,8 @@ class DeviceFigures:
     span_samples_ms: list[float]
     sum_samples_ms: list[float]
     kernel_times: list[dict[str, Any]] = field(default_factory=list)  # per kernel name (measure/kernel_times.py)
+    windows_s: list[tuple[float, float]] = field(default_factory=list)  # each profiled call's host window
+    span_sm_clock_mhz: list[float] = field(default_factory=list)  # the SM clock per profiled call (see ClockSampler.at)
 
     def fields(self, prefix: str = "") -> dict[str, float | int | list[float]]:
         """Record fields: `{prefix}device_span_ms` (median), p20/p80, IQR, n and samples; `{prefix}device_ms`
@@ -82,7 +84,9 @@ class DeviceFigures:
                 f"{prefix}device_span_samples": self.span_samples_ms, f"{prefix}device_ms": k.median_ms,
                 f"{prefix}device_ms_p20": k.p20_ms, f"{prefix}device_ms_p80": k.p80_ms,
                 f"{prefix}kernel_count": self.kernel_count, f"{prefix}profiled_calls": s.n,
-                f"{prefix}kernel_times": self.kernel_times}
+                f"{prefix}kernel_times": self.kernel_times,
+                **({f"{prefix}device_span_sm_clock_mhz": self.span_sm_clock_mhz}
+                   if len(self.span_sm_clock_mhz) == len(self.span_samples_ms) else {})}
 
 
 def lead_in_calls(single_call_ms: float) -> int:
@@ -158,6 +162,7 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
 
     flush = CacheFlusher(device, flush_l2)
     order: list[str] = []
+    windows: list[tuple[float, float]] = []  # perf_counter() around each profiled call, synchronized both ends
 
     def mark() -> None:
         torch.cuda.synchronize()
@@ -185,13 +190,18 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
                 t.sync()
                 flush()
                 mark()
+                start = time.perf_counter()
                 t.call()
                 t.sync()
+                torch.cuda.synchronize()
+                windows.append((start, time.perf_counter()))
                 mark()
                 order.append(t.name)
     segments = segment_calls(_kernel_spans(prof.function_events), len(order))
     by_target: dict[str, list[CallTimes]] = {t.name: [] for t in targets}
-    for name, seg in zip(order, segments):
+    windows_of: dict[str, list[tuple[float, float]]] = {t.name: [] for t in targets}
+    for name, seg, window in zip(order, segments, windows):
         by_target[name].append(seg)
-    return {name: figures_of(segs) for name, segs in by_target.items()}
+        windows_of[name].append(window)
+    return {name: replace(figures_of(segs), windows_s=windows_of[name]) for name, segs in by_target.items()}
 

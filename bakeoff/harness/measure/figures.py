@@ -24,6 +24,7 @@ interval (`speedup_vs_eager_ci_low`, `_ci_high`) is a paired bootstrap over the 
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any, Callable, ContextManager, Mapping
 
 from bakeoff.harness.config.timing import AUTO_SUSTAINED_S, TimingConfig
@@ -193,7 +194,8 @@ def _device_figures(targets: list[TimedCall], device: str, timing: TimingConfig,
         return None, out["profile_error"]
     for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
         if name in profiled:
-            out.update(profiled[name].fields(prefix))
+            figures = replace(profiled[name], span_sm_clock_mhz=span_clock.at(profiled[name].windows_s))
+            out.update(figures.fields(prefix))
     clk = span_clock.fields()
     if "sm_clock_mhz" in clk:
         out.update(headline_sm_clock_mhz_median=clk["sm_clock_mhz"],

@@ -27,7 +27,9 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   and drift rules above; other GPU processes; an SM-clock drop during the headline's samples (more than
   CLOCK_LOW_SHARE_LIMIT (20%) of the clock readings more than CLOCK_DROP_LIMIT (10%) under their median); host
   load only where the headline is host-timed (not a DEVICE_METHODS method). A spread the SM clock can account
-  for is still a spread of the latency, and its reason names the clock (`clock_explains`).
+  for is still a spread of the latency, and its reason names the clock: from each call's own clock where the
+  record has it (`device_span_sm_clock_mhz`: the spread of the samples in SM cycles, time x clock, judged by
+  the same limits), else from the clock's range over the samples (`clock_explains`).
 - `speedup_quality` (with `speedup_noise_reasons`; None for eager's own case): the speedup, judged on the
   paired ratios eager_i / backend_i of the headline's interleaved samples (`speedup_iqr_rel`,
   `speedup_drift_rel`) by the same IQR and drift limits. Sample i of the backend and of eager ran back to back,
@@ -137,6 +139,27 @@ def clock_explains(spread: float | None, rec: dict[str, Any]) -> bool:
     return spread is not None and rng is not None and rng[1] / rng[0] - 1.0 >= spread
 
 
+def cycles(samples_ms: Sequence[float], clocks_mhz: Sequence[float] | None) -> list[float] | None:
+    """Each sample in SM cycles (ms x MHz = thousands of cycles), with the clock read during that call
+    (`device_span_sm_clock_mhz`); None unless every sample has a positive clock."""
+    if not clocks_mhz or len(clocks_mhz) != len(samples_ms) or not all(c and c > 0 for c in clocks_mhz):
+        return None
+    return [float(x) * float(c) for x, c in zip(samples_ms, clocks_mhz)]
+
+
+def _series_note(samples: Sequence[float], iqr: float | None, clocks: Sequence[float] | None, rec: dict[str, Any],
+                 target_iqr: float) -> str:
+    """What the SM clock says of a series' spread: from each call's own clock where the record has it (the
+    spread in cycles), else from the clock's range over the samples (clock_explains)."""
+    in_cycles = cycles(samples, clocks)
+    if in_cycles is not None:
+        left = spread_rel(in_cycles) or 0.0
+        verdict = ("the clock accounts for it" if not missed(in_cycles, iqr_rel(in_cycles), target_iqr)
+                   else "not the clock alone")
+        return f"; in SM cycles (each call's time x its clock) the spread is {left:.1%}: {verdict}"
+    return _clock_note(rec) if clock_explains(spread_rel(samples, iqr), rec) else ""
+
+
 def _clock_note(rec: dict[str, Any]) -> str:
     rng = clock_range(rec)
     assert rng is not None
@@ -218,10 +241,13 @@ def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool, host
     """What makes the absolute headline latencies noisy (module docstring); a spread the clock accounts for
     says so."""
     mine, iqr, eager = _headline_series(rec, paired)
-    note = _clock_note(rec) if clock_explains(spread_rel(mine, iqr), rec) else ""
+    spans = headline_device_timed(rec)
+    clocks = rec.get("device_span_sm_clock_mhz") if spans else None
+    note = _series_note(mine, iqr, clocks, rec, target_iqr)
     reasons = _spread_reasons("backend headline", mine, iqr, target_iqr, note=note)
     if paired:
-        note = _clock_note(rec) if clock_explains(spread_rel(eager), rec) else ""
+        clocks = rec.get("eager_device_span_sm_clock_mhz") if spans else None
+        note = _series_note(eager, iqr_rel(eager), clocks, rec, target_iqr)
         reasons += _spread_reasons("eager headline", eager, iqr_rel(eager), target_iqr, note=note)
     host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
     return reasons + host + _gpu_reasons(rec, siblings=False) + _clock_reasons(rec)
