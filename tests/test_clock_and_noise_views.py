@@ -157,6 +157,20 @@ def test_a_change_beyond_the_clock_is_still_a_regression_with_its_cycles_shown()
     assert "at 1980 → 1830 MHz" in to_text(compare([base], [cand]))
 
 
+def test_each_calls_own_clock_decides_where_the_record_has_it():
+    """The candidate's calls ran 10% slower while their own clocks read 10% lower (the clock settling during
+    the samples): in cycles nothing changed, though the median clocks of the two runs are the same."""
+    base = gpu_rec(headline_sm_clock_mhz_median=1650.0)
+    base["device_span_sm_clock_mhz"] = [1650.0] * 30
+    cand = gpu_rec(median_ms=1.10, seed=1, headline_sm_clock_mhz_median=1650.0)
+    cand["device_span_sm_clock_mhz"] = [1650.0 / 1.10] * 30
+    lat = by_metric(compare([base], [cand]).cases[0])["headline_ms"]
+    assert lat.verdict == "clock" and abs(lat.cycles_rel) < 0.01
+    del cand["device_span_sm_clock_mhz"]  # the median clocks alone: the same clock, so a regression
+    lat = by_metric(compare([base], [cand]).cases[0])["headline_ms"]
+    assert lat.verdict == "regressed" and lat.cycles_rel > 0.05
+
+
 def test_a_slower_call_at_the_same_clock_is_a_regression():
     base = gpu_rec(headline_sm_clock_mhz_median=1980.0)
     cand = gpu_rec(median_ms=1.08, seed=1, headline_sm_clock_mhz_median=1980.0)

@@ -26,8 +26,8 @@ from scipy.stats import mannwhitneyu
 from bakeoff.results.report.comparable import incomparable
 from bakeoff.results.report.data import RunData, case_key, fnum, headline_samples, metric_value, unit_roundoff
 from bakeoff.results.report.envdiff import EnvChange, env_diff
-from bakeoff.results.report.headline_facts import (headline_clock_mhz, headline_noise_note, intervals_overlap,
-                                                   speedup_interval, speedup_noise_note)
+from bakeoff.results.report.headline_facts import (headline_clock_mhz, headline_kcycles, headline_noise_note,
+                                                   intervals_overlap, speedup_interval, speedup_noise_note)
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,8 @@ def _latency_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -
     clock_b, clock_c = headline_clock_mhz(base), headline_clock_mhz(cand)
     if clock_b is None or clock_c is None:  # older stores, the CPU: time space alone
         return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, p)
-    cycles_rel = (1 + change.rel) * clock_c / clock_b - 1
+    kc_b, kc_c = headline_kcycles(base), headline_kcycles(cand)  # each call's own clock where recorded
+    cycles_rel = kc_c / kc_b - 1 if kc_b and kc_c else (1 + change.rel) * clock_c / clock_b - 1
     why = None
     if verdict in ("regressed", "improved") and abs(cycles_rel) < t.latency:
         verdict, why = "clock", f"explained by the SM clock: {clock_b:.0f} MHz → {clock_c:.0f} MHz"

@@ -64,6 +64,17 @@ def headline_clock_mhz(rec: dict[str, Any]) -> float | None:
     return mhz if mhz is not None and mhz > 0 else None
 
 
+def headline_kcycles(rec: dict[str, Any]) -> float | None:
+    """The headline in thousands of SM cycles (ms x MHz): the median over the profiled calls of each call's span
+    times the clock read during it, where a CUPTI-span headline has per-call clocks (`device_span_sm_clock_mhz`);
+    else the headline times the median clock over its samples; None without a clock."""
+    spans, clocks = rec.get("device_span_samples") or [], rec.get("device_span_sm_clock_mhz") or []
+    if rec.get("headline_method") == "cupti-span" and spans and len(clocks) == len(spans) and all(clocks):
+        return float(statistics.median(float(x) * float(c) for x, c in zip(spans, clocks)))
+    ms, mhz = fnum(rec.get("headline_ms")), headline_clock_mhz(rec)
+    return ms * mhz if ms is not None and mhz is not None else None
+
+
 def typical_clock_mhz(records: Iterable[dict[str, Any]]) -> float | None:
     """The median of the run's headline clocks (one per case that has one); None when no case has one."""
     clocks = [c for c in map(headline_clock_mhz, records) if c is not None]
