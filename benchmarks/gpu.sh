@@ -25,7 +25,9 @@
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
 # Settings (environment): CALL_S seconds the whole call may take (default 570; a device call lasts at most 600),
-# JOBS (8), OUT (/tmp/out). Each step gets a time limit from what is left; bakeoff runs get SIGINT first, so a
+# JOBS (8), OUT (/tmp/out), SITE (/tmp/site: where .gpu and .gpudeps install, first on PYTHONPATH; after the
+# back-to-back calls of ../shared/gpu/ort_parts.sh, SITE=/tmp/ortsite puts onnxruntime-gpu before the image's
+# CPU build, e.g. `SITE=/tmp/ortsite bash benchmarks/gpu.sh config configs/h200_onnxruntime_ab.yaml`). Each step gets a time limit from what is left; bakeoff runs get SIGINT first, so a
 # run keeps the records it finished.
 set -uo pipefail
 R=$(cd "$(dirname "$0")/.." && pwd)
