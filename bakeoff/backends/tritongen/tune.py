@@ -192,8 +192,9 @@ def _failed(src: KernelSource, cfg: Config, exc: Exception) -> str:
 
 def precompile_all(module: Any, src: KernelSource, cfgs: Sequence[Config], tensors: dict[str, Any]) -> list[str]:
     """Compile every candidate of `src` without launching it, COMPILE_THREADS at a time (Triton's
-    AsyncCompileMode: its compiler releases the GIL in its native passes and in ptxas); the errors, in words.
-    A candidate that failed here is compiled again at its first launch, which decides."""
+    AsyncCompileMode; parts of the compile, ptxas at least, run outside the GIL: six sm_90 GEMM candidates took
+    4.9 s in two threads against 6.8 s one after another on two cores); the errors, in words. A candidate that
+    failed here is compiled again at its first launch, which decides."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     errors: list[Exception] = []
