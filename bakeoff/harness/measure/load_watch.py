@@ -159,10 +159,9 @@ class GpuWatch:
                     self.error = f"per-process utilization unavailable ({exc}): listing compute contexts"
                     self.others = others_than_me({p: {"pid": p, "activity": "unknown"} for p in procs},
                                                  os.getpid())
+            self.others = mark_gated_siblings(self.others) if self.others else self.others
         except Exception as exc:  # NVML failures cost this check, not the case
             self.error = f"{type(exc).__name__}: {exc}"
-        if self.others:
-            self.others = mark_gated_siblings(self.others)
 
 
 def mark_gated_siblings(others: list[dict[str, Any]], gate: str | None = None) -> list[dict[str, Any]]:
