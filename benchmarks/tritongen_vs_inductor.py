@@ -285,10 +285,18 @@ def main() -> None:
         paired_report(args.paired, {(r["workload"], r["dtype"]): r for r in recs if "error" not in r})
 
 
+def _speedup_quality(details: dict) -> str | None:
+    """The speedup's own quality (judged on its paired ratios), else the headline's, else the case's."""
+    for key in ("speedup_quality", "headline_quality", "measurement_quality"):
+        if details.get(key) is not None:
+            return details[key]
+    return None
+
+
 def paired_report(url: str, dobench: dict | None = None) -> None:
     """bakeoff's paired speedups from the newest run in store `url`: per workload and dtype, tritongen's and
-    Inductor's speedup over eager (each timed interleaved with eager in its own case), their ratio, the headline
-    quality, and beside them this script's do_bench ratio where it measured the same case."""
+    Inductor's speedup over eager (each timed interleaved with eager in its own case), their ratio, the speedups'
+    quality (tritongen/Inductor), and beside them this script's do_bench ratio where it measured the same case."""
     import pandas as pd
     from sqlalchemy import create_engine
 
@@ -296,7 +304,7 @@ def paired_report(url: str, dobench: dict | None = None) -> None:
     run = pd.read_sql_query("select run_id from runs order by started_at desc limit 1", engine)["run_id"][0]
     cols = "workload, dtype, backend, status, speedup_vs_eager, details"
     df = pd.read_sql_query(f"select {cols} from records where run_id = '{run}'", engine)
-    df["quality"] = [json.loads(d).get("measurement_quality") if isinstance(d, str) else None for d in df["details"]]
+    df["quality"] = [_speedup_quality(json.loads(d)) if isinstance(d, str) else None for d in df["details"]]
     print(f"\nbakeoff paired speedups over eager, run {run} ({url})")
     print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>6} {'do_bench':>8}  quality")
     ratios: dict[str, list[float]] = {}
@@ -311,7 +319,7 @@ def paired_report(url: str, dobench: dict | None = None) -> None:
         ratios.setdefault(d, []).append(ratio)
         db = (dobench or {}).get((w, d))
         print(f"{w:18} {SHORT.get(d, d):4} {tg.speedup_vs_eager:8.2f} {ind.speedup_vs_eager:9.2f} {ratio:6.2f} "
-              f"{db['vs_inductor'] if db else float('nan'):8.2f}  {tg.quality}/{ind.quality}")
+              f"{format(db['vs_inductor'], '8.2f') if db else '-':>8}  {tg.quality}/{ind.quality}")
     for d, xs in ratios.items():
         print(f"paired geomean tritongen / Inductor {SHORT.get(d, d)}: {geomean(xs):.3f} over {len(xs)}")
 
