@@ -2,6 +2,9 @@
 # The lent GPU runner: pack what the GPU image lacks here, then run one named job per device call there.
 #
 #   bash benchmarks/gpu.sh pack            # here, in a checkout: .gpu/ and .gpudeps/ (git-ignored), about 63 MiB
+#   git describe --always --dirty > REVISION   # here, before each call (git-ignored): the records' harness
+#                                          # revision (the device's copy may carry an older .git: without
+#                                          # REVISION its records say that commit +dirty)
 #   bash benchmarks/gpu.sh JOB [ARGS...]   # on the GPU machine, from the repo root, carrying .gpu and .gpudeps
 #
 # Jobs (each installs .gpu and .gpudeps into $SITE (/tmp/site) first, runs in $WORK (/tmp/bakeoff-work), writes
@@ -36,7 +39,7 @@ JOB=${1:-help}; shift || true
 pack() {  # IREE 3.13 repacked (from ../shared/gpu) and the pure-Python packages the image lacks, zipped
   cd "$R" || exit 2
   local exclude; exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")" || exit 2
-  for d in /.gpu/ /.gpudeps/; do grep -qx "$d" "$exclude" 2>/dev/null || echo "$d" >> "$exclude"; done
+  for d in /.gpu/ /.gpudeps/ /REVISION; do grep -qx "$d" "$exclude" 2>/dev/null || echo "$d" >> "$exclude"; done
   mkdir -p .gpu && cp -r "${GPU_SHARED:-../shared/gpu}"/* .gpu/ && chmod -R u+w .gpu
   local tmp; tmp=$(mktemp -d)
   # pydantic and SQLAlchemy (its C extensions dropped: the pure-Python fallback) for the harness; pytest for the
