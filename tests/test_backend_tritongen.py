@@ -708,3 +708,27 @@ def test_candidates_compile_side_by_side_in_triton_async_mode(monkeypatch):
     errors = tune.precompile_all(Module(), Src(), cfgs, {})
     assert errors == ["RuntimeError: out of resource: shared memory"]
     assert peak[0] == min(tune.COMPILE_THREADS, 4) and len(threads) > 1
+
+
+def test_a_stage_leaves_out_the_waits_to_enter_device_work(monkeypatch):
+    """tritongen's stage seconds are its own: the time its search waited to rejoin the device's gate
+    (base.device_waited_s, installed by the worker) is not the autotune stage's."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from bakeoff.backends import base
+    from bakeoff.backends.tritongen import pipeline
+
+    clock, waited = [0.0], [0.0]
+    monkeypatch.setattr(pipeline, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(base, "_device_waited_s", lambda: waited[0])
+
+    def search():
+        clock[0] += 4.0  # 4 s in the stage, 2.5 of them waiting for the gate
+        waited[0] += 2.5
+
+    t = pipeline.Stages()
+    t("autotune", search)
+    assert t.stages_s == {"autotune": 1.5}
+    base.set_device_work(nullcontext)  # the default again: no gate, no waits
+    assert base.device_waited_s() == 0.0
