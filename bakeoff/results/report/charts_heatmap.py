@@ -1,9 +1,9 @@
 """The speedup heatmap: workload × backend, one table per dtype, each cell coloured by log2 speedup over eager.
 
 Each cell shows the speedup; the fastest backend of a row is bold when it wins outright (its 95% interval
-clears every other's) and marked ≈ when it ties (report/decision.py); a noisy speedup (`speedup_quality`, judged
-on the paired ratios; the headline's quality for older records) is marked *; a failed case is a ✗ with its status and
-reason on hover. Backends skipped on every case are left out and named (the scoreboard says why). A cell's
+clears every other's) and marked ≈ when it ties (report/decision.py); a noisy speedup (`speedup_quality`,
+judged on the paired ratios; the headline's quality for older records) is marked *; a failed case is a ✗ with
+its status and reason on hover. Backends skipped on every case are left out and named (the scoreboard says why). A cell's
 `data-case` and `data-x` (case label, series) let a click open its code (report/code_view.py).
 
 It is plain HTML, not a plotly chart: the first screen is usable before plotly.js (4.8 MB) is parsed, which took

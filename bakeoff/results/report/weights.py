@@ -12,8 +12,8 @@ reference timed interleaved with it in the same worker (eager's own case: 1). Me
 are never set against each other, so load that hit one worker and not another cannot make the recommendation
 contradict the speedups shown beside it. Where a candidate of the group has no speedup (older or hand-made
 records), the group is ranked by the headline itself. A recommendation whose pick or runner-up has a noisy
-speedup (`speedup_quality`) says so. A pick that would lose to its runner-up somewhere within their speedups' 95% intervals
-(report/decision.py) is no pick: the recommendation names both as tied (`tied_with`).
+speedup (`speedup_quality`) says so. A pick that would lose to its runner-up somewhere within their speedups'
+95% intervals (report/decision.py) is no pick: the recommendation names both as tied (`tied_with`).
 
 Cold compile times are floored at COMPILE_FLOOR_S (1 s) before the ratio: eager's "compile" is its first call,
 milliseconds, and without the floor a 10 s compile would cost 0.2·ln(10 s / 5 ms) ≈ 1.5, more than a 4×
