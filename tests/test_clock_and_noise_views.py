@@ -244,3 +244,20 @@ def test_settle_time_is_when_the_clock_stays_within_2_percent_of_its_final_value
 def test_binned_gives_median_min_and_count_per_bin():
     rows = binned([0.0, 0.1, 0.2, 1.5], [10.0, 30.0, 20.0, 5.0], [0.0, 1.0, 2.0, 3.0])
     assert rows == [(0.0, 1.0, 20.0, 10.0, 3), (1.0, 2.0, 5.0, 5.0, 1), (2.0, 3.0, None, None, 0)]
+
+
+def test_a_history_point_is_noisy_by_its_headline_not_by_the_cases_summary():
+    """The dashboard's trend marks a point by its headline's own quality: a case whose summary is noisy only by
+    what does not touch the headline (host load beside a device-timed span, the run's own gated workers) is not
+    a noisy point; a noisy headline is; older records fall back on the case's summary."""
+    from bakeoff.results.report.trend import Point
+
+    def point(**rec):
+        return Point("r", 0, 1.0, {}, rec=rec)
+
+    summary_only = {"measurement_quality": "noisy", "noise_reasons": [HOST_LOAD], "headline_quality": "clean",
+                    "headline_noise_reasons": []}
+    assert point(**summary_only).noise is None
+    drift = "backend headline drifted during the case"
+    assert point(**summary_only | {"headline_quality": "noisy", "headline_noise_reasons": [drift]}).noise == drift
+    assert point(measurement_quality="noisy", noise_reasons=[HOST_LOAD]).noise == HOST_LOAD  # an older record

@@ -54,10 +54,3 @@ def incomparable(metric: str, base: dict[str, Any], cand: dict[str, Any]) -> lis
         if b is not None and c is not None and _canon(b) != _canon(c):
             out.append(_why(field, base, cand))
     return out
-
-
-def noise_note(rec: dict[str, Any]) -> str | None:
-    """The record's noise reasons as one line when its measurement_quality is 'noisy', else None."""
-    if rec.get("measurement_quality") != "noisy":
-        return None
-    return "; ".join(rec.get("noise_reasons") or []) or "noisy"

@@ -126,8 +126,9 @@ def _notes(cmp: Comparison) -> list[str]:
                + ". Never counted: a case whose bound graph or backend options differ (graph_digest, options_digest), "
                "a latency whose timing settings or method differ (timing_digest, timing_method), an error whose "
                f"input seeds differ, the speedup over eager (shown: it rose or fell by ≥ {t.latency:.0%}, not "
-               "significant where both 95% intervals overlap; a faster eager lowers every speedup). Noisy: the "
-               "headline's own samples (headline_noise_reasons).")
+               "significant where both 95% intervals overlap; a faster eager lowers every speedup). Noisy: a "
+               "side's latency by the headline's own samples (headline_noise_reasons), its speedup by the paired "
+               "ratios (speedup_noise_reasons).")
     return out
 
 

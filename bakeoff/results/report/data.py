@@ -119,15 +119,6 @@ def headline_samples(case: dict[str, Any]) -> list[float]:
     return []
 
 
-def headline_quality(case: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """(clean | noisy | None, the rules that fired) of the headline itself (`headline_quality`); the case's
-    `measurement_quality` for older records without it; None for a case that was not timed."""
-    if case.get("headline_quality") is not None:
-        return str(case["headline_quality"]), list(case.get("headline_noise_reasons") or [])
-    quality = case.get("measurement_quality")
-    return (None if quality is None else str(quality)), list(case.get("noise_reasons") or [])
-
-
 def metric_value(case: dict[str, Any], metric: str) -> float | None:
     """A compare/trend metric of a record: `headline_ms` is the headline (the timer's median for older
     records); other metrics are the record's field of that name."""

@@ -14,7 +14,7 @@ METRICS = tuple(MIN_RISE)
 # What a point keeps of its record: what says whether two points are comparable, and whether it was noisy.
 POINT_FIELDS = ("graph_digest", "options_digest", "options", "timing_digest", "timing_settings", "timing_method",
                 "headline_method",
-                "seeds", "measurement_quality", "noise_reasons")
+                "seeds", "measurement_quality", "noise_reasons", "headline_quality", "headline_noise_reasons")
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from bakeoff.results.report.comparable import incomparable, noise_note
+from bakeoff.results.report.comparable import incomparable
 from bakeoff.results.report.envdiff import EnvChange, env_diff
+from bakeoff.results.report.headline_facts import headline_noise_note
 
 # T per metric: the minimum relative rise that counts. Errors vs fp64 are deterministic for fixed seeds (MAD 0),
 # and a new summation order may move them by tens of percent harmlessly: there a rise must exceed 2×.
@@ -42,7 +43,8 @@ class Point:
 
     @property
     def noise(self) -> str | None:
-        return noise_note(self.rec)
+        """Why the point's headline was noisy (its own samples; the case's measurement in older records)."""
+        return headline_noise_note(self.rec)
 
 
 @dataclass(frozen=True)
