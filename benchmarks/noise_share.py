@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bakeoff.harness.config.timing import TimingConfig  # noqa: E402
 from bakeoff.harness.measure.noise import assess  # noqa: E402
+from bakeoff.results.report.headline_facts import headline_quality  # noqa: E402
 from bakeoff.results.store import Store  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def table(records: list[dict[str, Any]], reasons: bool) -> str:
     for rec in records:
         q, c = rejudge(rec), counts[str(rec.get("backend"))]
         c["ok"] += 1
-        c["stored"] += (rec.get("headline_quality") or rec.get("measurement_quality")) == "noisy"
+        c["stored"] += headline_quality(rec) == "noisy"
         mark = q["speedup_quality"] or q["headline_quality"]
         c["speedup"] += mark == "noisy"
         c["latency"] += q["headline_quality"] == "noisy"

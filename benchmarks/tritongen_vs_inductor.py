@@ -40,6 +40,7 @@ from bakeoff.backends import get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
 from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.costs import flops, min_bytes  # noqa: E402
+from bakeoff.results.report.headline_facts import speedup_quality  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import TORCH_DTYPES, lower_torch  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
@@ -285,14 +286,6 @@ def main() -> None:
         paired_report(args.paired, {(r["workload"], r["dtype"]): r for r in recs if "error" not in r})
 
 
-def _speedup_quality(details: dict) -> str | None:
-    """The speedup's own quality (judged on its paired ratios), else the headline's, else the case's."""
-    for key in ("speedup_quality", "headline_quality", "measurement_quality"):
-        if details.get(key) is not None:
-            return details[key]
-    return None
-
-
 def paired_report(url: str, dobench: dict | None = None) -> None:
     """bakeoff's paired speedups from the newest run in store `url`: per workload and dtype, tritongen's and
     Inductor's speedup over eager (each timed interleaved with eager in its own case), their ratio, the speedups'
@@ -304,7 +297,7 @@ def paired_report(url: str, dobench: dict | None = None) -> None:
     run = pd.read_sql_query("select run_id from runs order by started_at desc limit 1", engine)["run_id"][0]
     cols = "workload, dtype, backend, status, speedup_vs_eager, details"
     df = pd.read_sql_query(f"select {cols} from records where run_id = '{run}'", engine)
-    df["quality"] = [_speedup_quality(json.loads(d)) if isinstance(d, str) else None for d in df["details"]]
+    df["quality"] = [speedup_quality(json.loads(d)) if isinstance(d, str) else None for d in df["details"]]
     print(f"\nbakeoff paired speedups over eager, run {run} ({url})")
     print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>6} {'do_bench':>8}  quality")
     ratios: dict[str, list[float]] = {}
