@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bakeoff.results.report.data import RunData, case_key, first_result_s, fnum, run_labels
+from bakeoff.results.report.headline_facts import speedup_interval as stored_interval
 from bakeoff.results.speedup_interval import case_speedup_interval
 
 SPREAD_RULE = ("p20–p80: eager's p20 over the backend's p80 to eager's p80 over the backend's p20 (no paired "
@@ -84,9 +85,9 @@ def speed_of(case: dict[str, Any]) -> Speed | None:
         return None
     if is_eager(case):
         return Speed(case, sp, sp, sp, "exact")
-    low, high = fnum(case.get("speedup_vs_eager_ci_low")), fnum(case.get("speedup_vs_eager_ci_high"))
-    if low is not None and high is not None:
-        return Speed(case, sp, min(low, sp), max(high, sp), "bootstrap (stored)")
+    stored = stored_interval(case)
+    if stored is not None:
+        return Speed(case, sp, min(stored[0], sp), max(stored[1], sp), "bootstrap (stored)")
     ci = case_speedup_interval(case)
     if ci is not None:
         return Speed(case, sp, min(ci[0], sp), max(ci[1], sp), "bootstrap (from samples)")
