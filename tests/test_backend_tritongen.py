@@ -301,6 +301,7 @@ def _compile_with(graph, pick, dtype):
 _TMA = lambda src, cfg: {**cfg, "TMA": 1} if src.variant == "tma" else cfg  # noqa: E731
 _PTMA = lambda src, cfg: {**cfg, "TMA": 2, "NUM_SMS": 3} if src.variant == "tma" else cfg  # noqa: E731
 _ROWS = lambda src, cfg: {**cfg, "ROWS": 1, "NUM_PROGRAMS": 3} if src.variant == "persistent" else cfg  # noqa: E731
+_LOOP = lambda src, cfg: {**cfg, "LOOP": 1, "BLOCK_N": 64} if src.variant == "persistent" else cfg  # noqa: E731
 _S3 = lambda src, cfg: {**cfg, "BLOCK_K": 16, "CHAIN": 2, "SPLIT": 1, "TMA": 1} if src.split else cfg  # noqa: E731
 _S3A = lambda src, cfg: {**cfg, "SPLIT": 1} if src.split and src.kernel.kind == "attention" else cfg  # noqa: E731
 
@@ -312,6 +313,8 @@ _S3A = lambda src, cfg: {**cfg, "SPLIT": 1} if src.split and src.kernel.kind == 
     ("gemm_bias_gelu", "float32", _PTMA, "_ptma"), ("mlp_block", "float16", _PTMA, "_ptma"),
     ("layernorm_gelu", "float32", _ROWS, "_rows"), ("rmsnorm", "bfloat16", _ROWS, "_rows"),
     ("softmax", "float32", _ROWS, "_rows"), ("attn_block", "float32", _ROWS, "_rows"),
+    ("rmsnorm", "float32", _LOOP, "_loop"), ("layernorm_gelu", "bfloat16", _LOOP, "_loop"),  # looped twins: the
+    ("softmax_large", "float32", _LOOP, "_loop"), ("mlp_block", "float16", _LOOP, "_loop"),   # row in 64-col blocks
     ("gemm_bias_residual", "float32", _S3, "_s3"),    # pre-split 3xTF32: planes through descriptors, CHAIN sums
     ("mlp_block", "float32", _S3, "_s3"),
     ("attention", "float32", _S3A, "_s3"),            # Q, K, V^T planes through per-head descriptors, P split
@@ -390,7 +393,7 @@ def test_pruned_search_is_the_head_of_the_wide_one_and_every_twin_is_searched_wi
         wide, pruned = candidates(src, dtype, sms=132), candidates(src, dtype, sms=132, wide=False)
         assert pruned == wide[:PRUNED[src.kernel.kind]] and len(pruned) <= PRUNED[src.kernel.kind] < len(wide) + 1
         assert len({str(c) for c in wide}) == len(wide)
-        fns = {kernel_fn(type("M", (), {src.fn + x: src.fn + x for x in ("", "_tma", "_ptma", "_rows", "_s3")}),
+        fns = {kernel_fn(type("M", (), {src.fn + x: src.fn + x for x in ("", "_tma", "_ptma", "_rows", "_loop", "_s3")}),
                          src, c) for c in wide}
         assert all(f"def {f}(" in src.text for f in fns)
 

@@ -4,8 +4,12 @@ Persistent form (the row fits one tile): load each row once, keep it in register
 pass. Its twin `<name>_rows` (the config's ROWS=1) runs a fixed grid of NUM_PROGRAMS programs that each walk
 row blocks: per-column operands (LayerNorm's weight and bias) are loaded and converted once per program, and the
 next row block's loads are issued before this one is reduced, so loads stay in flight while rows are finished. Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone
-from the inputs (re-reads hit L2), then a last loop that computes and stores the full-width outputs; softmax's
-max and sum(exp(y - max)) share one online loop (running max, rescaled running sum).
+from the inputs, then a last loop that computes and stores the full-width outputs; softmax's max and
+sum(exp(y - max)) share one online loop (running max, rescaled running sum). The reduction loops load with
+`evict_last` and the last loop with `evict_first`, as Inductor's looped reductions do: the row stays in L2 for
+the passes that re-read it and leaves it after the last. A row that fits one tile gets the looped form too, as
+the twin `<name>_loop` (the config's LOOP=1): on the H200 it moved 16384 x 4096 float32 RMSNorm rows faster than
+the persistent form (130 against 133 us; bf16 68 against 70), where every row waits for its whole tile.
 Reductions accumulate in float32 whatever the input dtype. The looped form's running sums are compensated
 (Kahan): each lane's sum over many column chunks keeps what a plain add would drop, so a long row absorbs no
 small terms (one large term and many small ones lost them all in a plain per-lane sum); the lanes then meet in
@@ -52,7 +56,7 @@ class _Row:
         return row_dep, not stat and v.strides[-1] != 0 and v.shape[-1] != 1
 
     def load_line(self, nid: int, view: View, indent: str, row: str = "r", var: str = "v",
-                  convert: bool = True) -> str:
+                  convert: bool = True, evict: str | None = None) -> str:
         stat = self.is_stat(nid)
         target = self.lead + (1,) if stat else self.k.domain
         v = broadcast_view(view, target)
@@ -61,6 +65,7 @@ class _Row:
         masks = {(True, True): f"{rmask} & cmask", (True, False): rmask, (False, True): "cmask"}
         mask = masks.get(self.deps(nid, view))
         m = f", mask={mask}, other=0.0" if mask else ""
+        m += f", eviction_policy='{evict}'" if evict else ""
         return f"{indent}{var}{nid} = tl.load({v.buffer} + {off}{m})" + (".to(tl.float32)" if convert else "")
 
     def node_line(self, nid: int, indent: str) -> str:
@@ -197,10 +202,16 @@ def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
             f"{ind}mask = rmask & cmask"]
     lines += [row.load_line(nid, v, "    ") for nid, v in kernel.loads if row.is_stat(nid)]
 
-    def cone_lines(roots: list[int]) -> list[str]:
+    def cone_lines(roots: list[int], last: bool = False) -> list[str]:
+        """The cone's loads and nodes inside a column loop; loads of row data evict_last (a later loop reads them
+        again), evict_first in the `last` loop; per-column operands (weights) evict_last."""
         out = []
         for x in row.cone(roots):
-            out.append(row.load_line(x, row.loads[x], ind) if x in row.loads else row.node_line(x, ind))
+            if x in row.loads:
+                again = not last or not row.deps(x, row.loads[x])[0]
+                out.append(row.load_line(x, row.loads[x], ind, evict="evict_last" if again else "evict_first"))
+            else:
+                out.append(row.node_line(x, ind))
         return out
 
     online = _online_pairs(g, kernel)
@@ -234,7 +245,7 @@ def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
     lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores if row.is_stat(nid)]
     full = [(nid, v) for nid, v in kernel.stores if not row.is_stat(nid)]
     if full:
-        lines += loop + cone_lines([nid for nid, _ in full])
+        lines += loop + cone_lines([nid for nid, _ in full], last=True)
         lines += [row.store_line(nid, v, ind) for nid, v in full]
     return lines
 
@@ -251,6 +262,10 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
             f'    """Row reduction ({form}): {row.rows} rows of {row.n}; one program = BLOCK_M rows."""']
     lines = head + body
     if not looped:
+        lines += ["", "", "@triton.jit",
+                  f"def {kernel.name}_loop({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
+                  f'    """Row reduction (looped twin): {row.rows} rows of {row.n} in column blocks of BLOCK_N; one '
+                  f'program = BLOCK_M rows."""'] + _looped(_Row(plan, kernel), plan, kernel)
         lines += ["", "", "@triton.jit",
                   f"def {kernel.name}_rows({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, "
                   "NUM_PROGRAMS: tl.constexpr):",

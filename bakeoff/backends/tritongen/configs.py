@@ -67,6 +67,10 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
             rows = [{**c, "ROWS": 1, "NUM_PROGRAMS": sms * 512 // (32 * c["num_warps"])}
                     for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)]
             out = out + sorted(rows, key=lambda c: -c["num_warps"])  # measured slower on the H200: wide only
+        if bn >= 1024:  # the looped twin second: it moved float32 and bf16 RMSNorm rows faster on the H200
+            loops = [{"BLOCK_M": 1, "BLOCK_N": b, "num_warps": w, "num_stages": 1, "LOOP": 1}
+                     for b, w in ((bn // 2, 8), (bn // 4, 4))]
+            out = out[:1] + loops[:1] + out[1:] + loops[1:]
         return out
     if kind == "matmul":
         tiles = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4),
@@ -188,7 +192,7 @@ def _grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:
 def constexprs(src: KernelSource, cfg: Config) -> dict[str, int]:
     """The keyword arguments of a launch: constexprs (block sizes, derived flags; no num_warps/num_stages) and
     the source's runtime integer arguments (`src.runtime`: a sweep's swept dim)."""
-    out = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages", "TMA", "ROWS", "SPLIT")}
+    out = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages", "TMA", "ROWS", "SPLIT", "LOOP")}
     if src.kernel.kind == "matmul":
         out["EVEN_K"] = bool(src.sizes["k"] % cfg["BLOCK_K"] == 0)
     return {**out, **_runtime(src)}
@@ -200,9 +204,11 @@ def _runtime(src: KernelSource) -> dict[str, int]:
 
 def suffix(cfg: Config) -> str:
     """The name suffix of the jit function `cfg` picks: '' (the template), `_tma`/`_ptma` (TMA, persistent TMA),
-    `_s3` (pre-split 3xTF32) or `_rows` (row loop)."""
+    `_s3` (pre-split 3xTF32), `_rows` (row loop) or `_loop` (a row reduction's looped twin)."""
     if cfg.get("ROWS"):
         return "_rows"
+    if cfg.get("LOOP"):
+        return "_loop"
     if cfg.get("GLUON"):
         return "_gl"
     if cfg.get("SPLIT"):
