@@ -60,6 +60,15 @@ class IreeOptions(BackendOptions):
                             "dispatch); decomposed: matmul, mask, softmax, matmul as JAX writes it; auto: fused in "
                             "float16/bfloat16, decomposed in float32 (iree_attention.py)")
 
+    @field_validator("attention", mode="before")
+    @classmethod
+    def _attention(cls, value: Any) -> Any:
+        if value not in ("auto", "fused", "decomposed"):
+            raise ValueError(f"attention={clip(str(value))!r} is not an IREE route: use auto, fused (IREE's "
+                             "iree_linalg_ext.attention) or decomposed; JAX's native attention is a cuDNN custom "
+                             "call, which IREE cannot lower from StableHLO")
+        return value
+
 # Synchronous exports: each call waits for its device work before returning (see IreeCompiled.sync).
 _COMMON_FLAGS = ["--iree-execution-model=async-internal"]
 _CPU_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
