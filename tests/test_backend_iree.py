@@ -118,8 +118,9 @@ def test_preset_flags_are_passed_and_recorded():
     xs = [torch.randn(tuple(n.shape)) for n in _graph("mlp_block").inputs]
     for a, b in zip(tuned(*xs), plain(*xs)):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-4)
-    with pytest.raises(ValueError, match="preset"):
+    with pytest.raises(ValueError) as err:
         backend.parse_options({"preset": "fast"})
+    assert all(word in str(err.value) for word in ("preset", "tuned", "plain")), str(err.value)
 
 
 @pytest.mark.gpu

@@ -7,10 +7,11 @@ buffers once (untimed) and `run` invokes the module on them.
 
 Options (YAML `backends: {iree: {...}}`): `IreeOptions` below (`preset`: "tuned", the default, passes the
 optimization flags IREE's documentation recommends, "plain" none (iree_presets.py); `extra_flags`: appended
-to iree-compile's after the preset's; `attention`: "decomposed" only, the default). IREE's input is StableHLO from the JAX lowering, where the
-fused attention JAX offers is a cuDNN custom call that IREE cannot lower, and StableHLO has no attention op of
-its own (IREE reaches its fused attention only from torch-mlir's SDPA): attention stays matmul, mask,
-softmax, matmul, and the record's `lowering` says so.
+to iree-compile's after the preset's; `attention`: "auto" (default), "fused" or "decomposed", iree_attention.py).
+IREE's input is StableHLO from the JAX lowering, which has no attention op (JAX's fused attention is a cuDNN
+custom call that IREE cannot lower): JAX's decomposed attention comes as its own function, whose body
+iree_attention.py replaces by IREE's attention op (`iree_linalg_ext.attention`, the op torch-mlir's SDPA
+reaches) where the option asks for it; the record's `lowering` names the form that ran and why.
 IREE has no compile cache: `cache_env` stays empty.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import Field, field_validator
 from bakeoff.workloads.ir import Graph
 
 from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, user_cache_dir
+from bakeoff.backends.iree_attention import DECOMPOSED, AttentionOption, route as attention_route
 from bakeoff.backends.iree_presets import preset_flags, preset_note
 from bakeoff.backends.options import BackendOptions, clip
 from bakeoff.backends.sweep_server import PerShapeServer, SweepServer
@@ -53,14 +55,18 @@ class IreeOptions(BackendOptions):
                 raise ValueError(f"each entry is one iree-compile flag (--name or --name=value), not {clip(flag)!r}")
         return flags
 
-    attention: str = Field("decomposed", description="decomposed only: StableHLO has no attention op and JAX's "
-                                                     "fused attention is a cuDNN call IREE cannot lower")
+    attention: AttentionOption = Field(
+        "auto", description="fused: each attention as IREE's iree_linalg_ext.attention (one flash-attention "
+                            "dispatch); decomposed: matmul, mask, softmax, matmul as JAX writes it; auto: fused in "
+                            "float16/bfloat16, decomposed in float32 (iree_attention.py)")
 
-    @field_validator("attention")
+    @field_validator("attention", mode="before")
     @classmethod
-    def _attention(cls, value: str) -> str:
-        if value != "decomposed":
-            raise ValueError(f"attention={clip(value)!r} is not available: {_NO_NATIVE_ATTENTION}; use decomposed")
+    def _attention(cls, value: Any) -> Any:
+        if value not in ("auto", "fused", "decomposed"):
+            raise ValueError(f"attention={clip(str(value))!r} is not an IREE route: use auto, fused (IREE's "
+                             "iree_linalg_ext.attention) or decomposed; JAX's native attention is a cuDNN custom "
+                             "call, which IREE cannot lower from StableHLO")
         return value
 
 # Synchronous exports: each call waits for its device work before returning (see IreeCompiled.sync).
@@ -77,8 +83,6 @@ _PROBE_MODULE = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %0 : tensor<4xf32>
 }"""
 _known_targets: dict[str, bool] = {}
-_NO_NATIVE_ATTENTION = ("IREE's input is StableHLO, which has no attention op, and JAX's fused attention is a cuDNN "
-                        "custom call that IREE cannot lower")
 
 
 def _compiler_version() -> str:
@@ -268,6 +272,7 @@ class IreeBackend(Backend):
         source = stablehlo_text(graph, "cpu" if device == "cpu" else "cuda", grad=grad)
         stages["stablehlo"] = time.perf_counter() - t0
         paths = lowering_paths(graph, "decomposed", "cpu" if device == "cpu" else "cuda")
+        source, paths = attention_route(source, graph, opts.attention, grad, paths)
         notes = ["backward: StableHLO of jax.vjp under jax.jit, compiled by iree-compile"] if grad else []
         return compile_module(source, device, opts, stages, notes, paths)
 
@@ -306,8 +311,6 @@ def compile_module(source: str, device: str, opts: IreeOptions, stages: dict[str
     notes += [f"target={target}", preset_note(opts.preset)] + (
         [f"extra_flags={' '.join(opts.extra_flags)}"] if opts.extra_flags else [])
     notes += extra_notes
-    if "sdpa" in paths:
-        paths["sdpa"] = f"decomposed (matmul, scale, mask, softmax, matmul): {_NO_NATIVE_ATTENTION}"
     notes += [f"{op}: {words}" for op, words in paths.items()]
     # The headline compile time is iree-compile's; the StableHLO export, the target probe and the module
     # load are recorded apart in stages_s.
@@ -372,6 +375,8 @@ class IreeSweepServer(SweepServer):
         source = symbolic_stablehlo(spec.graph, spec.dim, spec.base, spec.dtype, platform)
         stages = {"stablehlo": time.perf_counter() - t0}
         paths = lowering_paths(spec.bound_at(max(spec.values)), "decomposed", platform)
+        if "sdpa" in paths:
+            paths["sdpa"] = f"{DECOMPOSED}: a module with a dynamic dim keeps IREE's attention decomposed"
         self.compiled = compile_module(source, device, opts, stages, [f"{spec.dim} dynamic in one module"], paths)
         self._vmfbs = 1
         self.notes = list(self.compiled.info.notes)

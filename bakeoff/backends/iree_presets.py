@@ -4,9 +4,18 @@ iree-compile's default optimization level is O0 ("minimal or no optimizations": 
 iree.dev reference/optimization-options); `--iree-opt-level` sets the defaults of the flags nested under it
 (constant hoisting and evaluation, data tiling at O2 and up, ...), and the same page names aggressive
 dispatch-creation fusion as a separate switch. The CUDA deployment guide (iree.dev guides/deployment-
-configurations/gpu-cuda) points to the same options. IREE's GPU codegen pipelines (vector distribution, tile
-and fuse) are chosen per dispatch by the compiler; their `--iree-codegen-llvmgpu-use-*` switches are test
-flags, left to `extra_flags` (configs/h200_iree_ab.yaml measures them).
+configurations/gpu-cuda) points to the same options.
+
+What the flags do not change, read from iree-compile 3.13's dumped dispatches for CUDA
+(`--iree-hal-dump-executable-files-to`) at the suite's `gpu` sizes: a bf16 GEMM runs the TileAndFuse pipeline
+on `mma.sync` m16n8k16 tensor cores (128x64 workgroup tile, 4 warps, K step 32, shared memory filled by
+plain loads and read without ldmatrix; no cp.async, no wgmma: the CUDA target has no sm_90), the same at O0
+and O3, and the same for sm_80 and sm_89 (the two differ in the shared-memory limit and fp8 MMA only);
+float32 GEMMs have no tensor-core op at all (SIMT, 16 outputs per thread). `--iree-opt-data-tiling` does not
+apply to CUDA. Attention is the large gap, and is the `attention` option's (iree_attention.py), not a flag's.
+The GPU pipeline switches (`--iree-codegen-llvmgpu-use-tile-and-fuse-matmul=false`: GEMMs through
+VectorDistribute, 64x64x64 tiles) and horizontal fusion of contractions (one dispatch for Q, K and V) are
+left to `extra_flags`: configs/h200_iree_ab.yaml measures them.
 
 - tuned (default): `--iree-opt-level=O3 --iree-dispatch-creation-enable-aggressive-fusion=true`, on every target.
 - plain: no optimization flags: iree-compile's own defaults (O0).

@@ -124,6 +124,17 @@ def _sdpa(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
     return _matmul(_softmax(s), v)
 
 
+def _sdpa_outlined(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
+    """`_sdpa` as its own function in the StableHLO (`func.func private @bakeoff_sdpa...`, called from `main`):
+    XLA and IREE inline it; IREE's fused attention route (backends/iree_attention.py) replaces its body."""
+    import jax
+
+    def bakeoff_sdpa(q: Any, k: Any, v: Any) -> Any:
+        return _sdpa(q, k, v, scale, causal)
+
+    return jax.jit(bakeoff_sdpa)(q, k, v)
+
+
 ATTENTION_ROUTES = ("native", "decomposed")
 _CUDNN_MAX_HEAD_DIM = 128
 
@@ -255,7 +266,7 @@ def _eval(n: Node, a: list, graph: Graph, routes: dict[int, str]) -> Any:
         q = graph.node(n.inputs[0])
         scale, causal = sdpa_scale(n, q.shape[-1]), bool(n.attr("causal"))
         if routes[n.id] == "decomposed":
-            return _sdpa(a[0], a[1], a[2], scale, causal)
+            return _sdpa_outlined(a[0], a[1], a[2], scale, causal)
         return _sdpa_native(a[0], a[1], a[2], scale, causal, routes[n.id])
     raise NotImplementedError(f"no JAX lowering for op {op!r}")
 
