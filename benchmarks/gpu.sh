@@ -184,7 +184,7 @@ disturbance() {
 }
 
 inject() {
-  timeout -k 10 $(( $(left_s) - 5 )) python3 "$R/benchmarks/inject_disturbance.py" --out "$OUT/inject" \
+  timeout -k 10 $(( $(left_s) - 5 )) python3 "$R/benchmarks/inject_disturbance.py" --out "$OUT/inject" --work "$PWD/inject" \
     --total-s $(( $(left_s) - 40 )) --jobs "$JOBS" ${INJECT_ARGS:-} > "$OUT/inject.txt" 2>&1
   echo "inject_disturbance exited $?"; tail -c 11000 "$OUT/inject.txt"
 }

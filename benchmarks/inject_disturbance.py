@@ -19,8 +19,9 @@ short gets SIGINT and keeps the cases it finished.
 
 Then, per phase and backend: ok cases, `headline ~` (headline_quality noisy), `speedup ~` (speedup_quality noisy,
 of the cases with a paired speedup), `host ~` (host_quality noisy: the host-clock figures, judged by host load),
-`overlap` (cases whose timing windows met the disturbance's window), and the reasons that fired, by kind. The
-verdicts:
+`overlap` (cases whose timing windows met the disturbance's window), `dev-timed` (headlines from the CUPTI span),
+`NVML saw` (cases where NVML saw a process on the GPU that is no gated worker of the run), `NVML err` (NVML could
+not tell), `not ok` (cases that did not end ok), and the reasons that fired, by kind. The verdicts:
 - quiet: at most 5% of the ok cases have a noisy headline or speedup;
 - outsider: every case whose timing window overlapped the outsider has a noisy headline and, where it has one,
   a noisy speedup;
@@ -46,6 +47,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -181,13 +183,25 @@ def write_config(src: Path, dst: Path, workloads: list[str], backends: list[str]
     dst.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
-def run_bakeoff(config: Path, phase: Phase, out: Path, jobs: int, gate: str | None, limit_s: float) -> None:
-    """`bakeoff run` into the phase's store, cut by SIGINT after `limit_s` (it keeps what it finished)."""
+def _interrupt(proc: subprocess.Popen) -> None:
+    """SIGINT (a bakeoff run then stores what it finished and stops), SIGKILL after STOP_GRACE_S."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_bakeoff(config: Path, phase: Phase, out: Path, work: Path, jobs: int, gate: str | None,
+                limit_s: float) -> None:
+    """`bakeoff run` into the phase's store (its log in `out`, its artifacts under `work`), cut by SIGINT after
+    `limit_s` (it keeps what it finished)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "bakeoff", "run", str(config), "--db", phase.store, "--jobs", str(jobs)]
     cmd += ["--gate", gate] if gate else []
-    work = out / f"{phase.name}.work"
-    work.mkdir(exist_ok=True)
+    work = work / phase.name
+    work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with open(out / f"{phase.name}.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -195,14 +209,13 @@ def run_bakeoff(config: Path, phase: Phase, out: Path, jobs: int, gate: str | No
             proc.wait(max(limit_s, 1.0))
         except subprocess.TimeoutExpired:
             print(f"{phase.name}: cut after {limit_s:.0f} s (SIGINT)", flush=True)
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    phase.exit_code, phase.elapsed_s = proc.returncode, time.time() - t0
-    phase.run_id = Store(phase.store).latest_run_id() if (out / f"{phase.name}.db").exists() else None
+            _interrupt(proc)
+        except BaseException:  # SIGTERM (main) or Ctrl-C: the run keeps what it finished, then we stop
+            _interrupt(proc)
+            raise
+        finally:
+            phase.exit_code, phase.elapsed_s = proc.returncode, time.time() - t0
+            phase.run_id = Store(phase.store).latest_run_id() if (out / f"{phase.name}.db").exists() else None
     tail = [ln for ln in (out / f"{phase.name}.log").read_text().splitlines() if ln.strip()][-3:]
     if phase.run_id is None:
         raise CannotRun(f"{phase.name}: bakeoff run stored no run (exit {phase.exit_code}):\n" + "\n".join(tail))
@@ -210,26 +223,34 @@ def run_bakeoff(config: Path, phase: Phase, out: Path, jobs: int, gate: str | No
           + " | ".join(tail), flush=True)
 
 
-def run_phases(args: argparse.Namespace, device: str, out: Path, config: Path) -> list[Phase]:
-    """Each phase's run under its disturbance, in order; phases.json after each."""
+def run_phases(args: argparse.Namespace, device: str, out: Path, work: Path, config: Path) -> list[Phase]:
+    """Each phase's run under its disturbance, in order; phases.json after each (and when stopped midway)."""
     t_end = time.time() + args.total_s
     done: list[Phase] = []
-    for i, name in enumerate(args.phases):
-        phase = Phase(name, f"sqlite:///{(out / f'{name}.db').resolve()}")
-        if name == "outsider":
-            disturbance = outsider(device, out, args.outsider_n)
-        elif name == "burners":
-            disturbance = burners(args.burners or len(os.sched_getaffinity(0)))
-        else:
-            disturbance = contextlib.nullcontext({})
-        with disturbance as window:
-            limit = (t_end - time.time()) / (len(args.phases) - i)
-            print(f"== {name}: the run gets {limit:.0f} s", flush=True)
-            run_bakeoff(config, phase, out, args.jobs, args.gate, limit)
-        phase.window = (window["start"], window["end"]) if window else None
-        done.append(phase)
+    try:
+        for i, name in enumerate(args.phases):
+            phase = Phase(name, f"sqlite:///{(out / f'{name}.db').resolve()}")
+            done.append(phase)
+            with _disturbance(name, args, device, out) as window:
+                limit = (t_end - time.time()) / (len(args.phases) - i)
+                print(f"== {name}: the run gets {limit:.0f} s", flush=True)
+                try:
+                    run_bakeoff(config, phase, out, work, args.jobs, args.gate, limit)
+                finally:
+                    phase.window = (window["start"], time.time()) if window else None
+            phase.window = (window["start"], window["end"]) if window else None
+    finally:
         save_phases(done, out)
     return done
+
+
+def _disturbance(name: str, args: argparse.Namespace, device: str,
+                 out: Path) -> contextlib.AbstractContextManager[dict[str, float]]:
+    if name == "outsider":
+        return outsider(device, out, args.outsider_n)
+    if name == "burners":
+        return burners(args.burners or len(os.sched_getaffinity(0)))
+    return contextlib.nullcontext({})
 
 
 def save_phases(phases: list[Phase], out: Path) -> None:
@@ -278,7 +299,9 @@ def reason_kind(reason: str) -> str:
 
 
 def rows_of(phase: Phase) -> list[dict[str, Any]]:
-    """Per backend: ok cases and how many of them each figure's mark calls noisy, and how many overlapped."""
+    """Per backend: ok cases and how many of them each figure's mark calls noisy, how many overlapped the
+    disturbance, in how many NVML saw a process on the GPU that is no gated worker of the run, and in how many it
+    could not tell (gpu_process_error)."""
     counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for rec in phase.records:
         c = counts[str(rec.get("backend"))]
@@ -293,8 +316,9 @@ def rows_of(phase: Phase) -> list[dict[str, Any]]:
         c["device_timed"] += device_timed(rec)
         c["overlap"] += overlaps(rec, phase.window)
         c["nvml_error"] += bool(rec.get("gpu_process_error"))
+        c["nvml_outsider"] += any(not p.get("gated_sibling") for p in rec.get("gpu_other_processes") or [])
     keys = ("ok", "not_ok", "headline_noisy", "speedup_judged", "speedup_noisy", "host_noisy", "device_timed",
-            "overlap", "nvml_error")
+            "overlap", "nvml_outsider", "nvml_error")
     return [{"backend": b, **{k: c[k] for k in keys}} for b, c in sorted(counts.items())]
 
 
@@ -312,33 +336,46 @@ def _case(rec: dict[str, Any]) -> str:
     return f"{rec.get('backend')} {rec.get('workload')} {rec.get('dtype')}"
 
 
+def _quiet_verdict(ok: list[dict[str, Any]]) -> tuple[bool | None, str, list[str]]:
+    noisy = [r for r in ok if "noisy" in (r.get("headline_quality"), r.get("speedup_quality"))]
+    share = len(noisy) / len(ok) if ok else None
+    text = (f"quiet: {len(noisy)} of {len(ok)} ok cases have a noisy headline or speedup "
+            f"({share or 0:.0%}, limit {QUIET_NOISY_LIMIT:.0%})")
+    return (share <= QUIET_NOISY_LIMIT if share is not None else None), text, [_case(r) for r in noisy]
+
+
+def _outsider_verdict(hit: list[dict[str, Any]]) -> tuple[bool | None, str, list[str]]:
+    failing = [f"{_case(r)}: headline {r.get('headline_quality')}, speedup {r.get('speedup_quality')}"
+               for r in hit if r.get("headline_quality") != "noisy" or r.get("speedup_quality") == "clean"]
+    text = (f"outsider: {len(hit) - len(failing)} of the {len(hit)} ok cases whose timing overlapped the "
+            f"outsider are noisy in headline and speedup (eager's own case: headline)")
+    return (not failing) if hit else None, text, failing
+
+
+def _burners_verdict(hit: list[dict[str, Any]]) -> tuple[bool | None, str, list[str]]:
+    host_noisy = [r for r in hit if r.get("host_quality") == "noisy"]
+    dev = [r for r in hit if device_timed(r)]
+    by_host = [r for r in hit if not device_timed(r)]
+    dev_clean = [r for r in dev if r.get("headline_quality") == "clean"]
+    host_head_noisy = [r for r in by_host if r.get("headline_quality") == "noisy"]
+    failing = [f"{_case(r)}: host figures {r.get('host_quality')}" for r in hit if r not in host_noisy]
+    failing += [f"{_case(r)}: device-timed headline {r.get('headline_quality')}" for r in dev if r not in dev_clean]
+    failing += [f"{_case(r)}: host-timed headline {r.get('headline_quality')}"
+                for r in by_host if r not in host_head_noisy]
+    text = (f"burners: of the {len(hit)} ok cases beside them, host-clock figures noisy in {len(host_noisy)}; "
+            f"device-timed headlines clean in {len(dev_clean)} of {len(dev)}; host-timed headlines noisy in "
+            f"{len(host_head_noisy)} of {len(by_host)}")
+    return (not failing) if hit else None, text, failing
+
+
 def verdict(phase: Phase) -> dict[str, Any]:
     """The phase's requirement: {"phase", "ok" (True, False, or None: nothing to judge), "text", "failing"}."""
     ok = [r for r in phase.records if r.get("status") == "ok"]
-    if phase.name == "quiet":
-        noisy = [r for r in ok if "noisy" in (r.get("headline_quality"), r.get("speedup_quality"))]
-        share = len(noisy) / len(ok) if ok else None
-        holds = share <= QUIET_NOISY_LIMIT if share is not None else None
-        text = (f"quiet: {len(noisy)} of {len(ok)} ok cases have a noisy headline or speedup "
-                f"({share or 0:.0%}, limit {QUIET_NOISY_LIMIT:.0%})")
-        return {"phase": phase.name, "ok": holds, "text": text, "failing": [_case(r) for r in noisy]}
     hit = [r for r in ok if overlaps(r, phase.window)]
-    if phase.name == "outsider":
-        failing = [f"{_case(r)}: headline {r.get('headline_quality')}, speedup {r.get('speedup_quality')}"
-                   for r in hit if r.get("headline_quality") != "noisy" or r.get("speedup_quality") == "clean"]
-        text = (f"outsider: {len(hit) - len(failing)} of the {len(hit)} ok cases whose timing overlapped the "
-                f"outsider are noisy in headline and speedup")
-    else:
-        failing = [f"{_case(r)}: host figures {r.get('host_quality')}" for r in hit if r.get("host_quality") != "noisy"]
-        failing += [f"{_case(r)}: {'device' if device_timed(r) else 'host'}-timed headline {r.get('headline_quality')}"
-                    for r in hit if (r.get("headline_quality") == "noisy") == device_timed(r)]
-        n_dev = sum(map(device_timed, hit))
-        text = (f"burners: of the {len(hit)} ok cases beside them, host-clock figures noisy in "
-                f"{sum(r.get('host_quality') == 'noisy' for r in hit)}; device-timed headlines clean in "
-                f"{sum(device_timed(r) and r.get('headline_quality') == 'clean' for r in hit)} of {n_dev}; "
-                f"host-timed headlines noisy in "
-                f"{sum(not device_timed(r) and r.get('headline_quality') == 'noisy' for r in hit)} of {len(hit) - n_dev}")
-    return {"phase": phase.name, "ok": (not failing) if hit else None, "text": text, "failing": failing}
+    judge = {"quiet": lambda: _quiet_verdict(ok), "outsider": lambda: _outsider_verdict(hit),
+             "burners": lambda: _burners_verdict(hit)}[phase.name]
+    holds, text, failing = judge()
+    return {"phase": phase.name, "ok": holds, "text": text, "failing": failing}
 
 
 def report(phases: list[Phase], dry_run: bool) -> dict[str, Any]:
@@ -353,13 +390,13 @@ def report(phases: list[Phase], dry_run: bool) -> dict[str, Any]:
 def render(rep: dict[str, Any]) -> str:
     """The report as text: a table per phase, its reasons by kind, then the verdict lines."""
     lines = []
-    cols = ("ok", "headline ~", "speedup ~", "host ~", "overlap", "dev-timed", "not ok", "NVML err")
+    cols = ("ok", "headline ~", "speedup ~", "host ~", "overlap", "dev-timed", "NVML saw", "NVML err", "not ok")
     for name, ph in rep["phases"].items():
         lines += [f"== {name}: run {ph['run_id']} ({ph['store']})", f"  {'backend':12s}"
                   + "".join(f"{c:>11s}" for c in cols)]
         for r in ph["rows"]:
             cells = (r["ok"], r["headline_noisy"], f"{r['speedup_noisy']}/{r['speedup_judged']}", r["host_noisy"],
-                     r["overlap"], r["device_timed"], r["not_ok"], r["nvml_error"])
+                     r["overlap"], r["device_timed"], r["nvml_outsider"], r["nvml_error"], r["not_ok"])
             lines.append(f"  {r['backend']:12s}" + "".join(f"{c!s:>11s}" for c in cells))
         for figure, kinds in ph["reasons"].items():
             lines += [f"    {figure} reason: {n} x {kind}" for kind, n in kinds.items()]
@@ -388,6 +425,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--backends", nargs="+")
     ap.add_argument("--dtypes", nargs="+")
     ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--work", type=Path, help="where the runs keep their artifacts (default: a temporary folder, "
+                    "removed at the end)")
     ap.add_argument("--gate", help="bakeoff run --gate (default: the config's)")
     ap.add_argument("--burners", type=int, help="busy processes in the burners phase (default: one per CPU)")
     ap.add_argument("--outsider-n", type=int, help="the outsider's matrix size (8192 on a GPU, 256 on the CPU)")
@@ -411,8 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         outsider_loop(args.outsider, args.ready, args.outsider_n or 256)
         return 0
     if args.tables:
-        rep = report(load_phases(args.tables), json.loads((args.tables / "inject_disturbance.json").read_text())
-                     ["dry_run"] if (args.tables / "inject_disturbance.json").exists() else False)
+        saved = args.tables / "inject_disturbance.json"
+        rep = report(load_phases(args.tables), json.loads(saved.read_text())["dry_run"] if saved.exists() else False)
         print(render(rep))
         return 1 if any(v["ok"] is False for v in rep["verdicts"]) else 0
     if not args.dry_run and not _cuda():
@@ -420,12 +459,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     defaults = DRY_DEFAULTS if args.dry_run else GPU_DEFAULTS
     args.outsider_n = args.outsider_n or (256 if args.dry_run else 8192)
+    args.out = args.out.resolve()  # the runs work in other folders
+    args.work = args.work.resolve() if args.work else None
+    # `timeout` stops us with SIGTERM: unwind, so the run, the outsider and the burners stop with us
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.out.mkdir(parents=True, exist_ok=True)
     config = args.out / "config.yaml"
     try:
         write_config(args.config or REPO / defaults["config"], config, args.workloads or defaults["workloads"],
                      args.backends or defaults["backends"], args.dtypes or defaults["dtypes"])
-        phases = run_phases(args, "cpu" if args.dry_run else "cuda:0", args.out, config)
+        with contextlib.ExitStack() as stack:
+            work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="inject-disturbance-")))
+            phases = run_phases(args, "cpu" if args.dry_run else "cuda:0", args.out, work, config)
     except CannotRun as exc:
         print(f"inject_disturbance: {exc}", file=sys.stderr)
         return 2

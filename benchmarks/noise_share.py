@@ -119,7 +119,8 @@ def eager_measurements(records: list[dict[str, Any]]) -> dict[tuple, list[dict[s
             ms, kcycles = rec.get("headline_ms"), headline_kcycles(rec)
         else:
             ms, kcycles = rec.get("eager_headline_ms"), _eager_kcycles(rec)
-        clock = None if kcycles is None else ("per-call" if _per_call_clocks(rec, "" if own else "eager_") else "median")
+        per_call = _per_call_clocks(rec, "" if own else "eager_")
+        clock = None if kcycles is None else ("per-call" if per_call else "median")
         if ms:
             groups[key].append({"case": str(rec.get("backend")), "ms": float(ms), "kcycles": kcycles, "clock": clock})
     return groups
@@ -155,6 +156,7 @@ def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMI
 
 def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) -> str:
     pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+    clocks = lambda r: f"{r['per_call_clocks']}+{r['clocks'] - r['per_call_clocks']}/{r['n']}"  # noqa: E731
     lines = [f"{'workload':20s} {'dtype':9s} {'n':>2s} {'min ms':>9s} {'max ms':>9s} {'spread':>7s} "
              f"{'cycles':>7s} {'clocks':>7s}  fastest / slowest case  holds"]
     for r in rows:
@@ -162,7 +164,7 @@ def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) 
         holds = {"ms": "yes", "clock": "yes, the clock accounts for it", False: "NO", None: "NO (no clocks)"}
         lines.append(f"{name:20s} {r['dtype']!s:9s} {r['n']:2d} {r['min_ms']:9.4g} {r['max_ms']:9.4g} "
                      f"{pct(r['spread_ms']):>7s} {pct(r['spread_kcycles']):>7s} "
-                     f"{str(r['per_call_clocks']) + '+' + str(r['clocks'] - r['per_call_clocks']) + '/' + str(r['n']):>7s}  "
+                     f"{clocks(r):>7s}  "
                      f"{r['fastest']} / {r['slowest']}  {holds[r['holds']]}")
     count = collections.Counter(r["holds"] for r in rows)
     lines.append(f"{len(rows)} groups: {count['ms']} within {limit:.0%} in ms, {count['clock']} more within it in "

@@ -96,15 +96,18 @@ def test_quiet_allows_five_percent_noisy():
 # --- the table --------------------------------------------------------------------------------------------------
 
 def test_rows_count_each_mark_per_backend():
-    recs = [rec("eager", headline="noisy", speedup=None, host="noisy"), rec(headline="noisy", speedup="noisy"),
+    outsider = [{"pid": 7, "sm_util": 90}, {"pid": 8, "sm_util": 5, "gated_sibling": True}]
+    recs = [rec("eager", headline="noisy", speedup=None, host="noisy", gpu_other_processes=outsider),
+            rec(headline="noisy", speedup="noisy", gpu_other_processes=outsider[1:]),
             rec(gpu_process_error="NVML unavailable"), rec(windows=[[1.0, 2.0]]), {"backend": "inductor",
                                                                                      "status": "failed"}]
     rows = {r["backend"]: r for r in inj.rows_of(phase("outsider", recs))}
     assert rows["eager"] == {"backend": "eager", "ok": 1, "not_ok": 0, "headline_noisy": 1, "speedup_judged": 0,
-                             "speedup_noisy": 0, "host_noisy": 1, "device_timed": 1, "overlap": 1, "nvml_error": 0}
+                             "speedup_noisy": 0, "host_noisy": 1, "device_timed": 1, "overlap": 1, "nvml_outsider": 1,
+                             "nvml_error": 0}
     ind = rows["inductor"]
     assert (ind["ok"], ind["not_ok"], ind["headline_noisy"], ind["speedup_judged"], ind["speedup_noisy"],
-            ind["overlap"], ind["nvml_error"]) == (3, 1, 1, 3, 1, 2, 1)
+            ind["overlap"], ind["nvml_outsider"], ind["nvml_error"]) == (3, 1, 1, 3, 1, 2, 0, 1)
 
 
 def test_reasons_count_by_kind_without_numbers():
