@@ -146,7 +146,7 @@ def outsider(device: str, out: Path, n: int) -> Iterator[dict[str, float]]:
             tail = (out / "outsider_process.log").read_text()[-2000:]
             raise CannotRun(f"the outsider did not start its GEMM loop (exit {proc.returncode}):\n{tail}")
         time.sleep(0.2)
-    window = {"start": float(ready.read_text()), "pid": float(proc.pid)}
+    window = {"start": float(ready.read_text())}
     print(f"outsider pid {proc.pid}: {n}x{n} matmuls on {device}", flush=True)
     try:
         yield window
@@ -259,10 +259,13 @@ def save_phases(phases: list[Phase], out: Path) -> None:
 
 
 def load_phases(out: Path) -> list[Phase]:
-    """The phases of a finished DIR (phases.json), their stores read."""
+    """The phases of a finished DIR (phases.json), their stores read: PHASE.db in DIR (a DIR copied from the
+    machine that ran it), else the store phases.json names."""
     phases = []
     for row in json.loads((out / "phases.json").read_text()):
-        phase = Phase(**{**row, "window": tuple(row["window"]) if row.get("window") else None})
+        here = out / f"{row['name']}.db"
+        store = f"sqlite:///{here.resolve()}" if here.exists() else row["store"]
+        phase = Phase(**{**row, "store": store, "window": tuple(row["window"]) if row.get("window") else None})
         phase.records = read_records(phase.store, phase.run_id)
         phases.append(phase)
     return phases
@@ -336,16 +339,27 @@ def _case(rec: dict[str, Any]) -> str:
     return f"{rec.get('backend')} {rec.get('workload')} {rec.get('dtype')}"
 
 
+def _nvml_note(rec: dict[str, Any]) -> str:
+    """What NVML saw on the GPU during the case's timing: the outsider's pids, or why it could not tell."""
+    others = [p for p in rec.get("gpu_other_processes") or [] if not p.get("gated_sibling")]
+    if others:
+        return "NVML saw pid " + ", ".join(str(p.get("pid")) for p in others)
+    return f"NVML saw no outsider ({rec['gpu_process_error']})" if rec.get("gpu_process_error") else \
+        "NVML saw no outsider"
+
+
 def _quiet_verdict(ok: list[dict[str, Any]]) -> tuple[bool | None, str, list[str]]:
     noisy = [r for r in ok if "noisy" in (r.get("headline_quality"), r.get("speedup_quality"))]
     share = len(noisy) / len(ok) if ok else None
     text = (f"quiet: {len(noisy)} of {len(ok)} ok cases have a noisy headline or speedup "
             f"({share or 0:.0%}, limit {QUIET_NOISY_LIMIT:.0%})")
-    return (share <= QUIET_NOISY_LIMIT if share is not None else None), text, [_case(r) for r in noisy]
+    why = [f"{_case(r)}: " + "; ".join((r.get("headline_noise_reasons") or []) + (r.get("speedup_noise_reasons") or []))
+           for r in noisy]
+    return (share <= QUIET_NOISY_LIMIT if share is not None else None), text, why
 
 
 def _outsider_verdict(hit: list[dict[str, Any]]) -> tuple[bool | None, str, list[str]]:
-    failing = [f"{_case(r)}: headline {r.get('headline_quality')}, speedup {r.get('speedup_quality')}"
+    failing = [f"{_case(r)}: headline {r.get('headline_quality')}, speedup {r.get('speedup_quality')}; {_nvml_note(r)}"
                for r in hit if r.get("headline_quality") != "noisy" or r.get("speedup_quality") == "clean"]
     text = (f"outsider: {len(hit) - len(failing)} of the {len(hit)} ok cases whose timing overlapped the "
             f"outsider are noisy in headline and speedup (eager's own case: headline)")
@@ -406,7 +420,7 @@ def render(rep: dict[str, Any]) -> str:
     for v in rep["verdicts"]:
         mark = {True: "PASS", False: "FAIL", None: "n/a "}[v["ok"]]
         lines.append(f"verdict {mark} {v['text']}")
-        lines += [f"    {f}" for f in v["failing"][:20]]
+        lines += [f"    {f[:300]}" for f in v["failing"][:20]]
     return "\n".join(lines)
 
 

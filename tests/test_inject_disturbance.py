@@ -43,12 +43,15 @@ def test_outsider_fails_on_an_overlapping_case_marked_clean():
     recs = [rec(headline="noisy", speedup="noisy"), rec("xla", headline="clean", speedup="clean")]
     v = inj.verdict(phase("outsider", recs))
     assert v["ok"] is False
-    assert v["failing"] == ["xla gemm_bias_gelu bfloat16: headline clean, speedup clean"]
+    assert v["failing"] == ["xla gemm_bias_gelu bfloat16: headline clean, speedup clean; NVML saw no outsider"]
 
 
 def test_outsider_fails_on_a_noisy_headline_with_a_clean_speedup():
-    v = inj.verdict(phase("outsider", [rec(headline="noisy", speedup="clean")]))
-    assert v["ok"] is False
+    seen = rec(headline="noisy", speedup="clean", gpu_other_processes=[{"pid": 4242, "sm_util": 80}])
+    v = inj.verdict(phase("outsider", [seen]))
+    assert v["ok"] is False and v["failing"][0].endswith("speedup clean; NVML saw pid 4242")
+    blind = rec(headline="clean", gpu_process_error="NVML unavailable")
+    assert inj.verdict(phase("outsider", [blind]))["failing"][0].endswith("NVML saw no outsider (NVML unavailable)")
 
 
 def test_outsider_ignores_cases_timed_outside_its_window_and_counts_cases_without_windows():
@@ -90,7 +93,7 @@ def test_quiet_allows_five_percent_noisy():
     assert inj.verdict(phase("quiet", clean + [rec(headline="noisy")]))["ok"] is True
     v = inj.verdict(phase("quiet", clean[:18] + [rec(headline="noisy"), rec(speedup="noisy")]))
     assert v["ok"] is False and len(v["failing"]) == 2
-    assert "2 of 20 ok cases" in v["text"]
+    assert "2 of 20 ok cases" in v["text"] and OUTSIDER in v["failing"][0]
 
 
 # --- the table --------------------------------------------------------------------------------------------------
@@ -167,7 +170,9 @@ def test_dry_run_of_three_phases_on_the_cpu(tmp_path, capsys):
     start, end = rep["phases"]["outsider"]["window"]
     assert start < end and sum(r["overlap"] for r in rep["phases"]["outsider"]["rows"]) == 2
     assert "cannot show the GPU rule" in text and text.count("verdict ") == 3
-    assert inj.main(["--tables", str(out)]) == rc  # the stores read again give the same verdicts
+    moved = tmp_path / "fetched"  # as the folder comes back from the GPU machine
+    out.rename(moved)
+    assert inj.main(["--tables", str(moved)]) == rc  # the stores read again give the same verdicts
     tables = capsys.readouterr().out
     assert [ln for ln in tables.splitlines() if ln.startswith("verdict ")] == \
         [ln for ln in text.splitlines() if ln.startswith("verdict ")]
