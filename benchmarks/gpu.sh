@@ -27,6 +27,10 @@
 #                      their own tools' timers (independent_timers.py).
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
+#   inject             inject_disturbance.py: a small run of configs/h200.yaml (INJECT_ARGS narrow it) quiet, beside an
+#                      outsider's GEMM loop on the GPU, and beside a CPU burner per core, each into its own store
+#                      under $OUT/inject; the noise marks per phase and backend and the verdicts. CALL_S defaults to
+#                      400 for this job (one device call of 420 s).
 # Settings (environment): CALL_S seconds the whole call may take (default 570; a device call lasts at most 600),
 # JOBS (8), OUT (/tmp/out), SITE (/tmp/site: where .gpu and .gpudeps install, first on PYTHONPATH; after the
 # back-to-back calls of ../shared/gpu/ort_parts.sh, SITE=/tmp/ortsite puts onnxruntime-gpu before the image's
@@ -179,8 +183,15 @@ disturbance() {
   echo "gate_disturbance exited $?"; tail -c 11000 "$OUT/gate_disturbance.txt"
 }
 
+inject() {
+  timeout -k 10 $(( $(left_s) - 5 )) python3 "$R/benchmarks/inject_disturbance.py" --out "$OUT/inject" --work "$PWD/inject" \
+    --total-s $(( $(left_s) - 40 )) --jobs "$JOBS" ${INJECT_ARGS:-} > "$OUT/inject.txt" 2>&1
+  echo "inject_disturbance exited $?"; tail -c 11000 "$OUT/inject.txt"
+}
+
 case "$JOB" in
   pack) pack ;;
+  inject) CALL_S=${CALL_S:-400}; setup; inject "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
   suite|config|timing|quality|disturbance) setup; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ "$JOB" = help ] || exit 2 ;;
 esac

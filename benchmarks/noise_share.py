@@ -13,11 +13,20 @@ case. `--siblings`: take every process NVML saw on the GPU to be a gated worker 
 stores written before workers told them apart, from runs on a machine that ran nothing else. Records written before `headline_sm_clock_low_share` and `headline_sm_clock_mhz_max` existed are judged
 with what they have (any clock reading 10% under the median is a latency reason; the timing window's highest
 clock stands in for the headline's).
+
+`--across-cases` prints instead, per run and (workload, shape, dtype), eager's headline as measured in each case
+of the run: its own case's headline, and the interleaved eager reference of every other backend's case
+(`eager_headline_ms`). Their spread, largest / smallest - 1, in ms and in SM cycles: each call's span times the
+clock read during it where the record has per-call clocks (`device_span_sm_clock_mhz`, the reference's
+`eager_device_span_sm_clock_mhz`; headline_facts.headline_kcycles), else the headline times the median clock over
+its samples (`headline_sm_clock_mhz_median`); "-" where a case has no clock (older stores). A group holds when its
+spread in ms is at most ACROSS_CASES_LIMIT (3%), or when its spread in cycles is (the clock accounts for it).
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bakeoff.harness.config.timing import TimingConfig  # noqa: E402
 from bakeoff.harness.measure.noise import assess  # noqa: E402
-from bakeoff.results.report.headline_facts import headline_quality  # noqa: E402
+from bakeoff.results.report.headline_facts import headline_clock_mhz, headline_kcycles, headline_quality  # noqa: E402
 from bakeoff.results.store import Store  # noqa: E402
 
 
@@ -79,6 +88,92 @@ def table(records: list[dict[str, Any]], reasons: bool) -> str:
     return "\n".join(lines + notes)
 
 
+ACROSS_CASES_LIMIT = 0.03
+
+
+def _per_call_clocks(rec: dict[str, Any], prefix: str) -> bool:
+    spans, clocks = rec.get(f"{prefix}device_span_samples") or [], rec.get(f"{prefix}device_span_sm_clock_mhz") or []
+    return rec.get("headline_method") == "cupti-span" and bool(spans) and len(clocks) == len(spans) and all(clocks)
+
+
+def _eager_kcycles(rec: dict[str, Any]) -> float | None:
+    """The interleaved eager reference's headline in thousands of SM cycles: the median of each profiled call's
+    span x its clock (`eager_device_span_samples`, `eager_device_span_sm_clock_mhz`), else its headline x the
+    median clock over the case's headline samples (eager's and the backend's, interleaved); None without a clock."""
+    if _per_call_clocks(rec, "eager_"):
+        return float(statistics.median(float(x) * float(c) for x, c in zip(rec["eager_device_span_samples"],
+                                                                            rec["eager_device_span_sm_clock_mhz"])))
+    ms, mhz = rec.get("eager_headline_ms"), headline_clock_mhz(rec)
+    return float(ms) * mhz if ms and mhz is not None else None
+
+
+def eager_measurements(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    """Per (run, workload, shape, dtype, grad): eager's headline in each case that measured it, as
+    {"case": backend label ("eager" for its own case), "ms", "kcycles" (None without a clock), "clock":
+    "per-call" (each call's own clock), "median" (the median clock over the headline's samples) or None}."""
+    groups: dict[tuple, list[dict[str, Any]]] = collections.defaultdict(list)
+    for rec in records:
+        key = (rec.get("run_id"), rec.get("workload"), rec.get("shape"), rec.get("dtype"), bool(rec.get("grad")))
+        own = rec.get("adapter", rec.get("backend")) == "eager"
+        if own:
+            ms, kcycles = rec.get("headline_ms"), headline_kcycles(rec)
+        else:
+            ms, kcycles = rec.get("eager_headline_ms"), _eager_kcycles(rec)
+        per_call = _per_call_clocks(rec, "" if own else "eager_")
+        clock = None if kcycles is None else ("per-call" if per_call else "median")
+        if ms:
+            groups[key].append({"case": str(rec.get("backend")), "ms": float(ms), "kcycles": kcycles, "clock": clock})
+    return groups
+
+
+def spread(values: list[float]) -> float | None:
+    """largest / smallest - 1; None with fewer than two values or a non-positive one."""
+    return max(values) / min(values) - 1.0 if len(values) >= 2 and min(values) > 0 else None
+
+
+def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) -> list[dict[str, Any]]:
+    """One row per group of eager_measurements with at least two cases: n, the cases of the fastest and slowest
+    figure, spread_ms and spread_kcycles (None unless every case has a clock), and `holds`: "ms" (spread in ms
+    within `limit`), "clock" (only in cycles), False (neither), None (over in ms, no clocks to tell)."""
+    rows = []
+    for (run_id, workload, shape, dtype, grad), got in sorted(eager_measurements(records).items(), key=str):
+        if len(got) < 2:
+            continue
+        ms = [g["ms"] for g in got]
+        cyc = [g["kcycles"] for g in got]
+        spread_ms = spread(ms)
+        spread_kc = spread(cyc) if all(c is not None for c in cyc) else None
+        holds: str | bool | None = "ms" if spread_ms is not None and spread_ms <= limit else (
+            None if spread_kc is None else ("clock" if spread_kc <= limit else False))
+        rows.append({"run_id": run_id, "workload": workload, "shape": shape, "dtype": dtype, "grad": grad,
+                     "n": len(got), "fastest": got[ms.index(min(ms))]["case"],
+                     "slowest": got[ms.index(max(ms))]["case"], "min_ms": min(ms), "max_ms": max(ms),
+                     "spread_ms": spread_ms, "spread_kcycles": spread_kc,
+                     "clocks": sum(c is not None for c in cyc),
+                     "per_call_clocks": sum(g["clock"] == "per-call" for g in got), "holds": holds})
+    return rows
+
+
+def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) -> str:
+    pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+    clocks = lambda r: f"{r['per_call_clocks']}+{r['clocks'] - r['per_call_clocks']}/{r['n']}"  # noqa: E731
+    lines = [f"{'workload':20s} {'dtype':9s} {'n':>2s} {'min ms':>9s} {'max ms':>9s} {'spread':>7s} "
+             f"{'cycles':>7s} {'clocks':>7s}  fastest / slowest case  holds"]
+    for r in rows:
+        name = r["workload"] + (" (grad)" if r["grad"] else "")
+        holds = {"ms": "yes", "clock": "yes, the clock accounts for it", False: "NO", None: "NO (no clocks)"}
+        lines.append(f"{name:20s} {r['dtype']!s:9s} {r['n']:2d} {r['min_ms']:9.4g} {r['max_ms']:9.4g} "
+                     f"{pct(r['spread_ms']):>7s} {pct(r['spread_kcycles']):>7s} "
+                     f"{clocks(r):>7s}  "
+                     f"{r['fastest']} / {r['slowest']}  {holds[r['holds']]}")
+    count = collections.Counter(r["holds"] for r in rows)
+    lines.append(f"{len(rows)} groups: {count['ms']} within {limit:.0%} in ms, {count['clock']} more within it in "
+                 f"SM cycles, {count[False]} over in both, {count[None]} over in ms without clocks to tell")
+    lines.append("clocks: cases with per-call clocks + cases with only the median clock over the headline's samples "
+                 "(eager's and the backend's together) / cases")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("urls", nargs="+", help="store URLs (sqlite:///path.db)")
@@ -86,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reasons", action="store_true", help="list the reasons of each case marked after re-judging")
     ap.add_argument("--siblings", action="store_true", help="every process NVML saw is a gated worker of the run "
                     "(stores from before gated_sibling, a machine that ran nothing else)")
+    ap.add_argument("--across-cases", action="store_true", help="eager's headline for the same (workload, dtype) "
+                    "as measured in each case of a run: its spread in ms and in SM cycles")
     args = ap.parse_args(argv)
     records = load(args.urls, args.run_id)
     if args.siblings:
@@ -94,6 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     if not records:
         print("no ok records in those stores", file=sys.stderr)
         return 1
+    if args.across_cases:
+        by_run = collections.defaultdict(list)
+        for row in across_cases(records):
+            by_run[row["run_id"]].append(row)
+        for run_id, rows in by_run.items():
+            print(f"run {run_id}: eager's headline across the cases that measured it\n{across_table(rows)}")
+        return 0
     print(table(records, args.reasons))
     return 0
 

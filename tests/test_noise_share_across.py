@@ -1,0 +1,91 @@
+"""benchmarks/noise_share.py --across-cases: eager's headline for one (workload, dtype) as measured in each case of
+a run, its spread in ms and in SM cycles, on made-up flat records with the fields a GPU run writes."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import noise_share as ns
+
+
+def own(ms: float, clock_mhz: float | None = None, workload: str = "gemm", dtype: str = "bfloat16",
+        run_id: str = "r1", **fields) -> dict:
+    """eager's own case: a CUPTI-span headline of five calls at `ms`, each at `clock_mhz` (None: no clocks)."""
+    rec = {"run_id": run_id, "adapter": "eager", "backend": "eager", "workload": workload, "dtype": dtype,
+           "shape": "M=8192", "headline_method": "cupti-span", "headline_ms": ms, "device_span_samples": [ms] * 5}
+    if clock_mhz:
+        rec["device_span_sm_clock_mhz"] = [clock_mhz] * 5
+    return {**rec, **fields}
+
+
+def paired(backend: str, eager_ms: float, clock_mhz: float | None = None, workload: str = "gemm",
+           dtype: str = "bfloat16", run_id: str = "r1", **fields) -> dict:
+    """Another backend's case with eager's interleaved headline at `eager_ms`, its calls at `clock_mhz`."""
+    rec = {"run_id": run_id, "adapter": backend, "backend": backend, "workload": workload, "dtype": dtype,
+           "shape": "M=8192", "headline_method": "cupti-span", "headline_ms": 0.5, "eager_headline_ms": eager_ms,
+           "eager_device_span_samples": [eager_ms] * 5}
+    if clock_mhz:
+        rec["eager_device_span_sm_clock_mhz"] = [clock_mhz] * 5
+    return {**rec, **fields}
+
+
+def test_spread_is_largest_over_smallest():
+    assert ns.spread([1.0, 1.03, 1.01]) == pytest.approx(0.03)
+    assert ns.spread([1.0]) is None and ns.spread([0.0, 1.0]) is None
+
+
+def test_a_spread_within_three_percent_in_ms_holds():
+    [row] = ns.across_cases([own(1.00), paired("inductor", 1.02), paired("xla", 1.01)])
+    assert row["n"] == 3 and row["spread_ms"] == pytest.approx(0.02) and row["holds"] == "ms"
+    assert (row["fastest"], row["slowest"]) == ("eager", "inductor")
+    assert row["spread_kcycles"] is None and row["clocks"] == 0
+
+
+def test_a_spread_the_per_call_clocks_account_for_holds_by_the_clock():
+    # 10% slower at a 10% lower clock: the same number of cycles
+    recs = [own(1.00, 1980.0), paired("inductor", 1.10, 1800.0), paired("xla", 1.0, 1980.0)]
+    [row] = ns.across_cases(recs)
+    assert row["spread_ms"] == pytest.approx(0.10)
+    assert row["spread_kcycles"] == pytest.approx(0.0, abs=1e-9) and row["per_call_clocks"] == 3
+    assert row["holds"] == "clock"
+
+
+def test_a_spread_the_clock_does_not_account_for_fails():
+    [row] = ns.across_cases([own(1.00, 1980.0), paired("inductor", 1.10, 1980.0)])
+    assert row["spread_kcycles"] == pytest.approx(0.10) and row["holds"] is False
+
+
+def test_without_clocks_an_over_spread_cannot_be_told():
+    [row] = ns.across_cases([own(1.00), paired("inductor", 1.10, None)])
+    assert row["holds"] is None and row["spread_kcycles"] is None
+
+
+def test_the_median_clock_stands_in_for_per_call_clocks():
+    """Older records: no per-call clocks, the median over the headline's samples (headline_sm_clock_mhz_median)."""
+    recs = [own(1.00, headline_sm_clock_mhz_median=1980.0),
+            paired("inductor", 1.10, headline_sm_clock_mhz_median=1800.0)]
+    [row] = ns.across_cases(recs)
+    assert row["clocks"] == 2 and row["per_call_clocks"] == 0
+    assert row["spread_kcycles"] == pytest.approx(1.10 * 1800 / 1980 - 1) and row["holds"] == "clock"
+
+
+def test_one_case_without_a_clock_leaves_cycles_untold():
+    [row] = ns.across_cases([own(1.00, 1980.0), paired("inductor", 1.10, None)])
+    assert row["clocks"] == 1 and row["spread_kcycles"] is None and row["holds"] is None
+
+
+def test_groups_are_per_run_workload_and_dtype_and_need_two_cases():
+    recs = [own(1.0), paired("xla", 1.2, dtype="float16"), own(1.0, dtype="float16"),
+            own(2.0, workload="softmax"), paired("xla", 2.0, run_id="r2", workload="softmax"),
+            paired("xla", None)]  # no eager figure: left out
+    rows = ns.across_cases(recs)
+    assert [(r["workload"], r["dtype"], r["n"]) for r in rows] == [("gemm", "float16", 2)]
+    assert rows[0]["spread_ms"] == pytest.approx(0.2)
+
+
+def test_table_names_each_verdict_and_counts_them():
+    rows = ns.across_cases([own(1.0, 1980.0), paired("inductor", 1.1, 1800.0),
+                            own(1.0, workload="softmax"), paired("xla", 1.2, workload="softmax"),
+                            own(1.0, workload="ew"), paired("xla", 1.01, workload="ew")])
+    text = ns.across_table(rows)
+    assert "yes, the clock accounts for it" in text and "NO (no clocks)" in text
+    assert "3 groups: 1 within 3% in ms, 1 more within it in SM cycles, 0 over in both, 1 over in ms" in text
