@@ -13,6 +13,9 @@ The pool starts on the first search that compiles candidates; in the harness tha
 the tiny graph, so its start is recorded as process setup (`compile_process_setup_s`), apart from the case's
 compile. Workers are spawned (never forked: the parent holds a CUDA context) and need no device: Triton
 compiles for a `GPUTarget` without one (offline.py). Each worker exits when the process that started it is gone.
+As multiprocessing's spawn does, a worker first imports the parent's `__main__` module (the harness's worker
+entry is light and guarded); a script that starts compiles outside an `if __name__ == "__main__":` guard makes
+the workers fail to start, and its candidates compile in threads (the notes say why).
 BAKEOFF_TRITONGEN_COMPILE_WORKERS sets the pool's size; 0 turns it off (candidates compile in threads).
 """
 from __future__ import annotations
@@ -192,7 +195,8 @@ def pool() -> ProcessPoolExecutor:
                 f.result()
         except Exception as exc:
             _stop(executor)
-            raise PoolUnavailable(f"the compile workers did not start ({type(exc).__name__}: {exc})") from exc
+            why = " ".join(str(exc).split())[:200]
+            raise PoolUnavailable(f"the compile workers did not start ({type(exc).__name__}: {why})") from exc
         _pool = executor
         return executor
 
