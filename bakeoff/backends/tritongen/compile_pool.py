@@ -56,6 +56,7 @@ class CompileJob:
     options: dict[str, Any]  # the JIT's options, as Triton's own preload reads them back
     target: Any              # triton.backends.compiler.GPUTarget
     env: dict[str, str]      # the parent's TRITON_* variables: they feed the cache key
+    source_class: Any = None  # the JIT's own ASTSource class (Gluon kernels: GluonASTSource); None: ASTSource
 
     def identity(self) -> tuple:
         return self.module_name, self.fn_name, repr(sorted(self.constexprs.items())), repr(self.signature), \
@@ -96,7 +97,8 @@ def capture(calls: Sequence[Callable[[], Any]], target: Any) -> list[list[Compil
         data = json.loads(compile["specialization_data"])
         recorded.append(CompileJob(py_fn.__module__, sys.modules[py_fn.__module__].__file__, py_fn.__name__,
                                    dict(compile["signature"]), dict(compile["constants"]),
-                                   dict(compile["configs"][0]), _options_from_json(data["options"]), target, env))
+                                   dict(compile["configs"][0]), _options_from_json(data["options"]), target, env,
+                                   getattr(fn.jit_function, "ASTSource", None)))
         return True  # the JIT then skips its compile
 
     out: list[list[CompileJob] | Exception] = []
@@ -123,7 +125,7 @@ def compile_job(job: CompileJob) -> tuple[str | None, str | None]:
         from triton.compiler import ASTSource
 
         fn = getattr(_module(job.module_name, job.module_path), job.fn_name)
-        src = ASTSource(fn, job.signature, job.constexprs, job.attrs)
+        src = (job.source_class or ASTSource)(fn, job.signature, job.constexprs, job.attrs)
         return triton.compile(src, target=job.target, options=job.options).hash, None
     except Exception as exc:  # noqa: BLE001 - sent back in words: a compiler's exception may not pickle
         return None, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
