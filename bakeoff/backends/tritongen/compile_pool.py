@@ -172,12 +172,13 @@ def _ready() -> int:
 
 
 _pool: ProcessPoolExecutor | None = None
+_size = 0  # the started pool's workers
 _lock = threading.Lock()
 
 
 def pool() -> ProcessPoolExecutor:
     """This process's compile pool, started with every worker ready on first use; raises PoolUnavailable."""
-    global _pool
+    global _pool, _size
     with _lock:
         if _pool is not None:
             return _pool
@@ -199,7 +200,7 @@ def pool() -> ProcessPoolExecutor:
             _stop(executor)
             why = " ".join(str(exc).split())[:200]
             raise PoolUnavailable(f"the compile workers did not start ({type(exc).__name__}: {why})") from exc
-        _pool = executor
+        _pool, _size = executor, size
         return executor
 
 
@@ -243,7 +244,7 @@ def compile_all(jobs: Sequence[CompileJob]) -> dict[tuple, str | None]:
     executor = pool()
     unique = {job.identity(): job for job in jobs}
     futures: dict[tuple, Future] = {key: executor.submit(compile_job, job) for key, job in unique.items()}
-    limit_s = CANDIDATE_TIMEOUT_S * max(1, math.ceil(len(futures) / max(1, executor._max_workers)))
+    limit_s = CANDIDATE_TIMEOUT_S * max(1, math.ceil(len(futures) / max(1, _size)))
     _, late = wait(futures.values(), timeout=limit_s)
     out: dict[tuple, str | None] = {}
     broken = bool(late)
