@@ -2,12 +2,16 @@
 small kernel for sm_90 (Triton needs no GPU for that, as offline.py shows) into Triton's cache, and the parent's
 own JIT path, aimed at sm_90 through a stand-in driver, then finds every kernel there instead of compiling it."""
 import os
+
+# As in the other tritongen tests: kernels that tritongen's modules define when imported run in the interpreter
+# (this file compiles its own kernel for sm_90 in fresh interpreters, without it).
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -30,47 +34,51 @@ KERNEL = textwrap.dedent('''
 ''')
 
 
-class Sm90Driver:
-    """Triton's active driver as the JIT asks it on an H100/H200, with no GPU: target sm_90, device 0."""
-
-    def get_current_target(self):
-        from triton.backends.compiler import GPUTarget
-
-        return GPUTarget("cuda", 90, 32)
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-
-def _import(path: Path, name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def sm90(tmp_path, monkeypatch):
-    """A generated module's `add_kernel` as a real JITFunction (not the interpreter's), Triton's cache in
-    tmp_path/triton, the JIT aimed at sm_90, and a two-worker pool stopped afterwards."""
+# The JIT path runs in a fresh interpreter: in this one triton may have been imported in interpreter mode (the other
+# tritongen tests set TRITON_INTERPRET=1 first), and that cannot be undone. The child aims Triton's JIT at sm_90
+# through a stand-in driver, imports the kernel from its file as tune.load_kernels does, and forbids the parent's
+# own compile pipeline (ASTSource.make_ir): every kernel the parent gets must come from the workers' cache.
+PRELUDE = textwrap.dedent('''
+    import importlib.util, os, sys
+    from functools import partial
+    from pathlib import Path
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import compiler
     from triton.runtime.driver import driver
+    from bakeoff.backends.tritongen import compile_pool, tune
 
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # triton.jit reads it when it decorates
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    monkeypatch.setenv(compile_pool.WORKERS_ENV, "2")
-    monkeypatch.setattr(driver, "_active", Sm90Driver())
-    path = tmp_path / "gen_add.py"
-    path.write_text(KERNEL)
-    name = f"bakeoff_test_compile_pool_{os.getpid()}_{tmp_path.name}"
-    yield _import(path, name)
-    compile_pool.shutdown()
-    sys.modules.pop(name, None)
+    class Sm90Driver:
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+        def get_current_device(self):
+            return 0
+        def get_current_stream(self, device=None):
+            return 0
+
+    def no_compile_here(*a, **k):
+        raise AssertionError("the parent compiled a kernel: the workers' cache entry was missed")
+
+    driver.set_active(Sm90Driver())
+    own_make_ir, compiler.ASTSource.make_ir = compiler.ASTSource.make_ir, no_compile_here
+    spec = importlib.util.spec_from_file_location("bakeoff_test_gen_add", sys.argv[1])
+    sm90 = importlib.util.module_from_spec(spec)
+    sys.modules["bakeoff_test_gen_add"] = sm90
+    spec.loader.exec_module(sm90)
+''')
+
+
+def _run_sm90(tmp_path: Path, body: str) -> str:
+    """Run PRELUDE then `body` in a fresh interpreter (two compile workers, Triton's cache in tmp_path); its
+    stdout, after asserting that it succeeded."""
+    (tmp_path / "gen_add.py").write_text(KERNEL)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), **{compile_pool.WORKERS_ENV: "2"},
+               PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), env.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), str(tmp_path / "gen_add.py")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 def _alive(pid: int) -> bool:
@@ -81,53 +89,51 @@ def _alive(pid: int) -> bool:
     return "\nState:\tZ" not in state  # a zombie has exited; reaping it is its new parent's part
 
 
-def test_workers_fill_the_cache_that_the_parents_jit_path_hits(sm90, monkeypatch):
+def test_workers_fill_the_cache_that_the_parents_jit_path_hits(tmp_path):
     """Two candidates compile in worker processes; the parent's warmups that follow are cache hits (its own
-    compile pipeline, ASTSource.make_ir, is made to fail here and is never reached); a candidate the compiler
-    refuses is an error in words, and is not compiled again in the parent."""
-    import torch
-    from triton.compiler import compiler
-
-    def no_compile_here(*a, **k):
-        raise AssertionError("the parent compiled a kernel: the workers' cache entry was missed")
-
-    monkeypatch.setattr(compiler.ASTSource, "make_ir", no_compile_here)
-    x = torch.empty(1024)
-    calls = [partial(sm90.add_kernel.warmup, x, x, x, 1024, BLOCK=b, grid=(1,), num_warps=4) for b in (64, 128, 96)]
-    errors, rest = compile_pool.build(calls)
-    assert rest == []
-    assert len(errors) == 1 and "power of 2" in errors[0], errors  # BLOCK=96: tl.arange refuses it
-    kernels = sm90.add_kernel.device_caches[0][0]
-    assert len(kernels) == 2 and all(k.metadata.target.arch == 90 for k in kernels.values())
-    cached = [p for p in Path(os.environ["TRITON_CACHE_DIR"]).glob("*/add_kernel.cubin")]
-    assert len(cached) == 2  # written by the workers: the parent compiled nothing
-    pids = compile_pool.worker_pids()
-    assert len(pids) == 2 and os.getpid() not in pids
-    compile_pool.shutdown()
+    compile pipeline is never reached); a candidate the compiler refuses is an error in words, and is not
+    compiled again in the parent; the workers are gone after shutdown."""
+    out = _run_sm90(tmp_path, '''
+        x = torch.empty(1024)
+        calls = [partial(sm90.add_kernel.warmup, x, x, x, 1024, BLOCK=b, grid=(1,), num_warps=4)
+                 for b in (64, 128, 96)]
+        errors, rest = compile_pool.build(calls)
+        assert rest == []
+        assert len(errors) == 1 and "power of 2" in errors[0], errors  # BLOCK=96: tl.arange refuses it
+        kernels = sm90.add_kernel.device_caches[0][0]
+        assert len(kernels) == 2 and all(k.metadata.target.arch == 90 for k in kernels.values())
+        pids = compile_pool.worker_pids()
+        assert len(pids) == 2 and os.getpid() not in pids
+        compile_pool.shutdown()
+        print(" ".join(map(str, pids)))
+    ''')
+    assert len(list((tmp_path / "triton").glob("*/add_kernel.cubin"))) == 2  # the workers' compiles, no other
+    pids = [int(p) for p in out.split()]
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in pids)
 
 
-def test_precompile_all_says_how_candidates_compiled(sm90, monkeypatch):
-    """The config search's notes say where the candidates compiled: in the pool, or in threads and why."""
-    import torch
-
-    x = torch.empty(256)
-    monkeypatch.setattr(tune, "launches", lambda src, cfg: [("add_kernel", (1,), ("x", "x", "x", "n"),
-                                                             {"BLOCK": cfg["BLOCK"], "num_warps": 4})])
-    tensors = {"x": x, "n": 256}
-    notes: list[str] = []
-    assert tune.precompile_all(sm90, None, [{"BLOCK": 32}, {"BLOCK": 64}], tensors, notes) == []
-    assert notes == ["config search: candidates compiled in 2 worker processes"]
-    compile_pool.shutdown()
-    monkeypatch.setenv(compile_pool.WORKERS_ENV, "0")
-    notes = []
-    assert tune.precompile_all(sm90, None, [{"BLOCK": 128}], tensors, notes) == []
-    assert notes == [f"config search: candidates compiled in threads, not worker processes: "
-                     f"{compile_pool.WORKERS_ENV}=0"]
-    assert len(sm90.add_kernel.device_caches[0][0]) == 3
+def test_precompile_all_says_how_candidates_compiled(tmp_path):
+    """The config search's notes say where the candidates compiled: in the pool, or in threads and why (these
+    compile in the parent: its compile pipeline is given back for them)."""
+    _run_sm90(tmp_path, '''
+        tune.launches = lambda src, cfg: [("add_kernel", (1,), ("x", "x", "x", "n"),
+                                           {"BLOCK": cfg["BLOCK"], "num_warps": 4})]
+        tensors = {"x": torch.empty(256), "n": 256}
+        notes = []
+        assert tune.precompile_all(sm90, None, [{"BLOCK": 32}, {"BLOCK": 64}], tensors, notes) == []
+        assert notes == ["config search: candidates compiled in 2 worker processes"], notes
+        compile_pool.shutdown()
+        os.environ[compile_pool.WORKERS_ENV] = "0"
+        compiler.ASTSource.make_ir = own_make_ir
+        notes = []
+        assert tune.precompile_all(sm90, None, [{"BLOCK": 128}], tensors, notes) == []
+        assert notes == ["config search: candidates compiled in threads, not worker processes: "
+                         f"{compile_pool.WORKERS_ENV}=0"], notes
+        assert len(sm90.add_kernel.device_caches[0][0]) == 3
+    ''')
 
 
 def test_without_a_gpu_target_the_pool_is_not_used(monkeypatch):
@@ -144,12 +150,12 @@ def test_without_a_gpu_target_the_pool_is_not_used(monkeypatch):
     assert compile_pool.worker_pids() == []
 
 
-def test_a_compile_that_hangs_is_cut_off_and_its_worker_stopped(sm90, tmp_path, monkeypatch):
+def test_a_compile_that_hangs_is_cut_off_and_its_worker_stopped(tmp_path, monkeypatch):
     """A job still running at its deadline is an error in words, and the pool's workers are stopped."""
     slow = tmp_path / "slow_module.py"
     slow.write_text("import time\ntime.sleep(120)\n")
-    job = compile_pool.CompileJob("bakeoff_test_slow_module", str(slow), "add_kernel", {}, {}, {}, {},
-                                  Sm90Driver().get_current_target(), {})
+    job = compile_pool.CompileJob("bakeoff_test_slow_module", str(slow), "add_kernel", {}, {}, {}, {}, None, {})
+    monkeypatch.setenv(compile_pool.WORKERS_ENV, "2")
     monkeypatch.setattr(compile_pool, "CANDIDATE_TIMEOUT_S", 3.0)
     compile_pool.pool()
     pids = compile_pool.worker_pids()
@@ -160,6 +166,7 @@ def test_a_compile_that_hangs_is_cut_off_and_its_worker_stopped(sm90, tmp_path, 
     assert compile_pool.worker_pids() == []
     time.sleep(1)
     assert not any(_alive(p) for p in pids)
+    compile_pool.shutdown()
 
 
 def test_workers_exit_when_the_process_that_started_them_is_killed(tmp_path):
