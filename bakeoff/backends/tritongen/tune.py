@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -141,7 +142,7 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
         for cfg in cfgs:
             tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
                             for name, shape in config_scratch(src, cfg)})
-    unbuilt = precompile_all(module, src, cfgs, tensors)
+    unbuilt = precompile_all(module, src, cfgs, tensors, notes)
     if unbuilt:
         notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
                      f"in the timed part (first: {unbuilt[0]})")
@@ -190,19 +191,39 @@ def _failed(src: KernelSource, cfg: Config, exc: Exception) -> str:
     return f"{src.fn}: config {cfg} failed: {type(exc).__name__}: {str(exc)[:120]}"
 
 
-def precompile_all(module: Any, src: KernelSource, cfgs: Sequence[Config], tensors: dict[str, Any]) -> list[str]:
-    """Compile every candidate of `src` without launching it, COMPILE_THREADS at a time (Triton's
-    AsyncCompileMode; parts of the compile, ptxas at least, run outside the GIL: six sm_90 GEMM candidates took
-    4.9 s in two threads against 6.8 s one after another on two cores); the errors, in words. A candidate that
-    failed here is compiled again at its first launch, which decides."""
+def precompile_all(module: Any, src: KernelSource, cfgs: Sequence[Config], tensors: dict[str, Any],
+                   notes: list[str] | None = None) -> list[str]:
+    """Compile every candidate of `src` without launching it; the errors, in words. In worker processes
+    (compile_pool.py: side by side, each on its own core) where they can start, else COMPILE_THREADS threads at
+    once (Triton's AsyncCompileMode: threads share the GIL, so they overlap only partly); `notes` gets which,
+    once. A candidate that failed here is compiled again at its first launch, which decides."""
+    from bakeoff.backends.tritongen import compile_pool
+
+    calls = [partial(precompile, module, src, cfg, tensors) for cfg in cfgs]
+    try:
+        errors, rest = compile_pool.build(calls)
+        note = f"config search: candidates compiled in {compile_pool.pool_size()} worker processes"
+    except compile_pool.PoolUnavailable as exc:
+        errors, rest = [], list(range(len(calls)))
+        note = f"config search: candidates compiled in threads, not worker processes: {exc}"
+    errors += _precompile_in_threads([calls[i] for i in rest])
+    if notes is not None and note not in notes:
+        notes.append(note)
+    return errors
+
+
+def _precompile_in_threads(calls: Sequence[Any]) -> list[str]:
+    """Run the warmups `calls` inside Triton's AsyncCompileMode on COMPILE_THREADS threads; the errors in words."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     errors: list[Exception] = []
-    with _RecordingPool(max(1, min(COMPILE_THREADS, len(cfgs))), errors) as pool, \
+    if not calls:
+        return []
+    with _RecordingPool(max(1, min(COMPILE_THREADS, len(calls))), errors) as pool, \
             AsyncCompileMode(pool, ignore_errors=True):
-        for cfg in cfgs:
+        for call in calls:
             try:
-                precompile(module, src, cfg, tensors)
+                call()
             except Exception as exc:  # noqa: BLE001 - said in the notes; the launch decides
                 errors.append(exc)
     return [f"{type(exc).__name__}: {str(exc)[:80]}" for exc in errors]
@@ -225,8 +246,8 @@ class _RecordingPool(ThreadPoolExecutor):
         return super().submit(run)
 
 
-# Candidates compile in this many threads at once: the harness runs several cases side by side (--jobs), each
-# with its own search.
+# Where the compile pool cannot start, candidates compile in this many threads at once: the harness runs
+# several cases side by side (--jobs), each with its own search.
 COMPILE_THREADS = 4
 
 
