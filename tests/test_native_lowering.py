@@ -96,7 +96,7 @@ def test_iree_keeps_attention_decomposed_and_refuses_native():
         b.parse_options({"attention": "native"})
     check, info = _verdict("iree", "attention", "float32", {})
     assert check.verdict.status == "ok" and info.lowering["sdpa"].startswith("decomposed")
-    assert "float32" in info.lowering["sdpa"]  # attention=auto fuses 16-bit attention only
+    assert "attention=auto" in info.lowering["sdpa"]  # auto keeps it decomposed (measured faster on the H200)
 
 
 @pytest.mark.parametrize("backend", ["xla", "onnxruntime", "tensorrt"])

@@ -203,6 +203,9 @@ def test_gpu_watch_names_other_processes_that_ran_during_timing(monkeypatch):
     assert f["gpu_other_processes"] == [{"pid": 4242, "sm_util": 35, "mem_util": 5}]
     assert assess({**f, "samples": []}, 0.05, paired=False)["noise_reasons"][-1].startswith(
         "1 other process(es) used the GPU during timing (pid 4242)")
+    # NVML samples each process at its own rate: a busy outsider's last sample may fall just before the window
+    late = _FakeNvml([_Sample(os.getpid(), 90, 40, now + 10**6), _Sample(4242, 80, 20, now - 10**6)])
+    assert [p["pid"] for p in _gpu_fields(monkeypatch, late)["gpu_other_processes"]] == [4242]
     assert _gpu_fields(monkeypatch, _FakeNvml([], "Not Found"))["gpu_other_processes"] == []
     unknown = _gpu_fields(monkeypatch, _FakeNvml([], "Not Supported"))
     assert unknown["gpu_other_processes"] == [{"pid": 4242, "activity": "unknown"}]

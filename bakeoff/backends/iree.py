@@ -57,8 +57,8 @@ class IreeOptions(BackendOptions):
 
     attention: AttentionOption = Field(
         "auto", description="fused: each attention as IREE's iree_linalg_ext.attention (one flash-attention "
-                            "dispatch); decomposed: matmul, mask, softmax, matmul as JAX writes it; auto: fused in "
-                            "float16/bfloat16, decomposed in float32 (iree_attention.py)")
+                            "dispatch); decomposed: matmul, mask, softmax, matmul as JAX writes it; auto: the route measured "
+                            "faster on the device, decomposed today (iree_attention.py)")
 
     @field_validator("attention", mode="before")
     @classmethod

@@ -16,7 +16,12 @@ compiles for a `GPUTarget` without one (offline.py). Each worker exits when the 
 As multiprocessing's spawn does, a worker first imports the parent's `__main__` module (the harness's worker
 entry is light and guarded); a script that starts compiles outside an `if __name__ == "__main__":` guard makes
 the workers fail to start, and its candidates compile in threads (the notes say why).
-BAKEOFF_TRITONGEN_COMPILE_WORKERS sets the pool's size; 0 turns it off (candidates compile in threads).
+BAKEOFF_TRITONGEN_COMPILE_WORKERS sets the pool's size; 0 (the default) turns it off: candidates compile in
+threads. Measured on the H200 with `--jobs 8` (configs/h200_tritongen_dtypes.yaml, 33 tritongen cases), four
+workers per case made the cold compile slower, not faster: 30 of 33 cases, e.g. 0.70 -> 1.68 s for a pointwise
+chain, 3.2 -> 4.2 s for bf16 attention, 9.4 -> 12.4 s for the fp32 MLP block, with process setup 1-3 s longer
+(eight cases' pools, 32 compiling processes, on 16 cores; each search pays a round trip and the cache loads).
+It stays an option for a machine with cores to spare (`--jobs 1` on a large host), not measured yet.
 """
 from __future__ import annotations
 
@@ -31,10 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 WORKERS_ENV = "BAKEOFF_TRITONGEN_COMPILE_WORKERS"
-# The harness runs `--jobs N` cases side by side, each in its own process, and does not tell a case how many
-# run beside it; four workers per case keep four cases of a 16-core host (the H200 box) within its cores, and
-# a case's search rarely has more than four candidates of one kernel to compile at once.
-DEFAULT_WORKERS = 4
+# Off by default (the module docstring says why); a size set by the environment is capped by the usable cores.
+DEFAULT_WORKERS = 0
 START_TIMEOUT_S = 180.0  # spawning the workers and importing Triton's compiler in each
 CANDIDATE_TIMEOUT_S = 300.0  # one kernel's compile in a worker; a batch gets this per round of the pool
 
@@ -184,7 +187,8 @@ def pool() -> ProcessPoolExecutor:
             return _pool
         size = pool_size()
         if size < 1:
-            raise PoolUnavailable(f"{WORKERS_ENV}=0")
+            raise PoolUnavailable(f"{WORKERS_ENV}={os.environ.get(WORKERS_ENV, '').strip() or 'unset'} (the "
+                                  "default: measured slower beside other cases)")
         import multiprocessing
 
         executor = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"),

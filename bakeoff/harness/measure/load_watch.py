@@ -132,12 +132,19 @@ class GpuWatch:
     """Other processes on this worker's GPU during the window, from NVML: those with SM or memory utilization
     samples in the window (nvmlDeviceGetProcessUtilization), or, where NVML gives no per-process utilization,
     every other process holding a compute context (activity unknown). In a container NVML may report host
-    process ids: see `others_than_me`."""
+    process ids: see `others_than_me`.
+
+    The samples are read from LOOKBACK_S before the window: NVML samples each process's utilization at its own
+    rate, and on the H200 an outsider running 8192^2 matmuls throughout a run had no sample inside two of twelve
+    timing windows of about 1 s (those cases came out clean). A process busy just before the window counts
+    (conservatively) as busy during it."""
+
+    LOOKBACK_S = 2.0
 
     def __init__(self, device: str) -> None:
         self.device, self.error = device, None
         self.others: list[dict[str, Any]] | None = None
-        self.t0_us = int(time.time() * 1e6)
+        self.t0_us = int((time.time() - self.LOOKBACK_S) * 1e6)
 
     def finish(self) -> None:
         nv = environment._nvml()
