@@ -29,7 +29,9 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   load only where the headline is host-timed (not a DEVICE_METHODS method). A spread the SM clock can account
   for is still a spread of the latency, and its reason names the clock: from each call's own clock where the
   record has it (`device_span_sm_clock_mhz`: the spread of the samples in SM cycles, time x clock, judged by
-  the same limits), else from the clock's range over the samples (`clock_explains`).
+  the same limits), else from the clock's range over the samples (`clock_explains`). NVML's clock reading changes
+  in steps (on the H200 about every ten calls of a few ms) and need not follow the calls' own clock: the note
+  is context for a spread the samples show, never a reason by itself.
 - `speedup_quality` (with `speedup_noise_reasons`; None for eager's own case): the speedup, judged on the
   paired ratios eager_i / backend_i of the headline's interleaved samples (`speedup_iqr_rel`,
   `speedup_drift_rel`) by the same IQR and drift limits. Sample i of the backend and of eager ran back to back,
