@@ -302,6 +302,7 @@ _TMA = lambda src, cfg: {**cfg, "TMA": 1} if src.variant == "tma" else cfg  # no
 _PTMA = lambda src, cfg: {**cfg, "TMA": 2, "NUM_SMS": 3} if src.variant == "tma" else cfg  # noqa: E731
 _ROWS = lambda src, cfg: {**cfg, "ROWS": 1, "NUM_PROGRAMS": 3} if src.variant == "persistent" else cfg  # noqa: E731
 _LOOP = lambda src, cfg: {**cfg, "LOOP": 1, "BLOCK_N": 64} if src.variant == "persistent" else cfg  # noqa: E731
+_LOOP3 = lambda src, cfg: {**cfg, "LOOP": 1, "BLOCK_N": 128} if src.variant == "persistent" else cfg  # noqa: E731
 _S3 = lambda src, cfg: {**cfg, "BLOCK_K": 16, "CHAIN": 2, "SPLIT": 1, "TMA": 1} if src.split else cfg  # noqa: E731
 _S3A = lambda src, cfg: {**cfg, "SPLIT": 1} if src.split and src.kernel.kind == "attention" else cfg  # noqa: E731
 
@@ -315,6 +316,7 @@ _S3A = lambda src, cfg: {**cfg, "SPLIT": 1} if src.split and src.kernel.kind == 
     ("softmax", "float32", _ROWS, "_rows"), ("attn_block", "float32", _ROWS, "_rows"),
     ("rmsnorm", "float32", _LOOP, "_loop"), ("layernorm_gelu", "bfloat16", _LOOP, "_loop"),  # looped twins: the
     ("softmax_large", "float32", _LOOP, "_loop"), ("mlp_block", "float16", _LOOP, "_loop"),   # row in 64-col blocks
+    ("rmsnorm", "float32", _LOOP3, "_loop"), ("layernorm_gelu", "float16", _LOOP3, "_loop"),  # 3 blocks: plain sums
     ("gemm_bias_residual", "float32", _S3, "_s3"),    # pre-split 3xTF32: planes through descriptors, CHAIN sums
     ("mlp_block", "float32", _S3, "_s3"),
     ("attention", "float32", _S3A, "_s3"),            # Q, K, V^T planes through per-head descriptors, P split
@@ -436,6 +438,28 @@ def test_long_row_sum_absorbs_no_small_terms():
     compensated lanes keep them."""
     ours, eager = _trap_errors("sum_absorption_large", "smoke")
     assert ours <= max(2 * eager, 1e-7), (ours, eager)
+
+
+def test_a_lane_compensates_its_running_sums_only_over_many_column_blocks():
+    """The looped twin of a 4096-column row sums two or four blocks a lane: plain adds (COMPENSATE False); the
+    looped form of a 65536-column row sums 64 blocks of 1024: compensated, as the absorption trap needs."""
+    from bakeoff.backends.tritongen.codegen import generate
+    from bakeoff.backends.tritongen.configs import candidates, constexprs
+    from bakeoff.backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.source import CodegenTarget
+
+    w = builtin_workloads()["rmsnorm"]
+    plan = fuse(bind(w.graph, w.presets["gpu"], "float32"))
+    src = generate(plan, plan.kernels[0], CodegenTarget(False, "float32"))
+    loops = [c for c in candidates(src, "float32", sms=132) if c.get("LOOP")]
+    assert loops and all(constexprs(src, c)["COMPENSATE"] is False for c in loops)
+    assert all("COMPENSATE" not in constexprs(src, c) for c in candidates(src, "float32", sms=132) if not c.get("LOOP"))
+    b = GraphBuilder("long_rows")
+    g = bind(b.finish([b.rms_norm(b.input("x", (3, 65536)), b.input("w", (65536,)))]), {}, "float32")
+    long = fuse(g)
+    src = generate(long, long.kernels[0], CodegenTarget(False, "float32"))
+    assert src.variant == "looped" and "if COMPENSATE:" in src.text
+    assert all(constexprs(src, c)["COMPENSATE"] is True for c in candidates(src, "float32", sms=132))
 
 
 def test_long_softmax_denominator_is_compensated():

@@ -13,7 +13,9 @@ the persistent form (130 against 133 us; bf16 68 against 70), where every row wa
 Reductions accumulate in float32 whatever the input dtype. The looped form's running sums are compensated
 (Kahan): each lane's sum over many column chunks keeps what a plain add would drop, so a long row absorbs no
 small terms (one large term and many small ones lost them all in a plain per-lane sum); the lanes then meet in
-Triton's tree reduction.
+Triton's tree reduction. A lane that sums at most COMPENSATE_OVER blocks (the looped twin of a row that fits one
+tile: two or four) adds them plainly (`COMPENSATE` False, a constexpr of the launch): a few roundings, below
+the tree reduction's own, and no dependent chain of four operations per element.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
 from bakeoff.backends.tritongen.views import View, broadcast_view
 
 _REDUCE_INIT = {"sum": "0.0", "mean": "0.0", "max": '-float("inf")'}
+COMPENSATE_OVER = 4  # column blocks a lane sums before its running sums are compensated
 
 
 class _Row:
@@ -235,11 +238,14 @@ def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
         if n.op == "max":
             lines.append(f'{ind}{acc} = tl.maximum({acc}, tl.where(cmask, v{x}, -float("inf")))')
             lines.append(f"    v{nid} = tl.max({acc}, axis=1, keep_dims=True)")
-        else:  # compensated (Kahan) running sums per lane: a lane's sum over many blocks absorbs nothing
-            lines += [f"{ind}y = tl.where(cmask, v{x}, 0.0) - {comp}",
-                      f"{ind}t = {acc} + y",
-                      f"{ind}{comp} = (t - {acc}) - y  # what the add dropped",
-                      f"{ind}{acc} = t"]
+        else:  # compensated (Kahan) running sums per lane where a lane sums many blocks (COMPENSATE)
+            lines += [f"{ind}if COMPENSATE:",
+                      f"{ind}    y = tl.where(cmask, v{x}, 0.0) - {comp}",
+                      f"{ind}    t = {acc} + y",
+                      f"{ind}    {comp} = (t - {acc}) - y  # what the add dropped",
+                      f"{ind}    {acc} = t",
+                      f"{ind}else:",
+                      f"{ind}    {acc} = {acc} + tl.where(cmask, v{x}, 0.0)"]
             scale = f" / {float(row.n)!r}" if n.op == "mean" else ""
             lines.append(f"    v{nid} = tl.sum({acc} - {comp}, axis=1, keep_dims=True){scale}")
     lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores if row.is_stat(nid)]
@@ -258,12 +264,14 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     form = "looped" if looped else "persistent"
     args = ", ".join(kernel.buffers())
     head = ["@triton.jit",
-            f"def {kernel.name}({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
+            f"def {kernel.name}({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr"
+            + (", COMPENSATE: tl.constexpr):" if looped else "):"),
             f'    """Row reduction ({form}): {row.rows} rows of {row.n}; one program = BLOCK_M rows."""']
     lines = head + body
     if not looped:
         lines += ["", "", "@triton.jit",
-                  f"def {kernel.name}_loop({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
+                  f"def {kernel.name}_loop({args}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, "
+                  "COMPENSATE: tl.constexpr):",
                   f'    """Row reduction (looped twin): {row.rows} rows of {row.n} in column blocks of BLOCK_N; one '
                   f'program = BLOCK_M rows."""'] + _looped(_Row(plan, kernel), plan, kernel)
         lines += ["", "", "@triton.jit",

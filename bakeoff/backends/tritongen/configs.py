@@ -5,6 +5,7 @@ A config is a dict of the kernel's constexpr block sizes plus `num_warps` and `n
 from __future__ import annotations
 
 from bakeoff.backends.tritongen.codegen_split import BLOCK
+from bakeoff.backends.tritongen.codegen_rowreduce import COMPENSATE_OVER
 from bakeoff.backends.tritongen.codegen_splitk import split_count
 from bakeoff.backends.tritongen.source import KernelSource
 
@@ -195,6 +196,8 @@ def constexprs(src: KernelSource, cfg: Config) -> dict[str, int]:
     out = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages", "TMA", "ROWS", "SPLIT", "LOOP")}
     if src.kernel.kind == "matmul":
         out["EVEN_K"] = bool(src.sizes["k"] % cfg["BLOCK_K"] == 0)
+    if src.kernel.kind == "rowreduce" and (src.variant == "looped" or cfg.get("LOOP")):
+        out["COMPENSATE"] = _cdiv(src.sizes["cols"], cfg["BLOCK_N"]) > COMPENSATE_OVER
     return {**out, **_runtime(src)}
 
 
