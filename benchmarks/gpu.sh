@@ -29,7 +29,7 @@
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
 #   inject             inject_disturbance.py: a small run of configs/h200.yaml (INJECT_ARGS narrow it) quiet, beside an
 #                      outsider's GEMM loop on the GPU, and beside a CPU burner per core, each into its own store
-#                      under $OUT/inject; the noise marks per phase and backend and the verdicts. CALL_S defaults to
+#                      (all packed into $OUT/inject.tar.gz); the noise marks per phase and backend and the verdicts. CALL_S defaults to
 #                      400 for this job (one device call of 420 s).
 # Settings (environment): CALL_S seconds the whole call may take (default 570; a device call lasts at most 600),
 # JOBS (8), OUT (/tmp/out), SITE (/tmp/site: where .gpu and .gpudeps install, first on PYTHONPATH; after the
@@ -183,10 +183,12 @@ disturbance() {
   echo "gate_disturbance exited $?"; tail -c 11000 "$OUT/gate_disturbance.txt"
 }
 
-inject() {
-  timeout -k 10 $(( $(left_s) - 5 )) python3 "$R/benchmarks/inject_disturbance.py" --out "$OUT/inject" --work "$PWD/inject" \
-    --total-s $(( $(left_s) - 40 )) --jobs "$JOBS" ${INJECT_ARGS:-} > "$OUT/inject.txt" 2>&1
-  echo "inject_disturbance exited $?"; tail -c 11000 "$OUT/inject.txt"
+inject() {  # the stores, logs and JSON come back as one inject.tar.gz (a device call returns a few files only)
+  timeout -k 10 $(( $(left_s) - 10 )) python3 "$R/benchmarks/inject_disturbance.py" --out "$PWD/inject-out" \
+    --work "$PWD/inject" --total-s $(( $(left_s) - 45 )) --jobs "$JOBS" ${INJECT_ARGS:-} > "$OUT/inject.txt" 2>&1
+  echo "inject_disturbance exited $?"
+  [ -d "$PWD/inject-out" ] && tar czf "$OUT/inject.tar.gz" -C "$PWD/inject-out" . && echo "inject.tar.gz: tar xzf it into DIR, then --tables DIR"
+  tail -c 11000 "$OUT/inject.txt"
 }
 
 case "$JOB" in

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from benchmarks import inject_disturbance as inj
+from benchmarks import inject_verdicts as iv
 
 WINDOW = (1000.0, 2000.0)
 OUTSIDER = "1 other process(es) used the GPU during timing (pid 4242)"
@@ -26,43 +27,43 @@ def rec(backend: str = "inductor", workload: str = "gemm_bias_gelu", headline: s
             "host_noise_reasons": [HOST_LOAD] if host == "noisy" else [], **fields}
 
 
-def phase(name: str, records: list[dict], window: tuple | None = WINDOW) -> inj.Phase:
-    return inj.Phase(name, "sqlite:///x.db", "run", None if name == "quiet" else window, records=records)
+def phase(name: str, records: list[dict], window: tuple | None = WINDOW) -> iv.Phase:
+    return iv.Phase(name, "sqlite:///x.db", "run", None if name == "quiet" else window, records=records)
 
 
 # --- the outsider phase -----------------------------------------------------------------------------------------
 
 def test_outsider_holds_when_every_overlapping_case_is_noisy():
     recs = [rec("eager", headline="noisy", speedup=None), rec(headline="noisy", speedup="noisy")]
-    v = inj.verdict(phase("outsider", recs))
+    v = iv.verdict(phase("outsider", recs))
     assert v["ok"] is True and v["failing"] == []
     assert "2 of the 2 ok cases" in v["text"]
 
 
 def test_outsider_fails_on_an_overlapping_case_marked_clean():
     recs = [rec(headline="noisy", speedup="noisy"), rec("xla", headline="clean", speedup="clean")]
-    v = inj.verdict(phase("outsider", recs))
+    v = iv.verdict(phase("outsider", recs))
     assert v["ok"] is False
     assert v["failing"] == ["xla gemm_bias_gelu bfloat16: headline clean, speedup clean; NVML saw no outsider"]
 
 
 def test_outsider_fails_on_a_noisy_headline_with_a_clean_speedup():
     seen = rec(headline="noisy", speedup="clean", gpu_other_processes=[{"pid": 4242, "sm_util": 80}])
-    v = inj.verdict(phase("outsider", [seen]))
+    v = iv.verdict(phase("outsider", [seen]))
     assert v["ok"] is False and v["failing"][0].endswith("speedup clean; NVML saw pid 4242")
     blind = rec(headline="clean", gpu_process_error="NVML unavailable")
-    assert inj.verdict(phase("outsider", [blind]))["failing"][0].endswith("NVML saw no outsider (NVML unavailable)")
+    assert iv.verdict(phase("outsider", [blind]))["failing"][0].endswith("NVML saw no outsider (NVML unavailable)")
 
 
 def test_outsider_ignores_cases_timed_outside_its_window_and_counts_cases_without_windows():
     before = rec("tritongen", windows=[[900.0, 999.0]])  # clean, but timed before the outsider started
-    assert inj.verdict(phase("outsider", [before, rec(headline="noisy", speedup="noisy")]))["ok"] is True
+    assert iv.verdict(phase("outsider", [before, rec(headline="noisy", speedup="noisy")]))["ok"] is True
     unknown = rec("xla", windows=[])  # no timing windows: the outsider ran across the whole run
-    assert inj.verdict(phase("outsider", [unknown]))["ok"] is False
+    assert iv.verdict(phase("outsider", [unknown]))["ok"] is False
 
 
 def test_a_phase_with_nothing_overlapping_is_not_judged():
-    v = inj.verdict(phase("outsider", [rec(windows=[[10.0, 11.0]]), {"backend": "xla", "status": "failed"}]))
+    v = iv.verdict(phase("outsider", [rec(windows=[[10.0, 11.0]]), {"backend": "xla", "status": "failed"}]))
     assert v["ok"] is None
 
 
@@ -70,7 +71,7 @@ def test_a_phase_with_nothing_overlapping_is_not_judged():
 
 def test_burners_hold_with_noisy_host_figures_clean_device_headlines_noisy_host_headlines():
     recs = [rec(host="noisy"), rec("xla", host="noisy", headline="noisy", method="host-clock+sync")]
-    v = inj.verdict(phase("burners", recs))
+    v = iv.verdict(phase("burners", recs))
     assert v["ok"] is True, v
     assert "device-timed headlines clean in 1 of 1" in v["text"]
 
@@ -81,7 +82,7 @@ def test_burners_hold_with_noisy_host_figures_clean_device_headlines_noisy_host_
     (rec("xla", host="noisy", headline="clean", method="host-clock+sync"), "host-timed headline clean"),
 ])
 def test_burners_fail_on_each_rule(bad, why):
-    v = inj.verdict(phase("burners", [rec(host="noisy"), bad]))
+    v = iv.verdict(phase("burners", [rec(host="noisy"), bad]))
     assert v["ok"] is False
     assert any(why in f for f in v["failing"]), v["failing"]
 
@@ -90,8 +91,8 @@ def test_burners_fail_on_each_rule(bad, why):
 
 def test_quiet_allows_five_percent_noisy():
     clean = [rec() for _ in range(19)]
-    assert inj.verdict(phase("quiet", clean + [rec(headline="noisy")]))["ok"] is True
-    v = inj.verdict(phase("quiet", clean[:18] + [rec(headline="noisy"), rec(speedup="noisy")]))
+    assert iv.verdict(phase("quiet", clean + [rec(headline="noisy")]))["ok"] is True
+    v = iv.verdict(phase("quiet", clean[:18] + [rec(headline="noisy"), rec(speedup="noisy")]))
     assert v["ok"] is False and len(v["failing"]) == 2
     assert "2 of 20 ok cases" in v["text"] and OUTSIDER in v["failing"][0]
 
@@ -104,7 +105,7 @@ def test_rows_count_each_mark_per_backend():
             rec(headline="noisy", speedup="noisy", gpu_other_processes=outsider[1:]),
             rec(gpu_process_error="NVML unavailable"), rec(windows=[[1.0, 2.0]]), {"backend": "inductor",
                                                                                      "status": "failed"}]
-    rows = {r["backend"]: r for r in inj.rows_of(phase("outsider", recs))}
+    rows = {r["backend"]: r for r in iv.rows_of(phase("outsider", recs))}
     assert rows["eager"] == {"backend": "eager", "ok": 1, "not_ok": 0, "headline_noisy": 1, "speedup_judged": 0,
                              "speedup_noisy": 0, "host_noisy": 1, "device_timed": 1, "overlap": 1, "nvml_outsider": 1,
                              "nvml_error": 0}
@@ -115,13 +116,13 @@ def test_rows_count_each_mark_per_backend():
 
 def test_reasons_count_by_kind_without_numbers():
     other = rec(headline="noisy", headline_noise_reasons=[OUTSIDER.replace("4242", "77")])
-    reasons = inj.reasons_of(phase("outsider", [rec(headline="noisy"), other]))
+    reasons = iv.reasons_of(phase("outsider", [rec(headline="noisy"), other]))
     assert reasons["headline"] == {"N other process(es) used the GPU during timing": 2}
 
 
 def test_report_renders_tables_and_a_failing_verdict():
-    rep = inj.report([phase("quiet", [rec()]), phase("outsider", [rec("xla")])], dry_run=True)
-    text = inj.render(rep)
+    rep = iv.report([phase("quiet", [rec()]), phase("outsider", [rec("xla")])], dry_run=True)
+    text = iv.render(rep)
     assert "verdict PASS quiet" in text and "verdict FAIL outsider" in text
     assert "xla gemm_bias_gelu bfloat16: headline clean" in text
     assert "cannot show the GPU rule" in text
