@@ -2,10 +2,11 @@
 # The lent GPU runner: pack what the GPU image lacks here, then run one named job per device call there.
 #
 #   bash benchmarks/gpu.sh pack            # here, in a checkout: .gpu/ and .gpudeps/ (git-ignored), about 63 MiB
-#   git describe --always --dirty > REVISION   # here, before each call (git-ignored): the records' harness
-#                                          # revision (the device's copy may carry an older .git: without
-#                                          # REVISION its records say that commit +dirty)
-#   bash benchmarks/gpu.sh JOB [ARGS...]   # on the GPU machine, from the repo root, carrying .gpu and .gpudeps
+#   git describe --always --dirty > REVISION   # here, before each call (git-ignored, so it travels only when
+#                                          # carried): the records' harness revision (the device's copy may carry
+#                                          # an older .git: without REVISION its records say that commit +dirty)
+#   bash benchmarks/gpu.sh JOB [ARGS...]   # on the GPU machine, from the repo root, carrying .gpu, .gpudeps and
+#                                          # REVISION
 #
 # Jobs (each installs .gpu and .gpudeps into $SITE (/tmp/site) first, runs in $WORK (/tmp/bakeoff-work), writes
 # to $OUT):
@@ -57,7 +58,7 @@ pack() {  # IREE 3.13 repacked (from ../shared/gpu) and the pure-Python packages
   mkdir -p .gpudeps && rm -f .gpudeps/pydeps.zip && (cd "$tmp/site" && python3 -m zipfile -c "$R/.gpudeps/pydeps.zip" .)
   rm -rf "$tmp"
   du -sh .gpu .gpudeps
-  echo 'carry: [".gpu", ".gpudeps"]; then: bash benchmarks/gpu.sh JOB'
+  echo 'carry: [".gpu", ".gpudeps", "REVISION"]; then: bash benchmarks/gpu.sh JOB'
 }
 
 setup() {  # on the GPU machine: install what travelled, put the harness on PYTHONPATH, print the GPU's state
