@@ -690,6 +690,38 @@ def test_config_search_judges_each_candidate_by_its_fastest_of_interleaved_round
     assert any("name': 'C'} failed: RuntimeError: out of resources" in n for n in notes)
 
 
+def test_a_single_candidate_is_compiled_and_not_timed_unless_its_compile_failed(monkeypatch):
+    """Nothing to choose between: the pruned pointwise search compiles its one config and times nothing; a
+    candidate whose compile failed is launched in the timed part, where its failure is said (as before)."""
+    import triton.testing
+
+    from bakeoff.backends.tritongen import tune
+    from bakeoff.backends.tritongen.configs import PRUNED
+
+    assert PRUNED["pointwise"] == 1
+    compiled, launched = [], []
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **_: (fn(), 1.0)[1])
+    monkeypatch.setattr(tune, "config_scratch", lambda src, cfg: ())
+
+    def launch(module, src, cfg, tensors):
+        launched.append(cfg["name"])
+        raise RuntimeError("out of resources")
+
+    monkeypatch.setattr(tune, "launch", launch)
+
+    class Src:
+        fn = "k0_pointwise"
+
+    monkeypatch.setattr(tune, "precompile_all", lambda module, src, cfgs, *a: compiled.extend(cfgs) or [])
+    notes: list[str] = []
+    assert tune._search_kernel(Src(), None, [{"name": "A"}], {}, "cpu", notes) == {"name": "A"}
+    assert compiled == [{"name": "A"}] and launched == [] and "k0_pointwise: one candidate, compiled and not timed" in notes
+    monkeypatch.setattr(tune, "precompile_all", lambda *a: ["RuntimeError: ptxas failed"])
+    with pytest.raises(RuntimeError, match="no config of k0_pointwise compiled"):
+        tune._search_kernel(Src(), None, [{"name": "A"}], {}, "cpu", [])
+    assert launched == ["A"]
+
+
 def test_candidates_compile_side_by_side_in_triton_async_mode(monkeypatch):
     """precompile_all compiles every candidate inside Triton's AsyncCompileMode, several threads at once; a
     candidate whose compile fails is said in words, the others are not held back by it."""

@@ -146,6 +146,9 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
     if unbuilt:
         notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
                      f"in the timed part (first: {unbuilt[0]})")
+    elif len(cfgs) == 1:  # nothing to choose between: compiled, not timed (a failed compile is timed, and fails)
+        notes.append(f"{src.fn}: one candidate, compiled and not timed")
+        return cfgs[0]
     rounds: dict[int, list[float]] = {i: [] for i in range(len(cfgs))}  # the candidates still in the search
     with device_work():
         for _ in range(SEARCH_ROUNDS):
