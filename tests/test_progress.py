@@ -114,3 +114,31 @@ def test_local_executor_reports_each_start_before_its_worker(tmp_path, monkeypat
     executor.close()
     assert done == [c.case_id for c in cases]
     assert events == [(kind, c.case_id) for c in cases for kind in ("start", "execute")]
+
+
+def test_a_ctrl_c_during_a_records_write_waits_for_the_write_then_interrupts_the_run(tmp_path, monkeypatch):
+    """Ctrl-C landing while a case's record is written (inside its serialization once gave a
+    PydanticSerializationError and a traceback): the record is stored and its line printed whole, then the run
+    stops as interrupted, with the usual KeyboardInterrupt."""
+    import os
+    import signal
+
+    import pytest
+
+    finished = progress.RunProgress.finished
+
+    def finished_under_ctrl_c(self, case, flat):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once to this (main) thread's handler
+        finished(self, case, flat)
+
+    monkeypatch.setattr(progress.RunProgress, "finished", finished_under_ctrl_c)
+    out = io.StringIO()
+    cases = plan_run(CONFIG, "c.yaml", Filters()).cases
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    run_id = store.create_run(config_name="p", config_path="c.yaml", config_text=CONFIG, device="cpu",
+                              environment={}, n_cases=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(store, run_id, cases, tmp_path / "work", Console(file=out, width=100), {}, FakeExecutor())
+    assert store.done_case_ids(run_id) == {cases[0].case_id}
+    assert store.run(run_id)["status"] == "interrupted"
+    assert out.getvalue().splitlines()[0].startswith("[1/2] ok") and "interrupted" in out.getvalue()

@@ -11,6 +11,7 @@ workers returned by run/assemble.py. Planning (config to cases) is plan/from_con
 from __future__ import annotations
 
 import signal
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -59,8 +60,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
 
     `attempt` is stored with each record (1 for a run's first session, k for its (k-1)-th resume). With
     `lease`, every write checks it; once it is lost (LeaseLost) the workers are stopped and nothing more is
-    written. Returns the run's final status; on Ctrl-C marks it interrupted and re-raises KeyboardInterrupt.
-    """
+    written. Returns the run's final status; on Ctrl-C marks it interrupted and re-raises KeyboardInterrupt."""
     token = lease.token if lease is not None else None
     done = store.done_case_ids(run_id)
     recover(work_dir, cases, done)
@@ -70,16 +70,17 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
         progress.started(case)
 
     def write(case: Case, result: dict[str, Any]) -> None:
-        record = build_record(case, {**result, "attempt": attempt}, ceilings)
-        if lease is not None:
-            lease.check()
-        if store.add_record(run_id, record, lease=token):  # committed: now its artifacts may appear
-            publish(work_dir, case)
-        else:
-            discard(work_dir, case)  # another orchestrator recorded this case first
-        if on_record:
-            on_record(record)
-        progress.finished(case, record.flat())
+        with _sigint_deferred():  # a case ended is recorded, published and reported whole
+            record = build_record(case, {**result, "attempt": attempt}, ceilings)
+            if lease is not None:
+                lease.check()
+            if store.add_record(run_id, record, lease=token):  # committed: now its artifacts may appear
+                publish(work_dir, case)
+            else:
+                discard(work_dir, case)  # another orchestrator recorded this case first
+            if on_record:
+                on_record(record)
+            progress.finished(case, record.flat())
 
     with RunProgress(console, todo) as progress:  # a bar on a terminal, a line per case elsewhere
         try:
@@ -112,6 +113,30 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     executor.close()
     store.finish_run(run_id, "complete", lease=token)
     return "complete"
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """A first Ctrl-C during the block is held until the block ends, then delivered to the handler it would have
+    reached; a second one interrupts at once. Without it, a Ctrl-C landing inside a record's serialization came
+    out of pydantic as a PydanticSerializationError (a traceback, exit status 1) instead of an interrupted run."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield  # signal handlers belong to the main thread (and to Python)
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if held:
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        signal.raise_signal(signal.SIGINT)
 
 
 @contextmanager
