@@ -13,9 +13,10 @@ plain loads and read without ldmatrix; no cp.async, no wgmma: the CUDA target ha
 and O3, and the same for sm_80 and sm_89 (the two differ in the shared-memory limit and fp8 MMA only);
 float32 GEMMs have no tensor-core op at all (SIMT, 16 outputs per thread). `--iree-opt-data-tiling` does not
 apply to CUDA. Attention is the large gap, and is the `attention` option's (iree_attention.py), not a flag's.
-The GPU pipeline switches (`--iree-codegen-llvmgpu-use-tile-and-fuse-matmul=false`: GEMMs through
-VectorDistribute, 64x64x64 tiles) and horizontal fusion of contractions (one dispatch for Q, K and V) are
-left to `extra_flags`: configs/h200_iree_ab.yaml measures them.
+The GPU pipeline switch `--iree-codegen-llvmgpu-use-tile-and-fuse-matmul=false` (GEMMs through
+VectorDistribute, 64x64x64 tiles) measured within 1% of the default on the H200 (configs/h200_iree_ab.yaml,
+docs/EVIDENCE.md); it and horizontal fusion of contractions (one dispatch for Q, K and V; not measured) are
+left to `extra_flags`.
 
 - tuned (default): `--iree-opt-level=O3 --iree-dispatch-creation-enable-aggressive-fusion=true`, on every target.
 - plain: no optimization flags: iree-compile's own defaults (O0).
