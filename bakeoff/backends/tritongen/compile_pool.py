@@ -18,8 +18,8 @@ entry is light and guarded); a script that starts compiles outside an `if __name
 the workers fail to start, and its candidates compile in threads (the notes say why).
 BAKEOFF_TRITONGEN_COMPILE_WORKERS sets the pool's size; 0 (the default) turns it off: candidates compile in
 threads. Measured on the H200 with `--jobs 8` (configs/h200_tritongen_dtypes.yaml, 33 tritongen cases), four
-workers per case made the cold compile slower, not faster: 30 of 33 cases, e.g. 0.70 -> 1.68 s for a pointwise
-chain, 3.2 -> 4.2 s for bf16 attention, 9.4 -> 12.4 s for the fp32 MLP block, with process setup 1-3 s longer
+workers per case made the cold compile slower, not faster: 31 of 33 cases, e.g. 0.70 -> 1.68 s for a pointwise
+chain, 3.2 -> 4.2 s for bf16 attention, 9.4 -> 12.4 s for the fp32 MLP block, with process setup a median 1.5 s longer
 (eight cases' pools, 32 compiling processes, on 16 cores; each search pays a round trip and the cache loads).
 It stays an option for a machine with cores to spare (`--jobs 1` on a large host), not measured yet.
 """
