@@ -17,11 +17,10 @@ bf16/f16 attention for CUDA with tensor cores (VectorDistribute, NV_MMA_SYNC_F32
 dim into four 32-wide tiles (QK^T computed four times) and skips no fully masked causal block, and an f32 one
 without tensor cores (no f32 MMA intrinsic on the CUDA target: one query row per workgroup). On the H200
 (8 x 32 x 4096 x 128 causal, CUPTI span) the fused kernel took 43.4 ms in bf16 against the decomposed form's
-33.5 (attn_block 28.2 against 23.2) and 2669 ms in fp32 against 556. The decomposed form's call is slower
-seen from the host (64 ms bf16, outside the kernels' span: likely the 8.6 GB score buffer's allocation each call,
-not checked),
-the fused one's is not (45 ms). A training step (jax.vjp) and a
-module with a dynamic dim keep the decomposed form: the function's body there is not the forward's alone.
+33.5 (attn_block 28.2 against 23.2) and 2669 ms in fp32 against 556. Seen from the host the decomposed form's
+call is slower (64 ms bf16; the time outside its kernels' span is likely the 8.6 GB score buffer's allocation
+each call, not checked), the fused one's is not (45 ms). A training step (jax.vjp) and a module with a dynamic
+dim keep the decomposed form: the function's body there is not the forward's alone.
 """
 from __future__ import annotations
 
