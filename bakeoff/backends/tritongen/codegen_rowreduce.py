@@ -8,8 +8,9 @@ from the inputs, then a last loop that computes and stores the full-width output
 sum(exp(y - max)) share one online loop (running max, rescaled running sum). The reduction loops load with
 `evict_last` and the last loop with `evict_first`, as Inductor's looped reductions do: the row stays in L2 for
 the passes that re-read it and leaves it after the last. A row that fits one tile gets the looped form too, as
-the twin `<name>_loop` (the config's LOOP=1): on the H200 it moved 16384 x 4096 float32 RMSNorm rows faster than
-the persistent form (130 against 133 us; bf16 68 against 70), where every row waits for its whole tile.
+the twin `<name>_loop` (the config's LOOP=1): on the H200 a hand-written looped RMSNorm moved 16384 x 4096 float32
+rows faster than the persistent form (130 against 133 us; bf16 68 against 70), and in tritongen's searches the
+twin won float32 softmax and LayerNorm+GELU and 16-bit RMSNorm (NOTES.md).
 Reductions accumulate in float32 whatever the input dtype. The looped form's running sums are compensated
 (Kahan): each lane's sum over many column chunks keeps what a plain add would drop, so a long row absorbs no
 small terms (one large term and many small ones lost them all in a plain per-lane sum); the lanes then meet in
