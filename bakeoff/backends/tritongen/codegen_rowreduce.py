@@ -3,8 +3,9 @@
 Persistent form (the row fits one tile): load each row once, keep it in registers, reduce and finish in one
 pass. Its twin `<name>_rows` (the config's ROWS=1) runs a fixed grid of NUM_PROGRAMS programs that each walk
 row blocks: per-column operands (LayerNorm's weight and bias) are loaded and converted once per program, and the
-next row block's loads are issued before this one is reduced, so loads stay in flight while rows are finished. Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone
-from the inputs, then a last loop that computes and stores the full-width outputs; softmax's max and
+next row block's loads are issued before this one is reduced, so loads stay in flight while rows are finished.
+Looped form (longer rows): one loop over column chunks per reduction, recomputing its pointwise cone from the
+inputs, then a last loop that computes and stores the full-width outputs; softmax's max and
 sum(exp(y - max)) share one online loop (running max, rescaled running sum). The reduction loops load with
 `evict_last` and the last loop with `evict_first`, as Inductor's looped reductions do: the row stays in L2 for
 the passes that re-read it and leaves it after the last. A row that fits one tile gets the looped form too, as
