@@ -11,7 +11,6 @@ workers returned by run/assemble.py. Planning (config to cases) is plan/from_con
 from __future__ import annotations
 
 import signal
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 from rich.markup import escape
 
+from bakeoff.results.deferred_interrupt import sigint_deferred
 from bakeoff.results.leases import LeaseLost
 from bakeoff.results.record import CaseRecord
 from bakeoff.results.store import Store, default_url
@@ -70,7 +70,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
         progress.started(case)
 
     def write(case: Case, result: dict[str, Any]) -> None:
-        with _sigint_deferred():  # a case ended is recorded, published and reported whole
+        with sigint_deferred():  # recorded, published, reported whole (not cut inside pydantic's serializer)
             record = build_record(case, {**result, "attempt": attempt}, ceilings)
             if lease is not None:
                 lease.check()
@@ -113,30 +113,6 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
     executor.close()
     store.finish_run(run_id, "complete", lease=token)
     return "complete"
-
-
-@contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """A first Ctrl-C during the block is held until the block ends, then delivered to the handler it would have
-    reached; a second one interrupts at once. Without it, a Ctrl-C landing inside a record's serialization came
-    out of pydantic as a PydanticSerializationError (a traceback, exit status 1) instead of an interrupted run."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
-        yield  # signal handlers belong to the main thread (and to Python)
-        return
-    held: list[int] = []
-
-    def hold(signum: int, frame: Any) -> None:
-        if held:
-            raise KeyboardInterrupt
-        held.append(signum)
-
-    previous = signal.signal(signal.SIGINT, hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if held:
-        signal.raise_signal(signal.SIGINT)
 
 
 @contextmanager
