@@ -19,7 +19,8 @@ from bakeoff.harness.measure.clocks import binned, settle_time_s
 from bakeoff.results.report.compare import Thresholds, compare_runs
 from bakeoff.results.report.compare_format import to_json, to_markdown, to_text
 from bakeoff.results.report.data import RunData
-from bakeoff.results.report.headline_facts import headline_noise_note, typical_clock_mhz
+from bakeoff.results.report.report_tables import runs_table_html
+from bakeoff.results.report.headline_facts import headline_noise_note, outside_kernels_ms, typical_clock_mhz
 
 SHAPE = "M=8192,N=8192,K=8192"
 HOST_LOAD = "host load: other processes used 1.4 of 16 CPU(s) (69%, limit 10%) during timing"
@@ -107,6 +108,23 @@ def test_wide_shows_a_clock_only_where_it_stands_apart_from_the_runs_typical_one
 def test_wide_shows_no_clock_for_records_without_one():
     text = wide_text([gpu_rec("eager", 2.0), gpu_rec("xla", 0.5)])
     assert "MHz" not in text
+
+
+def test_wide_shows_time_outside_kernels_only_where_a_call_far_exceeds_its_span():
+    recs = [gpu_rec("eager", 33.5, host_latency_ms=33.7, device_span_ms=33.5),  # dispatch: not shown
+            gpu_rec("iree", 33.5, host_latency_ms=64.0, device_span_ms=33.5),  # an allocation a call: shown
+            gpu_rec("xla", 0.07, host_latency_ms=0.30, device_span_ms=0.07),  # 4x, but under 1 ms: not shown
+            gpu_rec("onnxruntime", 3.0, host_latency_ms=3.6, device_span_ms=3.0)]  # 0.6 ms: not shown
+    assert [outside_kernels_ms(r) for r in recs] == [None, pytest.approx(30.5), None, None]
+    assert outside_kernels_ms({**recs[1], "headline_method": "pipelined"}) is None  # not a span headline
+    text = wide_text(recs)
+    rows = {line.split("│")[4].strip(): line for line in text.splitlines() if line.startswith("│ gemm")}
+    assert "+30.5 outside kernels" in rows["iree"]
+    assert all("outside" not in rows[b] for b in ("eager", "xla", "onnxruntime"))
+    assert "exceeds its kernels' span" in " ".join(text.split())
+    assert "outside" not in wide_text([recs[0]])
+    html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, recs)])
+    assert html.count("outside kernels</span>") == 1 and "+30.5 ms outside kernels" in html
 
 
 def test_wide_shows_the_speedup_interval_only_where_both_ends_exist():

@@ -20,7 +20,8 @@ from rich.text import Text
 from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
 from bakeoff.harness.cli.sweep_summary import sweep_lines
 from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_apart, headline_quality, judged_on_its_own,
-                                                   speedup_interval, speedup_quality, typical_clock_mhz)
+                                                   outside_kernels_ms, speedup_interval, speedup_quality,
+                                                   typical_clock_mhz)
 
 __all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_commas", "print_summary",
            "terminal_summary", "wide_table"]
@@ -223,7 +224,8 @@ def noisy_legend(noisy: list[dict[str, Any]]) -> str:
 
 def _latency(r: dict[str, Any], typical_mhz: float | None = None) -> Text:
     """The headline latency [p20–p80] (harness.measure.figures), the timer's for records without one; then
-    '@ 1830 MHz' where the headline's SM clock is CLOCK_APART_REL or more from the run's typical one."""
+    '@ 1830 MHz' where the headline's SM clock is CLOCK_APART_REL or more from the run's typical one; then
+    '+30.5 outside kernels' where the single synchronized call takes that much longer than the kernels' span."""
     new = r.get("headline_ms") is not None
     med = r.get("headline_ms") if new else r.get("latency_ms_median")
     if med is None:
@@ -235,6 +237,9 @@ def _latency(r: dict[str, Any], typical_mhz: float | None = None) -> Text:
     mhz = clock_apart(r, typical_mhz)
     if mhz is not None:
         text.append(f" @ {mhz:.0f} MHz", style="yellow")
+    outside = outside_kernels_ms(r)
+    if outside is not None:
+        text.append(f" +{fmt_ms(outside)} outside kernels", style="yellow")
     return text
 
 
@@ -289,6 +294,10 @@ def _wide_caption(records: list[dict[str, Any]], typical_mhz: float | None) -> T
         parts.append(f"@ MHz: the headline's SM clock, where it is more than {CLOCK_APART_REL:.0%} from the run's "
                      f"typical {typical_mhz:.0f} MHz (median over its cases): a compute-bound latency moves with the "
                      "clock; the speedup, eager timed beside it at the same clock, is the figure to compare")
+    if any(outside_kernels_ms(r) is not None for r in records):
+        parts.append("outside kernels: ms by which one synchronized call (host clock) exceeds its kernels' span (the "
+                     "headline): time in every call that no kernel accounts for, such as an allocation or host work "
+                     "(host_latency_ms against device_span_ms)")
     return Text("\n".join(parts), style="dim", justify="left")
 
 

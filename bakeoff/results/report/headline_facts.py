@@ -17,6 +17,11 @@ from bakeoff.results.report.data import fnum
 # power-capped GPU a compute-bound call's time follows the clock, and 3% is above the round-to-round wander of a
 # steady clock (NVML reads it in 15 MHz steps, under 1% of an H200's ~1.8 GHz).
 CLOCK_APART_REL = 0.03
+# A host-timed single call this much longer than its kernels' CUPTI span (both at least, absolute and relative to
+# the span) has time outside its kernels worth a user's eye: an allocation or host work in every call that the
+# span, which times the kernels, does not see. Dispatch alone costs a few to a few hundred microseconds a call.
+OUTSIDE_KERNELS_MIN_MS = 1.0
+OUTSIDE_KERNELS_MIN_REL = 0.25
 
 
 def headline_quality(rec: dict[str, Any]) -> str | None:
@@ -73,6 +78,18 @@ def headline_kcycles(rec: dict[str, Any]) -> float | None:
         return float(statistics.median(float(x) * float(c) for x, c in zip(spans, clocks)))
     ms, mhz = fnum(rec.get("headline_ms")), headline_clock_mhz(rec)
     return ms * mhz if ms is not None and mhz is not None else None
+
+
+def outside_kernels_ms(rec: dict[str, Any]) -> float | None:
+    """How much longer the single synchronized call (`host_latency_ms`, host clock) takes than its kernels' span
+    (`device_span_ms`, CUPTI), where the headline is the span and the gap is at least OUTSIDE_KERNELS_MIN_MS and
+    OUTSIDE_KERNELS_MIN_REL of the span; else None. The headline is right about the kernels and silent about
+    such time: this is the figure that tells a user."""
+    host, span = fnum(rec.get("host_latency_ms")), fnum(rec.get("device_span_ms"))
+    if rec.get("headline_method") != "cupti-span" or host is None or not span or span <= 0:
+        return None
+    gap = host - span
+    return gap if gap >= OUTSIDE_KERNELS_MIN_MS and gap >= OUTSIDE_KERNELS_MIN_REL * span else None
 
 
 def typical_clock_mhz(records: Iterable[dict[str, Any]]) -> float | None:

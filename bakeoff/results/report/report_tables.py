@@ -7,6 +7,7 @@ from typing import Any, Callable
 from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_method, headline_ms, headline_spread,
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
+from bakeoff.results.report.headline_facts import outside_kernels_ms
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.decision import speed_of
 
@@ -47,6 +48,11 @@ def _latency(c: dict[str, Any]) -> Cell:
     spread = f" [{lo:.3g}–{hi:.3g}]" if lo is not None and hi is not None else ""
     how = headline_method(c)
     note = f'<br><span class="note">{esc(how)}</span>' if how else ""
+    outside = outside_kernels_ms(c)
+    if outside is not None:
+        note += (f'<br><span class="note" title="one synchronized call (host clock) takes this much longer than its '
+                 f'kernels\' span: time no kernel accounts for, such as an allocation in every call">'
+                 f'+{outside:.3g} ms outside kernels</span>')
     return Cell(f"{med:.4g}{esc(spread)}{note}", med, "num", raw=True)
 
 
