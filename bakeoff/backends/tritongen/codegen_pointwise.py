@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, wide
+from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, whole_mask, wide
 from bakeoff.backends.tritongen.exprs import pointwise_expr
 from bakeoff.backends.tritongen.indexing import linear_offset
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
@@ -20,7 +20,7 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
              f'    """{kernel.kind}: {numel} elements of shape {list(dom)}; one program = BLOCK elements."""',
              "    pid = tl.program_id(0)" + (".to(tl.int64)" if wide(plan, kernel) else ""),
              "    i = pid * BLOCK + tl.arange(0, BLOCK)",
-             f"    mask = i < {numel}"]
+             f"    mask = {whole_mask('i', numel, 'BLOCK')}"]
     for nid, view in kernel.loads:
         v = broadcast_view(view, dom) if kernel.kind != "copy" else view
         off = linear_offset("i", v.shape, v.strides) + (f" + {v.offset}" if v.offset else "")

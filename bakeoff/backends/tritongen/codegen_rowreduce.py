@@ -25,7 +25,7 @@ import math
 
 from bakeoff.workloads.ir import Graph
 
-from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, wide
+from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, whole_mask, wide
 from bakeoff.backends.tritongen.codegen_pointwise import pointwise_arg
 from bakeoff.backends.tritongen.exprs import pointwise_expr
 from bakeoff.backends.tritongen.indexing import row_col_offset
@@ -114,7 +114,7 @@ def _prologue(row: _Row, kernel: Kernel, plan: Plan, block_n: str) -> list[str]:
     return [
         "    pid = tl.program_id(0)" + (".to(tl.int64)" if wide(plan, kernel) else ""),
         "    r = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]",
-        f"    rmask = r < {row.rows}",
+        f"    rmask = {whole_mask('r', row.rows, 'BLOCK_M')}",
         f"    cols = tl.arange(0, {block_n})[None, :]",
     ]
 
@@ -123,7 +123,7 @@ def _persistent(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
     if row.n == 1 << max(row.n - 1, 0).bit_length():
         row.col_mask = None  # BLOCK_N == N: every column is real
     lines = _prologue(row, kernel, plan, "BLOCK_N")
-    lines += ["    c = cols", f"    cmask = c < {row.n}", "    mask = rmask & cmask"]
+    lines += ["    c = cols", f"    cmask = {whole_mask('c', row.n, 'BLOCK_N')}", "    mask = rmask & cmask"]
     lines += [row.load_line(nid, v, "    ") for nid, v in kernel.loads]
     lines += [row.node_line(nid, "    ") for nid in kernel.nodes]
     lines += [row.store_line(nid, v, "    ") for nid, v in kernel.stores]
@@ -143,13 +143,13 @@ def _row_loop(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
         f"    pid = tl.program_id(0){i64}",
         "    rows0 = tl.arange(0, BLOCK_M)[:, None]",
         "    c = tl.arange(0, BLOCK_N)[None, :]",
-        f"    cmask = c < {row.n}",
+        f"    cmask = {whole_mask('c', row.n, 'BLOCK_N')}",
         *[row.load_line(nid, v, "    ") for nid, v in hoisted],
         "    rn = pid * BLOCK_M + rows0",
         *[row.load_line(nid, v, "    ", row="rn", var="p", convert=False) for nid, v in streamed],
         f"    for blk in range(pid, tl.cdiv({row.rows}, BLOCK_M), NUM_PROGRAMS):",
         f"{ind}r = blk * BLOCK_M + rows0",
-        f"{ind}rmask = r < {row.rows}",
+        f"{ind}rmask = {whole_mask('r', row.rows, 'BLOCK_M')}",
         f"{ind}mask = rmask & cmask",
         *[f"{ind}v{nid} = p{nid}.to(tl.float32)" for nid, _ in streamed],
         f"{ind}rn = r + NUM_PROGRAMS * BLOCK_M  # the next block's loads, in flight while this one is finished",
@@ -203,7 +203,8 @@ def _online_loop(row: _Row, mid: int, sid: int, y: int, loop: list[str], cone: l
 def _looped(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
     g, ind = plan.graph, "        "
     lines = _prologue(row, kernel, plan, "BLOCK_N")
-    loop = [f"    for c0 in range(0, {row.n}, BLOCK_N):", f"{ind}c = c0 + cols", f"{ind}cmask = c < {row.n}",
+    loop = [f"    for c0 in range(0, {row.n}, BLOCK_N):", f"{ind}c = c0 + cols",
+            f"{ind}cmask = {whole_mask('c', row.n, 'BLOCK_N')}",
             f"{ind}mask = rmask & cmask"]
     lines += [row.load_line(nid, v, "    ") for nid, v in kernel.loads if row.is_stat(nid)]
 

@@ -151,6 +151,16 @@ class KernelSource:
         return tuple((name, tuple(shape)) for name, shape in self.split["planes"]) if self.split else ()
 
 
+def whole_mask(index: str, limit: object, block: str) -> str:
+    """The mask `index < limit` of a kernel whose programs step `block` (a constexpr) at a time, OR'ed with
+    whether `block` divides `limit`: a constant True where every block is whole, which Triton folds away with the
+    masks, `other=` fills and `tl.where`s it feeds (the H200-compiled float32 RMSNorm loop: 182 -> 147
+    instructions). A runtime size (a shape sweep's `dim_<name>`) keeps the plain mask: nothing would fold."""
+    if not str(limit).isdigit():
+        return f"{index} < {limit}"
+    return f"({index} < {limit}) | ({limit} % {block} == 0)"
+
+
 def wide(plan: Plan, kernel: Kernel) -> bool:
     """Whether offsets in this kernel can pass 2**31 elements (then index math is int64)."""
     return any(math.prod(plan.buffer(b).shape) >= 2**31 for b in kernel.buffers())
