@@ -17,7 +17,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-_BUILT: dict[str, threading.Lock] = {}  # launcher signature -> held while (or since) one thread builds it
+_BUILT: dict[str, threading.Lock] = {}  # launcher signature -> held while one thread builds it
+_DONE: set[str] = set()  # signatures built (or tried) in this process
 _GUARD = threading.Lock()
 
 
@@ -29,18 +30,21 @@ def launcher_key(kernel: Any) -> str:
 
 
 def prebuild_launcher(kernel: Any) -> None:
-    """Build `kernel`'s launcher stub into Triton's cache, once per signature in this process (others wait for
-    it, then find it cached); a failure is left to the kernel's first launch, which builds it again and says."""
+    """Build `kernel`'s launcher stub into Triton's cache, once per signature in this process (a thread with the
+    same signature waits for it); a failure is left to the kernel's first launch, which builds it and says."""
     from triton.runtime.driver import driver
 
     key = launcher_key(kernel)
     with _GUARD:
         lock = _BUILT.setdefault(key, threading.Lock())
     with lock:
+        if key in _DONE:
+            return
         try:
             driver.active.launcher_cls(kernel.src, kernel.metadata)
         except Exception:  # noqa: BLE001 - not this stage's to report: the first launch builds it and decides
             pass
+        _DONE.add(key)
 
 
 class RecordingPool(ThreadPoolExecutor):
@@ -75,8 +79,8 @@ def compile_jobs(calls: Sequence[Callable[[], list]], threads: int) -> list[str 
     got: list[list | Exception] = []
     with RecordingPool(max(1, min(threads, len(calls))), errors) as pool, AsyncCompileMode(pool, ignore_errors=True):
         for call in calls:
-            try:
-                got.append(list(call()))
+            try:  # the executor's futures, taken now: Triton drops its FutureKernel's reference once finalized
+                got.append([getattr(kernel, "__dict__", {}).get("future") for kernel in call()])
             except Exception as exc:  # noqa: BLE001 - the candidate's own error (arguments, frontend), said
                 got.append(exc)
     return [_said(res) for res in got]
@@ -85,8 +89,7 @@ def compile_jobs(calls: Sequence[Callable[[], list]], threads: int) -> list[str 
 def _said(res: list | Exception) -> str | None:
     if isinstance(res, Exception):
         return f"{type(res).__name__}: {str(res)[:80]}"
-    for kernel in res:
-        future = getattr(kernel, "future", None)  # Triton's FutureKernel; a cache hit is the kernel itself
+    for future in res:  # None: a kernel the JIT held already
         exc = future.exception() if future is not None else None
         if exc is not None:
             return f"{type(exc).__name__}: {str(exc)[:80]}"

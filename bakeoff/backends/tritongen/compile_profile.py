@@ -18,11 +18,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bakeoff.backends.tritongen import TritonGenBackend, target_from_options, tune
+from bakeoff.backends.tritongen.codegen import generate_all
+from bakeoff.backends.tritongen.fusion import fuse
+from bakeoff.backends.tritongen.shared import shared_kernels
+from bakeoff.workloads.ir import bind
+from bakeoff.workloads.lower_torch import TORCH_DTYPES
+from bakeoff.workloads.suite import builtin_workloads
 
 STAGES = ("init", "ttir", "ttgir", "llir", "ptx", "cubin")  # init: Triton's frontend (make_ir); cubin: ptxas
 
@@ -72,13 +81,6 @@ def profile(workload: str, dtype: str, preset: str = "gpu", options: dict | None
     """Seconds of each host stage of `workload`'s cold compile for sm_90 (the search's timing left out)."""
     import torch
 
-    from bakeoff.backends.tritongen import TritonGenBackend, target_from_options, tune
-    from bakeoff.backends.tritongen.codegen import generate_all
-    from bakeoff.backends.tritongen.fusion import fuse
-    from bakeoff.backends.tritongen.shared import shared_kernels
-    from bakeoff.workloads.ir import bind
-    from bakeoff.workloads.lower_torch import TORCH_DTYPES
-    from bakeoff.workloads.suite import builtin_workloads
 
     w = builtin_workloads()[workload]
     t0 = time.perf_counter()
@@ -106,6 +108,11 @@ def profile(workload: str, dtype: str, preset: str = "gpu", options: dict | None
             "search_compile_s": t3 - t2, "winners_s": t4 - t3, "total_s": t4 - t0}
 
 
+def _cpu_s() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workload")
@@ -119,13 +126,13 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["TRITON_CACHE_DIR"] = str(scratch / "triton")
     os.environ["BAKEOFF_TRITONGEN_CACHE_DIR"] = str(scratch / "tritongen")
     records = aim_at_sm90(scratch)
-    from bakeoff.backends.tritongen import tune
-
     if args.threads:
         tune.COMPILE_THREADS = args.threads
     profile("ew_sigmoid_relu", "float32", "smoke")  # the harness's warm-up: Triton's first compile in the process
     records.clear()
+    cpu0 = _cpu_s()
     out = profile(args.workload, args.dtype, args.preset, json.loads(args.options))
+    out["cpu_s"] = _cpu_s() - cpu0  # this process's threads and its C compiler, ptxas children
     out["compiles"] = len(records)
     out["stage_s"] = {k: sum(r.get(k, 0.0) for r in records) for k in STAGES}
     out["launchers"] = len(list((scratch / "triton").glob("*/__triton_launcher*")))

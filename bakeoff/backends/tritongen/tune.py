@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
+from bakeoff.backends.tritongen import compile_batch, compile_pool
 from bakeoff.backends.tritongen.source import KernelSource
 from bakeoff.backends.tritongen.configs import Config, candidates, config_scratch, fixed, launches
 from bakeoff.backends.tritongen.kernel_plan import Plan
@@ -181,8 +182,6 @@ def compile_groups(groups: Sequence[tuple], sources: Sequence[KernelSource], mod
     """Compile the search's candidates (`compile_jobs_of`); per group, its candidates' errors in words. In one
     batch of COMPILE_THREADS threads (compile_batch.py), or, where BAKEOFF_TRITONGEN_COMPILE_WORKERS asks for
     them, group by group in worker processes (precompile_all)."""
-    from bakeoff.backends.tritongen import compile_batch, compile_pool
-
     if compile_pool.pool_size() > 0:
         return [precompile_all(modules[m[0]], sources[m[0]], cfgs, tensors, notes) for m, cfgs, _ in groups]
     jobs = compile_jobs_of(groups, sources)
@@ -291,8 +290,6 @@ def precompile_all(module: Any, src: KernelSource, cfgs: Sequence[Config], tenso
     (compile_pool.py: side by side, each on its own core) where they can start, else COMPILE_THREADS threads at
     once (Triton's AsyncCompileMode: threads share the GIL, so they overlap only partly); `notes` gets which,
     once. A candidate that failed here is compiled again at its first launch, which decides."""
-    from bakeoff.backends.tritongen import compile_pool
-
     calls = [partial(precompile, module, src, cfg, tensors) for cfg in cfgs]
     try:
         errors, rest = compile_pool.build(calls)
@@ -310,12 +307,10 @@ def _precompile_in_threads(calls: Sequence[Any]) -> list[str]:
     """Run the warmups `calls` inside Triton's AsyncCompileMode on COMPILE_THREADS threads; the errors in words."""
     from triton.runtime._async_compile import AsyncCompileMode
 
-    from bakeoff.backends.tritongen.compile_batch import RecordingPool
-
     errors: list[Exception] = []
     if not calls:
         return []
-    with RecordingPool(max(1, min(COMPILE_THREADS, len(calls))), errors) as pool, \
+    with compile_batch.RecordingPool(max(1, min(COMPILE_THREADS, len(calls))), errors) as pool, \
             AsyncCompileMode(pool, ignore_errors=True):
         for call in calls:
             try:
