@@ -38,15 +38,40 @@ def fixed(src: KernelSource) -> Config:
 # won all six pointwise searches of two three-dtype H200 runs, each by about 1%, so the pruned search compiles it
 # alone and times nothing (a one-candidate search is not timed).
 PRUNED = {"pointwise": 1, "copy": 1, "rowreduce": 2, "matmul": 2, "attention": 2}
+# Twins whose first candidate won every H200 search by far more than the search's noise, searched alone (compiled,
+# checked to load, not timed; where it does not, the search falls back to the rest of the list), from the records
+# of two `--jobs 8` runs of configs/h200_tritongen_dtypes.yaml (threads, then compile workers):
+# - the Gluon attention kernel (`gluon`): 8 of 8 searches (attention, attn_block; bf16, fp16), best rounds 1.25-1.33x
+#   faster than the template's second candidate (1.76-1.83 against 2.27-2.39 ms; 0.506-0.513 against 0.674-0.681);
+# - the pre-split float32 attention's 64 x 32 tile (`split_attention`): 4 of 4 (attention, attn_block), 1.19x and
+#   more (18.8-19.0 against 22.5-22.6 ms);
+# - the pre-split float32 matmul (`split_matmul`): its second tile (128 x 128 x 16, CHAIN 2, 4 stages) needs 262208
+#   bytes of shared memory against sm_90's 232448 and failed at its first launch in all 10 searches, so the pruned
+#   search has been the first tile alone (where split-K applies, a long K, its candidates stay beside it).
+PRUNED_TWINS = {"gluon": 1, "split_attention": 1, "split_matmul": 1}
+
+
+def pruned_count(src: KernelSource, space: list[Config]) -> int:
+    """How many of the ordered list `space` the pruned search compiles: PRUNED_TWINS for the twins there (split-K
+    candidates after a pre-split matmul's first stay), else PRUNED[kind]."""
+    kind = src.kernel.kind
+    if kind == "attention" and src.gluon:
+        return PRUNED_TWINS["gluon"]
+    if kind == "attention" and src.split:
+        return PRUNED_TWINS["split_attention"]
+    if kind == "matmul" and src.split:
+        n = PRUNED_TWINS["split_matmul"]
+        return n + len([c for c in space[n:n + PRUNED[kind] - n] if c.get("SPLIT_K")])
+    return PRUNED[kind]
 
 
 def candidates(src: KernelSource, dtype: str, device: str = "cuda", sms: int | None = None,
                wide: bool = True) -> list[Config]:
     """The GPU search space of one kernel on `device` (H100/H200-sized tiles, trimmed to the problem), best
-    first; `wide` False keeps the first PRUNED[kind]. `sms`: multiprocessors for persistent grids (default: read
-    off `device`)."""
+    first; `wide` False keeps the first `pruned_count`. `sms`: multiprocessors for persistent grids
+    (default: read off `device`)."""
     out = _space(src, dtype, device, sms)
-    return out if wide else out[:PRUNED[src.kernel.kind]]
+    return out if wide else out[:pruned_count(src, out)]
 
 
 def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[Config]:

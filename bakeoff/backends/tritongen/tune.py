@@ -12,11 +12,11 @@ import importlib.util
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
+from bakeoff.backends.tritongen import compile_batch, compile_pool
 from bakeoff.backends.tritongen.source import KernelSource
 from bakeoff.backends.tritongen.configs import Config, candidates, config_scratch, fixed, launches
 from bakeoff.backends.tritongen.kernel_plan import Plan
@@ -100,10 +100,10 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
             device: str, wide: bool = False) -> tuple[list[Config], list[str]]:
     """Time every candidate of every kernel on random buffers; the fastest per kernel, and notes on failures.
 
-    Each kernel's candidates are compiled first, without a launch (host work: Triton's compiler), then timed
-    together inside `device_work()`, the only part of the search that runs on the device (with the random
-    buffers' creation): beside other cases' timing, the harness's gate holds only that part
-    (Backend.marks_device_work)."""
+    Every kernel's candidates are compiled first, in one batch (`compile_batch.py`: host work, Triton's compiler
+    and its launcher stubs), then timed kernel by kernel inside `device_work()`, the only part of the search that
+    runs on the device (with the random buffers' creation): beside other cases' timing, the harness's gate holds
+    only that part (Backend.marks_device_work)."""
     import torch
 
     from bakeoff.backends.base import device_work
@@ -111,50 +111,126 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
 
     if any(s.variant == "tma" or s.split for s in sources):
         set_tma_allocator(device)
+    groups = search_groups(sources, dtype, device, wide)
     with device_work():
         gen = torch.Generator(device=device)
         gen.manual_seed(0)
         tensors = {b.name: torch.randn(b.shape, generator=gen, device=device, dtype=torch.float32)
-                   .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}  # scratch: per config, _search_kernel
-    chosen, notes = [], []
-    seen: dict[tuple, Config] = {}  # same kind and sizes (e.g. the Q, K, V projections): one search
-    for src, module in zip(sources, modules):
-        same = (src.kernel.kind, src.variant, tuple(sorted(src.sizes.items())))
-        if same not in seen:
-            seen[same] = _search_kernel(src, module, list(candidates(src, dtype, device, wide=wide)), tensors,
-                                        device, notes)
-        chosen.append(seen[same])
+                   .to(TORCH_DTYPES[b.dtype]) for b in plan.buffers}
+        tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)  # configs' own scratch
+                        for name, shape in group_scratch(groups, sources)})
+    notes: list[str] = []
+    unbuilt = compile_groups(groups, sources, modules, tensors, notes)
+    chosen: list[Config] = [{}] * len(sources)
+    for (members, cfgs, rest), errors in zip(groups, unbuilt):
+        src, module = sources[members[0]], modules[members[0]]
+        try:
+            best = _search_kernel(src, module, cfgs, tensors, device, notes, errors)
+        except RuntimeError:
+            if not rest:
+                raise
+            notes.append(f"{src.fn}: no pruned candidate ran; the rest of the list searched")
+            with device_work():
+                tensors.update({n: torch.empty(s, device=device, dtype=torch.float32)
+                                for c in rest for n, s in config_scratch(src, c)})
+            best = _search_kernel(src, module, rest, tensors, device, notes)
+        for i in members:
+            chosen[i] = best
     del tensors
     return chosen, notes
 
 
+def search_groups(sources: Sequence[KernelSource], dtype: str, device: str, wide: bool, sms: int | None = None
+                  ) -> list[tuple[list[int], list[Config], list[Config]]]:
+    """(kernels, candidates, the rest of the list) per search: kernels of the same kind, twin and sizes (the Q, K,
+    V and output projections) are searched once, on the first; `rest` (pruned search only) is searched where
+    none of the candidates compiles and runs."""
+    first: dict[tuple, list[int]] = {}
+    for i, src in enumerate(sources):
+        first.setdefault((src.kernel.kind, src.variant, tuple(sorted(src.sizes.items()))), []).append(i)
+    out = []
+    for members in first.values():
+        every = list(candidates(sources[members[0]], dtype, device, sms, wide=True))
+        cfgs = every if wide else list(candidates(sources[members[0]], dtype, device, sms, wide=False))
+        out.append((members, cfgs, every[len(cfgs):]))
+    return out
+
+
+def group_scratch(groups: Sequence[tuple], sources: Sequence[KernelSource]) -> list[tuple[str, tuple[int, ...]]]:
+    """The scratch buffers (operand planes, split-K partials) of every compile the search asks for."""
+    return [b for _, i, c in compile_jobs_of(groups, sources) for b in config_scratch(sources[i], c)]
+
+
+def compile_jobs_of(groups: Sequence[tuple], sources: Sequence[KernelSource]) -> list[tuple[int, int, Config]]:
+    """(group, kernel, config) of each compile the search asks for: every candidate of a group's first kernel,
+    and each other member whose source differs (a projection with another epilogue) under the first candidate,
+    which the orders put first because it won on the H200: compiled beside the others rather than alone after
+    the search (`compile_winners`, which then finds it compiled unless another candidate won)."""
+    jobs = []
+    for g, (members, cfgs, _) in enumerate(groups):
+        jobs += [(g, members[0], c) for c in cfgs]
+        seen = {sources[members[0]].text}
+        for i in members[1:]:
+            if sources[i].text not in seen:
+                seen.add(sources[i].text)
+                jobs.append((g, i, cfgs[0]))
+    return jobs
+
+
+def compile_groups(groups: Sequence[tuple], sources: Sequence[KernelSource], modules: Sequence[Any],
+                   tensors: dict[str, Any], notes: list[str]) -> list[list[str]]:
+    """Compile the search's candidates (`compile_jobs_of`); per group, its candidates' errors in words. In one
+    batch of COMPILE_THREADS threads (compile_batch.py), or, where BAKEOFF_TRITONGEN_COMPILE_WORKERS asks for
+    them, group by group in worker processes (precompile_all)."""
+    if compile_pool.pool_size() > 0:
+        return [precompile_all(modules[m[0]], sources[m[0]], cfgs, tensors, notes) for m, cfgs, _ in groups]
+    jobs = compile_jobs_of(groups, sources)
+    said = compile_batch.compile_jobs([partial(precompile_each, modules[i], sources[i], c, tensors)
+                                       for _, i, c in jobs], COMPILE_THREADS)
+    note = "config search: candidates of every kernel compiled in one batch of threads, launcher stubs included"
+    if note not in notes:
+        notes.append(note)
+    out: list[list[str]] = [[] for _ in groups]
+    for (g, i, _), err in zip(jobs, said):
+        if err is not None and i == groups[g][0][0]:
+            out[g].append(err)
+    return out
+
+
 def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: dict[str, Any], device: str,
-                   notes: list[str]) -> Config:
-    """The fastest of `cfgs` for one kernel: each compiled first (host work), then all timed inside
-    `device_work()`, SEARCH_ROUNDS interleaved rounds, each judged by its fastest; failures and times go to
-    `notes`."""
+                   notes: list[str], unbuilt: list[str] | None = None) -> Config:
+    """The fastest of `cfgs` for one kernel: each compiled first (host work; `unbuilt`: the errors of a compile
+    done already, else precompile_all compiles them), then all timed inside `device_work()`, SEARCH_ROUNDS
+    interleaved rounds, each judged by its fastest; failures and times go to `notes`. One candidate is compiled,
+    checked to load (`loads`) and not timed."""
     import torch
     from triton.testing import do_bench
 
     from bakeoff.backends.base import device_work
 
-    with device_work():  # the configs' own scratch (split-K partials, operand planes)
-        for cfg in cfgs:
-            tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
-                            for name, shape in config_scratch(src, cfg)})
-    unbuilt = precompile_all(module, src, cfgs, tensors, notes)
+    if unbuilt is None:
+        with device_work():  # the configs' own scratch (split-K partials, operand planes)
+            for cfg in cfgs:
+                tensors.update({name: torch.empty(shape, device=device, dtype=torch.float32)
+                                for name, shape in config_scratch(src, cfg)})
+        unbuilt = precompile_all(module, src, cfgs, tensors, notes)
     if unbuilt:
         notes.append(f"{src.fn}: {len(unbuilt)} of {len(cfgs)} candidates compiled only at their first launch, "
                      f"in the timed part (first: {unbuilt[0]})")
     elif len(cfgs) == 1:  # nothing to choose between: compiled, not timed (a failed compile is timed, and fails)
-        notes.append(f"{src.fn}: one candidate, compiled and not timed")
-        return cfgs[0]
+        failed = loads(module, src, cfgs[0], tensors)
+        if failed is None:
+            notes.append(f"{src.fn}: one candidate, compiled and not timed")
+            return cfgs[0]
+        notes.append(f"{src.fn}: config {cfgs[0]} failed: {failed}")
+        raise RuntimeError(f"tritongen: no config of {src.fn} compiled ({failed})")
     rounds: dict[int, list[float]] = {i: [] for i in range(len(cfgs))}  # the candidates still in the search
     with device_work():
         for _ in range(SEARCH_ROUNDS):
             for i in list(rounds):
                 try:
-                    rounds[i].append(_median_ms(do_bench, lambda: launch(module, src, cfgs[i], tensors)))
+                    rounds[i].append(_median_ms(do_bench, lambda: launch(module, src, cfgs[i], tensors),
+                                                rounds[i][-1] if rounds[i] else None))
                 except Exception as exc:  # e.g. out of shared memory: out of the search, and said so
                     notes.append(_failed(src, cfgs[i], exc))
                     del rounds[i]
@@ -170,6 +246,17 @@ def _search_kernel(src: KernelSource, module: Any, cfgs: list[Config], tensors: 
     return best
 
 
+def loads(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, Any]) -> str | None:
+    """None when every kernel of `cfg` (compiled already: Triton's JIT cache answers) loads on the device, else
+    why not in words (Triton's checks at load: shared memory, threads), as its first launch would raise it."""
+    try:
+        for kernel in precompile_each(module, src, cfg, tensors):
+            getattr(kernel, "run", None)  # CompiledKernel.run loads the module and checks its resources
+    except Exception as exc:  # noqa: BLE001 - said in the notes; the search falls back to the rest of the list
+        return f"{type(exc).__name__}: {str(exc)[:120]}"
+    return None
+
+
 SEARCH_REP_MS, SEARCH_MIN_RUNS = 20, 5
 # Each candidate is timed in SEARCH_ROUNDS interleaved rounds and judged by its fastest round: beside other
 # cases' device work (bakeoff --jobs N holds the gate shared during searches), one round can catch another
@@ -180,10 +267,13 @@ SEARCH_REP_MS, SEARCH_MIN_RUNS = 20, 5
 SEARCH_ROUNDS = 3
 
 
-def _median_ms(do_bench: Any, fn: Any) -> float:
+def _median_ms(do_bench: Any, fn: Any, hint_ms: float | None = None) -> float:
     """Median ms of `fn` over at least SEARCH_MIN_RUNS timed runs: do_bench fits its repeats into `rep` ms, so a
     kernel longer than rep / SEARCH_MIN_RUNS is timed again with a longer window (a 25 ms matmul otherwise gets
-    one sample)."""
+    one sample). `hint_ms` (the candidate's time in an earlier round) picks that window at once: the same
+    measurement without the first call, whose eight runs of a long kernel only estimated its time."""
+    if hint_ms is not None and hint_ms * SEARCH_MIN_RUNS > SEARCH_REP_MS:
+        return do_bench(fn, warmup=0, rep=int(hint_ms * SEARCH_MIN_RUNS) + 1, return_mode="median")
     ms = do_bench(fn, warmup=5, rep=SEARCH_REP_MS, return_mode="median")
     if ms * SEARCH_MIN_RUNS > SEARCH_REP_MS:
         ms = do_bench(fn, warmup=0, rep=int(ms * SEARCH_MIN_RUNS) + 1, return_mode="median")
@@ -200,8 +290,6 @@ def precompile_all(module: Any, src: KernelSource, cfgs: Sequence[Config], tenso
     (compile_pool.py: side by side, each on its own core) where they can start, else COMPILE_THREADS threads at
     once (Triton's AsyncCompileMode: threads share the GIL, so they overlap only partly); `notes` gets which,
     once. A candidate that failed here is compiled again at its first launch, which decides."""
-    from bakeoff.backends.tritongen import compile_pool
-
     calls = [partial(precompile, module, src, cfg, tensors) for cfg in cfgs]
     try:
         errors, rest = compile_pool.build(calls)
@@ -222,7 +310,7 @@ def _precompile_in_threads(calls: Sequence[Any]) -> list[str]:
     errors: list[Exception] = []
     if not calls:
         return []
-    with _RecordingPool(max(1, min(COMPILE_THREADS, len(calls))), errors) as pool, \
+    with compile_batch.RecordingPool(max(1, min(COMPILE_THREADS, len(calls))), errors) as pool, \
             AsyncCompileMode(pool, ignore_errors=True):
         for call in calls:
             try:
@@ -230,23 +318,6 @@ def _precompile_in_threads(calls: Sequence[Any]) -> list[str]:
             except Exception as exc:  # noqa: BLE001 - said in the notes; the launch decides
                 errors.append(exc)
     return [f"{type(exc).__name__}: {str(exc)[:80]}" for exc in errors]
-
-
-class _RecordingPool(ThreadPoolExecutor):
-    """A thread pool that keeps the exceptions its tasks raise (AsyncCompileMode with ignore_errors drops them)."""
-
-    def __init__(self, threads: int, errors: list[Exception]) -> None:
-        super().__init__(threads, thread_name_prefix="tritongen-compile")
-        self.errors = errors
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        def run() -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                self.errors.append(exc)
-                raise
-        return super().submit(run)
 
 
 # Where the compile pool cannot start, candidates compile in this many threads at once: the harness runs
@@ -258,10 +329,13 @@ def precompile(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, A
     """Compile `src`'s launches under `cfg` for the buffers `tensors` without launching them (Triton's warmup,
     with the same arguments as `launch`, so the launches that follow find them in Triton's cache); returns the
     last one's CompiledKernel."""
-    out = None
-    for fn, grid, params, kwargs in launches(src, cfg):
-        out = getattr(module, fn).warmup(*[tensors[p] for p in params], grid=grid, **kwargs)
-    return out
+    return precompile_each(module, src, cfg, tensors)[-1]
+
+
+def precompile_each(module: Any, src: KernelSource, cfg: Config, tensors: dict[str, Any]) -> list[Any]:
+    """`precompile`, returning what each launch's warmup returned (under AsyncCompileMode: Triton's futures)."""
+    return [getattr(module, fn).warmup(*[tensors[p] for p in params], grid=grid, **kwargs)
+            for fn, grid, params, kwargs in launches(src, cfg)]
 
 
 def choose_configs(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any], dtype: str,
