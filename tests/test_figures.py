@@ -22,17 +22,23 @@ def _busy(ms: float):
     return lambda: time.sleep(ms / 1e3)
 
 
+def _marker(t: float) -> list[KernelSpan]:
+    """A marker at `t` us: its two spins back to back, 10 and 20 us plus 1 us of overhead (a 2000 MHz clock)."""
+    name = f"at::cuda::(anonymous namespace)::{MARK_NAME}(long)"
+    return [KernelSpan(name, t, t + 11.0), KernelSpan(name, t + 12.0, t + 33.0)]
+
+
 def _timeline(calls: list[list[tuple[float, float]]]) -> list[KernelSpan]:
     """Markers around each call's kernels (start, end in us), with a flush kernel before every first marker."""
     out, t = [], 0.0
     for kernels in calls:
         out.append(KernelSpan("vectorized_elementwise_kernel<FillFunctor>", t, t + 60.0))  # the flush
-        out.append(KernelSpan(f"at::cuda::(anonymous namespace)::{MARK_NAME}(long)", t + 70.0, t + 71.0))
-        base = t + 80.0
+        out += _marker(t + 70.0)
+        base = t + 110.0
         out += [KernelSpan(f"k{i}", base + s, base + e) for i, (s, e) in enumerate(kernels)]
         end = base + max(e for _, e in kernels)
-        out.append(KernelSpan(f"{MARK_NAME}(long)", end + 10.0, end + 11.0))
-        t = end + 50.0
+        out += _marker(end + 10.0)
+        t = end + 80.0
     return out
 
 
@@ -49,7 +55,7 @@ def test_calls_are_split_at_their_markers_and_the_flush_is_left_out():
 
 def test_lost_markers_or_a_call_without_kernels_is_an_error_not_a_figure():
     timeline = _timeline([[(0.0, 10.0)], [(0.0, 10.0)]])
-    with pytest.raises(ProfileError, match="3 marker kernels for 2 calls"):
+    with pytest.raises(ProfileError, match="7 marker kernels for 2 calls"):
         segment_calls([k for i, k in enumerate(timeline) if i != 1], 2)
     empty = [k for k in timeline if not k.name.startswith("k") or k.start_us > 200]
     with pytest.raises(ProfileError, match="call 0 launched no kernel"):

@@ -86,3 +86,26 @@ def test_long_calls_are_profiled_and_replayed_within_the_budget():
     replay = cuda_graph_latency_ms(call, graph_calls(single_ms), budget_s=0.01, min_replays=3)
     assert replay.n == 3 and replay.method == "cuda-graph-replay x1"
     assert replay.median_ms == pytest.approx(single_ms, rel=0.2)
+
+
+def test_markers_read_the_sm_clock_of_every_call():
+    """Every profiled call gets its SM clock from the markers around it, within what the GPU runs at; with a
+    near-idle device (a tiny call) the clock holds still, so NVML's reading is good there and the markers' must
+    agree with it: a marker whose two spins started unequally warm would read a clock off by a fixed time."""
+    from bakeoff.harness.measure.clocks import ClockSampler
+    from bakeoff.harness.measure.device_time import profile_device_time
+    from bakeoff.harness.measure.environment import _nvml, _nvml_handle
+    from bakeoff.harness.measure.timing import TimedCall
+
+    a = torch.randn(1024, device="cuda")
+    with ClockSampler("cuda:0") as nvml:
+        figs = profile_device_time([TimedCall("t", lambda: a + 1, torch.cuda.synchronize)], "cuda", 10, False)["t"]
+    assert figs.span_sm_clock_source == "marker-spin", figs.span_sm_clock_error
+    assert len(figs.span_sm_clock_mhz) == 10 and all(b and e for b, e in figs.span_sm_clock_edges_mhz)
+    nv = _nvml()
+    if nv is None or not nvml.samples_mhz:
+        pytest.skip("no NVML reading to compare with")
+    top = nv.nvmlDeviceGetMaxClockInfo(_nvml_handle(nv, 0), nv.NVML_CLOCK_SM)
+    assert all(0.2 * top < c < 1.03 * top for c in figs.span_sm_clock_mhz), (figs.span_sm_clock_mhz, top)
+    median = sorted(figs.span_sm_clock_mhz)[5]
+    assert median == pytest.approx(sorted(nvml.samples_mhz)[len(nvml.samples_mhz) // 2], rel=0.03)

@@ -191,6 +191,8 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     assert rec.headline_sm_clock_mhz_min <= rec.headline_sm_clock_mhz_max and rec.speedup_quality is not None
     assert rec.device_time.span_samples == [0.8] * 4 and rec.eager_device_time.profiled_calls == 4
     assert rec.device_time.span_sm_clock_mhz == [1980, 1965, 1965, 1755]  # inside its window, else the nearest
+    # calls without marker readings: NVML's per-call clock, and the headline's clock figures from NVML too
+    assert rec.device_time.span_sm_clock_source == "nvml" and rec.headline_sm_clock_source == "nvml"
     assert rec.sustained_s == pytest.approx(0.5 + TOP_UP_S)
     # a 1 ms call (the timer's median): two calls per captured graph (about 2 ms of work)
     assert rec.graph_latency_method == "cuda-graph-replay x2" and rec.graph_replays == 3
@@ -272,8 +274,12 @@ NOT_ON_THIS_RUN = {
                      "headline_fallback", "graph_latency_ms", "graph_latency_method", "graph_replays",
                      "graph_latency_error", "sm_clock_mhz", "sm_clock_mhz_min", "headline_sm_clock_mhz_median",
                      "headline_sm_clock_mhz_min", "headline_sm_clock_low_share", "headline_sm_clock_mhz_max",
-                     "sm_clock_mhz_max", "sm_clock_samples", "sm_clock_error", "sustained_s"],
+                     "sm_clock_mhz_max", "sm_clock_samples", "sm_clock_error", "sustained_s",
+                     "headline_sm_clock_source", "device_span_sm_clock_source", "eager_device_span_sm_clock_source"],
                     "GPU timing: test_gpu_timing_fields_are_declared"),
+    **dict.fromkeys(["device_span_sm_clock_edges_mhz", "device_span_sm_clock_error",
+                     "eager_device_span_sm_clock_edges_mhz", "eager_device_span_sm_clock_error"],
+                    "the markers' clock readings: tests/test_marker_clock.py"),
     **dict.fromkeys(["gpu_state_before", "gpu_state_after"], "GPU only: test_gpu_state_fields_are_declared"),
     **dict.fromkeys(["gpu_other_processes", "gpu_process_error", "ceiling", "ceiling_exceeded", "pct_of_ceiling",
                      "pct_of_ceiling_measured", "pct_of_spec_peak"],

@@ -38,7 +38,7 @@ from bakeoff.results.record_parts import (
     BackendTimer,
     Ceiling,
     CheckStatus,
-    DEVICE_TIME_COLUMNS,
+    DEVICE_TIME_COLUMNS, EAGER_DEVICE_TIME_COLUMNS,
     HEADLINE_COLUMNS,
     HOST_COLUMNS,
     PIPELINED_COLUMNS,
@@ -184,9 +184,7 @@ class TimingFields(_Group):
     graph_replays: int | None = doc("replays behind graph_latency_ms")
     graph_latency_error: str | None = doc("why CUDA graph capture failed")
     device_time: Annotated[DeviceTime | None, DEVICE_TIME_COLUMNS] = doc("CUPTI's device time (GPU only)")
-    eager_device_time: Annotated[DeviceTime | None, DEVICE_TIME_COLUMNS.mirror("eager_", (
-        "span_ms", "span_p20_ms", "span_p80_ms", "span_iqr_rel", "span_samples", "span_sm_clock_mhz", "kernel_sum_ms",
-        "kernel_sum_p20_ms", "kernel_sum_p80_ms", "kernel_count", "profiled_calls", "kernel_times"))] = doc(
+    eager_device_time: Annotated[DeviceTime | None, EAGER_DEVICE_TIME_COLUMNS] = doc(
         "CUPTI's device time of eager's calls")
     launch_overhead_share: Annotated[float | None, COLUMN] = doc("1 - device_ms over the single synchronized "
                                                                  "call's latency")

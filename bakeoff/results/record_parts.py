@@ -23,6 +23,7 @@ Status = Literal["ok", "skipped", "mismatch", "compile_error", "runtime_error", 
 # A number JSON cannot spell, written as text where it is the finding (the worst element of an output).
 NonFinite = Literal["nan", "inf", "-inf"]
 CheckStatus = Literal["ok", "mismatch"]
+ClockSource = Literal["marker-spin", "nvml"]  # how a per-call SM clock was read (harness/measure/marker_clock.py)
 
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=True)
 
@@ -253,8 +254,16 @@ class DeviceTime(_Figures):
     span_p80_ms: float | None = doc("its 80th percentile, ms")
     span_iqr_rel: float | None = doc("its interquartile range over its median")
     span_samples: list[float] | None = doc("the span of each profiled call, ms")
-    span_sm_clock_mhz: list[float] | None = doc("the SM clock during each profiled call, MHz (NVML: the median of "
-                                                "the readings inside its host window, else the nearest reading)")
+    span_sm_clock_mhz: list[float] | None = doc("the SM clock during each profiled call, MHz (span_sm_clock_source "
+                                                "says how it was read)")
+    span_sm_clock_source: ClockSource | None = doc(
+        "where span_sm_clock_mhz was read: 'marker-spin', on the device, the mean of the readings of the markers "
+        "before and after the call (span_sm_clock_edges_mhz); 'nvml', NVML's readings inside the call's host "
+        "window (their median, else the nearest), where the markers gave no clock for some call")
+    span_sm_clock_edges_mhz: list[tuple[float | None, float | None]] | None = doc(
+        "the SM clock read by the marker before and by the marker after each profiled call, MHz (the difference "
+        "of its two spin kernels' CUPTI durations; None: that marker gave no reading)")
+    span_sm_clock_error: str | None = doc("why the markers gave no clock for some profiled call")
     kernel_count: int | None = doc("device kernels per call, median")
     kernel_sum_ms: float | None = doc("median summed kernel ms per call")
     kernel_sum_p20_ms: float | None = doc("20th percentile summed kernel ms per call")
@@ -282,10 +291,18 @@ PIPELINED_COLUMNS = Flat.of({**spread_columns("pipelined"), "calls": "pipelined_
 DEVICE_TIME_COLUMNS = Flat.of({"span_ms": "device_span_ms", "span_p20_ms": "device_span_p20_ms",
                    "span_p80_ms": "device_span_p80_ms", "span_iqr_rel": "device_span_iqr_rel",
                    "span_samples": "device_span_samples", "span_sm_clock_mhz": "device_span_sm_clock_mhz",
+                   "span_sm_clock_source": "device_span_sm_clock_source",
+                   "span_sm_clock_edges_mhz": "device_span_sm_clock_edges_mhz",
+                   "span_sm_clock_error": "device_span_sm_clock_error",
                    "kernel_count": "kernel_count",
                    "kernel_sum_ms": "device_ms", "kernel_sum_p20_ms": "device_ms_p20",
                    "kernel_sum_p80_ms": "device_ms_p80", "profiled_calls": "profiled_calls",
                    "kernel_times": "kernel_times"}, in_table=("kernel_count", "kernel_sum_ms"))
+# eager's mirror, in the column order stores have had (the newer columns after the clock's)
+EAGER_DEVICE_TIME_COLUMNS = DEVICE_TIME_COLUMNS.mirror("eager_", (
+    "span_ms", "span_p20_ms", "span_p80_ms", "span_iqr_rel", "span_samples", "span_sm_clock_mhz",
+    "span_sm_clock_source", "span_sm_clock_edges_mhz", "span_sm_clock_error", "kernel_sum_ms", "kernel_sum_p20_ms",
+    "kernel_sum_p80_ms", "kernel_count", "profiled_calls", "kernel_times"))
 HEADLINE_COLUMNS = Flat.of({**spread_columns("headline"), "iqr_rel": "headline_iqr_rel", "n": "headline_n",
                      "method": "headline_method", "fallback": "headline_fallback"})
 
@@ -339,11 +356,11 @@ class Ceiling(_Part):
 
 DeviceTime.model_rebuild()
 
-__all__ = ["COLUMN", "DEVICE_TIME_COLUMNS", "HEADLINE_COLUMNS", "HOST_COLUMNS", "PIPELINED_COLUMNS",
-           "TIMER_COLUMNS", "WORST_ELEMENT_COLUMNS", "BackendTimer", "Ceiling", "CheckStatus", "Column",
-           "DeviceTime", "ErrorStats", "Flat", "GpuProcess", "GpuState", "Headline", "InTable", "KernelTime",
-           "NonFinite", "Pipelined", "Spread", "Status", "Timer", "WorstElement", "column_of", "doc",
-           "error_columns", "nested_fields", "part_class", "spread_columns"]
+__all__ = ["COLUMN", "DEVICE_TIME_COLUMNS", "EAGER_DEVICE_TIME_COLUMNS", "HEADLINE_COLUMNS", "HOST_COLUMNS",
+           "PIPELINED_COLUMNS", "TIMER_COLUMNS", "WORST_ELEMENT_COLUMNS", "BackendTimer", "Ceiling", "CheckStatus",
+           "ClockSource", "Column", "DeviceTime", "ErrorStats", "Flat", "GpuProcess", "GpuState", "Headline",
+           "InTable", "KernelTime", "NonFinite", "Pipelined", "Spread", "Status", "Timer", "WorstElement",
+           "column_of", "doc", "error_columns", "nested_fields", "part_class", "spread_columns"]
 
 
 class FigureQuality(_Group):
@@ -356,3 +373,6 @@ class FigureQuality(_Group):
     speedup_iqr_rel: float | None = doc("IQR/median of the paired ratios eager_i / backend_i of the headline")
     speedup_drift_rel: float | None = doc("spread of those ratios' third-medians over the smallest (None: <15)")
     headline_sm_clock_mhz_max: int | None = doc("highest SM clock over the headline's samples, MHz")
+    headline_sm_clock_source: ClockSource | None = doc(
+        "where the headline's clock figures were read: 'marker-spin', the per-call clocks of every profiled call "
+        "(device_span_sm_clock_mhz and eager's); 'nvml', NVML's readings over the CUPTI pass")

@@ -3,14 +3,17 @@
 GEMMs timed in short bursts run at a boosted clock that a sustained load does not keep (on the H200 bakeoff's
 GEMM figures were 3-9% faster than do_bench's 200 ms loop on the same call). The record keeps the clock seen
 while its figures were taken, so a boosted window is visible, and compare can tell clock from code.
-Clocks are read, never set. `settle_time_s` reads a clock trace taken under sustained load (the
+Clocks are read, never set. The per-call clock of the CUPTI pass is read on the device by its markers where
+they give one (measure/marker_clock.py); NVML's readings in each call's host window (`ClockSampler.at`) stand in
+where they do not, a coarse fallback: on the H200 NVML's reading moved in steps about every ten calls and did
+not follow the calls' spans. `settle_time_s` reads a clock trace taken under sustained load (the
 `--clock-settle` mode of benchmarks/validate_timing.py): how long the clock takes to reach the level it keeps.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -91,10 +94,7 @@ class ClockSampler:
 
     def low_share(self, below_rel: float) -> float | None:
         """The share of samples more than `below_rel` (relative) under their median; None without samples."""
-        if not self.samples_mhz:
-            return None
-        a = np.asarray(self.samples_mhz, dtype=np.float64)
-        return float(np.mean(a < np.median(a) * (1.0 - below_rel)))
+        return low_share(self.samples_mhz, below_rel)
 
     def fields(self) -> dict[str, Any]:
         """`sm_clock_mhz` (median), `sm_clock_mhz_min`, `sm_clock_mhz_max`, `sm_clock_samples`; on a GPU
@@ -109,6 +109,14 @@ class ClockSampler:
         if self.error:
             out["sm_clock_error"] = self.error
         return out
+
+
+def low_share(values_mhz: Sequence[float], below_rel: float) -> float | None:
+    """The share of clock readings more than `below_rel` (relative) under their median; None without readings."""
+    if not len(values_mhz):
+        return None
+    a = np.asarray(values_mhz, dtype=np.float64)
+    return float(np.mean(a < np.median(a) * (1.0 - below_rel)))
 
 
 def sustain_load(targets: list[Any], seconds: float, device: str) -> float:

@@ -1,15 +1,24 @@
 """Device time of one call, from CUPTI (torch.profiler): the span from its first kernel's start to its last
-kernel's end, and the sum of its kernels' durations, as distributions over several profiled calls.
+kernel's end, and the sum of its kernels' durations, as distributions over several profiled calls; and the SM
+clock each call ran at, read by the markers around it.
 
 CUPTI sees the kernels of every library in the process (JAX/XLA, IREE, ONNX Runtime, TensorRT, torch), on
 whatever stream they launch, so this figure is obtained the same way for every backend. Calls are told
-apart on the device timeline by marker kernels (`torch.cuda._sleep`, which CUPTI reports as `spin_kernel`):
+apart on the device timeline by markers, each two spin kernels launched back to back on one stream
+(`torch.cuda._sleep` of MARK_SHORT_CYCLES, then of MARK_LONG_CYCLES; CUPTI names both `spin_kernel`):
 
     lead-in calls; flush; sync; MARK; sync; call; backend sync; sync; MARK; sync
 
 so the kernels of call j are those that start after its first marker and before its second; the cache flush
 (a kernel too) lies outside every pair. Synchronizing around each marker keeps kernels on other streams from
-overlapping it. The lead-in (LEAD_IN_MS of the target's own calls, unprofiled in effect: outside every
+overlapping it. The two spins of a marker differ by MARK_SHORT_CYCLES SM cycles, so the difference of their
+CUPTI durations reads the SM clock on the device right before and right after each call (measure/marker_clock.py).
+A marker costs 3 x MARK_SHORT_CYCLES cycles of one thread, 30-55 µs at 1980-1110 MHz, twice per profiled
+call: device time between calls, in no call's span or sum (those run from the call's first kernel after its
+opening marker to its last before the closing one, and the syncs keep every other kernel off the markers),
+so no timed figure contains it; the pause it adds before each call is far shorter than the power
+controller's millisecond steps.
+The lead-in (LEAD_IN_MS of the target's own calls, unprofiled in effect: outside every
 marker pair; none for a call of LEAD_IN_NONE_FROM_MS or more, which loads the device itself) keeps the
 device loaded between profiled calls, as a steady loop does: after a pause a
 power-capped GPU runs a compute-bound call at a higher clock than it keeps under load (docs/EVIDENCE.md), and the pass would otherwise time every call after the pause of the syncs around the one
@@ -23,10 +32,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from bakeoff.harness.measure.kernel_times import kernel_times
+from bakeoff.harness.measure.marker_clock import (MARK_LONG_CYCLES, MARK_SHORT_CYCLES, MARKER_SOURCE, Edges,
+                                                  call_edges, per_call_mhz)
 from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_kernel_event, stats
 
-# The marker: a one-thread spin of this many clock cycles (well under a microsecond at GPU clocks).
-MARK_CYCLES = 1000
 # Before each profiled call, about this much of the target's own calls (at most LEAD_IN_CALLS calls, at least 1).
 LEAD_IN_MS = 2.0
 LEAD_IN_CALLS = 8
@@ -60,6 +69,8 @@ class CallTimes:
     sum_ms: float
     kernels: int
     launched: tuple[tuple[str, float], ...] = ()  # (kernel name, device µs) of each kernel of the call
+    clock_edges_mhz: Edges = (None, None)  # the SM clock read by the marker before it and the marker after it
+    clock_error: str | None = None  # why a marker around it gave no clock
 
 
 @dataclass(frozen=True)
@@ -73,20 +84,30 @@ class DeviceFigures:
     sum_samples_ms: list[float]
     kernel_times: list[dict[str, Any]] = field(default_factory=list)  # per kernel name (measure/kernel_times.py)
     windows_s: list[tuple[float, float]] = field(default_factory=list)  # each profiled call's host window
-    span_sm_clock_mhz: list[float] = field(default_factory=list)  # the SM clock per profiled call (see ClockSampler.at)
+    span_sm_clock_mhz: list[float] = field(default_factory=list)  # the SM clock per profiled call, MHz
+    span_sm_clock_source: str | None = None  # where it was read: MARKER_SOURCE, or NVML's (ClockSampler.at)
+    span_sm_clock_edges_mhz: list[Edges] = field(default_factory=list)  # the markers' readings around each call
+    span_sm_clock_error: str | None = None  # why the markers gave no clock for some call
 
     def fields(self, prefix: str = "") -> dict[str, float | int | list[float]]:
         """Record fields: `{prefix}device_span_ms` (median), p20/p80, IQR, n and samples; `{prefix}device_ms`
-        (kernel sum, median) with p20/p80; `{prefix}kernel_count` (per call, median)."""
+        (kernel sum, median) with p20/p80; `{prefix}kernel_count` (per call, median); the per-call SM clock
+        (`{prefix}device_span_sm_clock_mhz`, `_source`) where every call has one, the markers' readings
+        (`_edges_mhz`) and why they gave no clock (`_error`) where they did not."""
         s, k = self.span, self.kernel_sum
+        clocked = len(self.span_sm_clock_mhz) == len(self.span_samples_ms)
         return {f"{prefix}device_span_ms": s.median_ms, f"{prefix}device_span_p20_ms": s.p20_ms,
                 f"{prefix}device_span_p80_ms": s.p80_ms, f"{prefix}device_span_iqr_rel": s.iqr_rel,
                 f"{prefix}device_span_samples": self.span_samples_ms, f"{prefix}device_ms": k.median_ms,
                 f"{prefix}device_ms_p20": k.p20_ms, f"{prefix}device_ms_p80": k.p80_ms,
                 f"{prefix}kernel_count": self.kernel_count, f"{prefix}profiled_calls": s.n,
                 f"{prefix}kernel_times": self.kernel_times,
-                **({f"{prefix}device_span_sm_clock_mhz": self.span_sm_clock_mhz}
-                   if len(self.span_sm_clock_mhz) == len(self.span_samples_ms) else {})}
+                **({f"{prefix}device_span_sm_clock_mhz": self.span_sm_clock_mhz,
+                    f"{prefix}device_span_sm_clock_source": self.span_sm_clock_source} if clocked else {}),
+                **({f"{prefix}device_span_sm_clock_edges_mhz": [list(e) for e in self.span_sm_clock_edges_mhz]}
+                   if self.span_sm_clock_edges_mhz else {}),
+                **({f"{prefix}device_span_sm_clock_error": self.span_sm_clock_error}
+                   if self.span_sm_clock_error else {})}
 
 
 def lead_in_calls(single_call_ms: float) -> int:
@@ -100,27 +121,48 @@ def lead_in_calls(single_call_ms: float) -> int:
     return min(LEAD_IN_CALLS, max(1, math.ceil(LEAD_IN_MS / single_call_ms)))
 
 
+def marker_pairs(events: Sequence[KernelSpan], n_calls: int) -> list[tuple[KernelSpan, KernelSpan]]:
+    """The 2 * `n_calls` markers of a timeline sorted by start, each its (short, long) spin kernels. Raises
+    ProfileError when the spins are not 4 * n_calls (CUPTI dropped records, a marker was not launched, a
+    call launched a kernel named spin_kernel, or the timeline has one spin per marker), or when another
+    kernel starts between the two spins of a marker (then the pairs are not the markers)."""
+    at = [i for i, e in enumerate(events) if MARK_NAME in e.name]
+    if len(at) != 4 * n_calls:
+        raise ProfileError(f"profiler saw {len(at)} marker kernels for {n_calls} calls (expected {4 * n_calls}, "
+                           f"two spins per marker, two markers per call): CUPTI dropped records, a marker was not "
+                           f"launched, or a call launched a kernel named {MARK_NAME}")
+    for m, (i, j) in enumerate(zip(at[::2], at[1::2])):
+        if j != i + 1:
+            raise ProfileError(f"marker {m}'s two spin kernels are split by {events[i + 1].name[:200]!r}: a "
+                               f"call launched a kernel named {MARK_NAME}, or CUPTI dropped a marker's record")
+    return [(events[i], events[j]) for i, j in zip(at[::2], at[1::2])]
+
+
+def _durations_us(pair: tuple[KernelSpan, KernelSpan]) -> tuple[float, float]:
+    return pair[0].end_us - pair[0].start_us, pair[1].end_us - pair[1].start_us
+
+
 def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTimes]:
-    """Split a device timeline into `n_calls` calls bracketed by marker pairs (see the module docstring).
+    """Split a device timeline into `n_calls` calls bracketed by markers (see the module docstring), with the
+    SM clock each marker read.
 
     `activities` are kernels only (markers included, copies excluded). Raises ProfileError when the markers
-    are not exactly 2 * n_calls (CUPTI dropped records) or when a call launched no kernel.
+    are not the expected pairs (`marker_pairs`) or when a call launched no kernel. A marker that gives no
+    clock costs its calls their clock (CallTimes.clock_error), not their times.
     """
     events = sorted(activities, key=lambda e: (e.start_us, e.end_us))
-    markers = [e for e in events if MARK_NAME in e.name]
+    markers = marker_pairs(events, n_calls)
     kernels = [e for e in events if MARK_NAME not in e.name]
-    if len(markers) != 2 * n_calls:
-        raise ProfileError(f"profiler saw {len(markers)} marker kernels for {n_calls} calls (expected "
-                           f"{2 * n_calls}): CUPTI dropped records or a marker was not launched")
     out = []
     for j in range(n_calls):
         opened, closed = markers[2 * j], markers[2 * j + 1]
-        inside = [k for k in kernels if opened.start_us <= k.start_us < closed.start_us]
+        inside = [k for k in kernels if opened[0].start_us <= k.start_us < closed[0].start_us]
         if not inside:
             raise ProfileError(f"profiled call {j} launched no kernel that CUPTI saw")
         span_us = max(k.end_us for k in inside) - min(k.start_us for k in inside)
+        edges, why = call_edges(_durations_us(opened), _durations_us(closed))
         out.append(CallTimes(span_us / 1e3, sum(k.end_us - k.start_us for k in inside) / 1e3, len(inside),
-                             tuple((k.name, k.end_us - k.start_us) for k in inside)))
+                             tuple((k.name, k.end_us - k.start_us) for k in inside), edges, why))
     return out
 
 
@@ -131,12 +173,18 @@ def _kernel_spans(events: Iterable[object]) -> list[KernelSpan]:
 
 
 def figures_of(calls: Sequence[CallTimes]) -> DeviceFigures:
-    """Distributions (Stats) of the span and the kernel sum of `calls`; kernel count is the median count."""
+    """Distributions (Stats) of the span and the kernel sum of `calls`; kernel count is the median count; the
+    per-call SM clock from the markers where every call has one (measure/marker_clock.py per_call_mhz)."""
     spans, sums = [c.span_ms for c in calls], [c.sum_ms for c in calls]
     counts = sorted(c.kernels for c in calls)
     launched = [k for c in calls for k in c.launched]
+    edges = [c.clock_edges_mhz for c in calls]
+    clocks, clock_error = per_call_mhz(edges, [c.clock_error for c in calls])
     return DeviceFigures(stats(spans, SPAN_METHOD), stats(sums, SUM_METHOD), counts[len(counts) // 2],
-                         spans, sums, kernel_times(launched, len(calls)))
+                         spans, sums, kernel_times(launched, len(calls)), span_sm_clock_mhz=clocks,
+                         span_sm_clock_source=MARKER_SOURCE if clocks else None,
+                         span_sm_clock_edges_mhz=edges if any(e != (None, None) for e in edges) else [],
+                         span_sm_clock_error=clock_error)
 
 
 def cuda_profiler() -> Any:
@@ -164,9 +212,10 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
     order: list[str] = []
     windows: list[tuple[float, float]] = []  # perf_counter() around each profiled call, synchronized both ends
 
-    def mark() -> None:
+    def mark() -> None:  # two spins back to back on one stream, no sync between: one marker, one clock reading
         torch.cuda.synchronize()
-        torch.cuda._sleep(MARK_CYCLES)
+        torch.cuda._sleep(MARK_SHORT_CYCLES)
+        torch.cuda._sleep(MARK_LONG_CYCLES)
         torch.cuda.synchronize()
 
     lead_in: dict[str, int] = {}

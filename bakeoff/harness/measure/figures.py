@@ -10,8 +10,11 @@ For the backend and for eager beside it (paired: interleaved, measured the same 
   `min_reps`, once the timer's budget is spent: a long call needs no twenty);
 - on a GPU, for capturable backends, CUDA-graph replay (`graph_latency_ms`; about 2 ms of calls per graph,
   replayed up to 20 times within a quarter of the timer's budget, at least `min_reps` times);
-- the SM clock during the whole window (`sm_clock_mhz*`), and over the CUPTI pass alone, the headline's own
-  samples (`headline_sm_clock_mhz_median`, `_min`, `_max`; None on the CPU or without the span).
+- the SM clock during the whole window (`sm_clock_mhz*`, NVML), and over the CUPTI pass alone, the headline's own
+  samples (`headline_sm_clock_mhz_median`, `_min`, `_max`, `headline_sm_clock_source`; None on the CPU or
+  without the span): the per-call clocks the pass's markers read on the device (`device_span_sm_clock_mhz`,
+  measure/marker_clock.py) where every profiled call of both targets has one, else NVML's readings over the pass
+  (and NVML's per call in its host window for a target whose markers gave none).
 
 The headline (`headline_ms`, `headline_method`): on a GPU, the CUPTI span, the one figure obtained the same way
 whatever stream or runtime a backend launches from, with the cache flushed before every call for all of them
@@ -23,14 +26,16 @@ interval (`speedup_vs_eager_ci_low`, `_ci_high`) is a paired bootstrap over the 
 """
 from __future__ import annotations
 
+import statistics
 from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Callable, ContextManager, Mapping
 
 from bakeoff.harness.config.timing import AUTO_SUSTAINED_S, TimingConfig
 
-from bakeoff.harness.measure.clocks import ClockSampler, sustain_load
+from bakeoff.harness.measure.clocks import ClockSampler, low_share, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
+from bakeoff.harness.measure.marker_clock import MARKER_SOURCE, NVML_SOURCE
 from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
                                             measure, pipeline_calls, pipeline_memory_cap_bytes,
@@ -192,16 +197,42 @@ def _device_figures(targets: list[TimedCall], device: str, timing: TimingConfig,
     except Exception as exc:  # a profiler failure costs the device figures, not the case
         out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
         return None, out["profile_error"]
+    profiled = {name: nvml_fallback(figures, span_clock) for name, figures in profiled.items()}
     for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
         if name in profiled:
-            figures = replace(profiled[name], span_sm_clock_mhz=span_clock.at(profiled[name].windows_s))
-            out.update(figures.fields(prefix))
-    clk = span_clock.fields()
-    if "sm_clock_mhz" in clk:
-        out.update(headline_sm_clock_mhz_median=clk["sm_clock_mhz"],
-                   headline_sm_clock_mhz_min=clk["sm_clock_mhz_min"],
-                   headline_sm_clock_mhz_max=clk["sm_clock_mhz_max"],
-                   headline_sm_clock_low_share=span_clock.low_share(CLOCK_DROP_LIMIT))
+            out.update(profiled[name].fields(prefix))
+    out.update(headline_clock_fields(profiled, span_clock))
     lone = out["host_latency_ms"]
     out["launch_overhead_share"] = 1.0 - out["device_ms"] / lone if lone > 0 else None
     return profiled, None
+
+
+def nvml_fallback(figures: DeviceFigures, span_clock: ClockSampler) -> DeviceFigures:
+    """`figures` with NVML's per-call clock (the readings in each call's host window, ClockSampler.at) where its
+    markers gave none for some call; as they are otherwise."""
+    if figures.span_sm_clock_mhz:
+        return figures
+    nvml = span_clock.at(figures.windows_s)
+    if len(nvml) != len(figures.span_samples_ms):
+        return figures
+    return replace(figures, span_sm_clock_mhz=nvml, span_sm_clock_source=NVML_SOURCE)
+
+
+def headline_clock_fields(profiled: dict[str, DeviceFigures], span_clock: ClockSampler) -> dict[str, Any]:
+    """The SM clock over the headline's samples: median, lowest, highest and the share of readings over
+    CLOCK_DROP_LIMIT under their median, from every target's per-call marker clocks where each target has them,
+    else from NVML's readings over the CUPTI pass; {} without a reading."""
+    if profiled and all(f.span_sm_clock_source == MARKER_SOURCE for f in profiled.values()):
+        values = [c for f in profiled.values() for c in f.span_sm_clock_mhz]
+        return {"headline_sm_clock_mhz_median": float(statistics.median(values)),
+                "headline_sm_clock_mhz_min": int(round(min(values))),
+                "headline_sm_clock_mhz_max": int(round(max(values))),
+                "headline_sm_clock_low_share": low_share(values, CLOCK_DROP_LIMIT),
+                "headline_sm_clock_source": MARKER_SOURCE}
+    clk = span_clock.fields()
+    if "sm_clock_mhz" not in clk:
+        return {}
+    return {"headline_sm_clock_mhz_median": clk["sm_clock_mhz"], "headline_sm_clock_mhz_min": clk["sm_clock_mhz_min"],
+            "headline_sm_clock_mhz_max": clk["sm_clock_mhz_max"],
+            "headline_sm_clock_low_share": span_clock.low_share(CLOCK_DROP_LIMIT),
+            "headline_sm_clock_source": NVML_SOURCE}
