@@ -28,6 +28,11 @@
 #                      their own tools' timers (independent_timers.py).
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
+#   tritongen          the marker clock's check (marker_clock_check.py), then configs/h200_tritongen_dtypes.yaml
+#                      (TG_CONFIG) under `bakeoff run --jobs $JOBS` (TG_RUN_S, default 330 s), then
+#                      tritongen_vs_inductor.py's do_bench table with its ceilings in the three dtypes in the time
+#                      left, and its paired table from the run's store; packed into $OUT/tritongen.tar.gz (the
+#                      do_bench JSON lands in $OUT itself).
 #   inject             inject_disturbance.py: a small run of configs/h200.yaml (INJECT_ARGS narrow it) quiet, beside an
 #                      outsider's GEMM loop on the GPU, and beside a CPU burner per core, each into its own store
 #                      (all packed into $OUT/inject.tar.gz); the noise marks per phase and backend and the verdicts. CALL_S defaults to
@@ -192,9 +197,25 @@ inject() {  # the stores, logs and JSON come back as one inject.tar.gz (a device
   tail -c 11000 "$OUT/inject.txt"
 }
 
+tritongen() {  # one call: the marker clock's check, the paired three-dtype run, do_bench beside it; one tarball
+  local dir="$PWD/tg-out"; mkdir -p "$dir"
+  timeout -k 5 60 python3 "$R/benchmarks/marker_clock_check.py" --json "$dir/marker_clock.json" \
+    > "$dir/marker_clock.txt" 2>&1; echo "marker_clock_check exited $?"; cat "$dir/marker_clock.txt" | tail -30
+  B calibrate --dtype bfloat16 --dtype float32 > "$dir/calibrate.txt" 2>&1
+  run_limited "${TG_RUN_S:-330}" "$dir/run.log" "$R/${TG_CONFIG:-configs/h200_tritongen_dtypes.yaml}" --jobs "$JOBS"
+  B show > "$dir/show.txt" 2>&1; B export latest > "$dir/records.json"; cp results/bakeoff.db "$dir/bakeoff.db"
+  python3 "$R/benchmarks/tritongen_vs_inductor.py" --paired "sqlite:///$dir/bakeoff.db" --paired-only \
+    > "$dir/paired.txt" 2>&1; tail -40 "$dir/paired.txt"
+  local budget=$(( $(left_s) - 50 ))
+  [ "$budget" -gt 60 ] && timeout -k 5 $(( budget + 30 )) python3 "$R/benchmarks/tritongen_vs_inductor.py" \
+    --dtypes bfloat16 float16 float32 --budget-s "$budget" > "$dir/dobench.txt" 2>&1
+  echo "do_bench exited $? (budget ${budget} s)"; tail -45 "$dir/dobench.txt"
+  tar czf "$OUT/tritongen.tar.gz" -C "$dir" . && echo "tritongen.tar.gz: tar xzf it into DIR"
+}
+
 case "$JOB" in
   pack) pack ;;
   inject) CALL_S=${CALL_S:-400}; setup; inject "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
-  suite|config|timing|quality|disturbance) setup; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
+  suite|config|timing|quality|disturbance|tritongen) setup; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ "$JOB" = help ] || exit 2 ;;
 esac
