@@ -17,8 +17,8 @@ clock stands in for the headline's).
 `--across-cases` prints instead, per run and (workload, shape, dtype), eager's headline as measured in each case
 of the run: its own case's headline, and the interleaved eager reference of every other backend's case
 (`eager_headline_ms`). Their spread, largest / smallest - 1, in ms and in SM cycles: each call's span times the
-clock read during it where the record has per-call clocks (`device_span_sm_clock_mhz`, the reference's
-`eager_device_span_sm_clock_mhz`; headline_facts.headline_kcycles), else the headline times the median clock over
+clock read on the device around it where the record has such per-call clocks (`device_span_sm_clock_mhz` from the
+marker spins, the reference's `eager_device_span_sm_clock_mhz`; results/call_clocks.py), else the headline times the median clock over
 its samples (`headline_sm_clock_mhz_median`); "-" where a case has no clock (older stores). A group holds when its
 spread in ms is at most ACROSS_CASES_LIMIT (3%), or when its spread in cycles is (the clock accounts for it).
 """
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bakeoff.harness.config.timing import TimingConfig  # noqa: E402
 from bakeoff.harness.measure.noise import assess  # noqa: E402
+from bakeoff.results.call_clocks import per_call_clocks, span_kcycles  # noqa: E402
 from bakeoff.results.report.headline_facts import headline_clock_mhz, headline_kcycles, headline_quality  # noqa: E402
 from bakeoff.results.store import Store  # noqa: E402
 
@@ -91,18 +92,13 @@ def table(records: list[dict[str, Any]], reasons: bool) -> str:
 ACROSS_CASES_LIMIT = 0.03
 
 
-def _per_call_clocks(rec: dict[str, Any], prefix: str) -> bool:
-    spans, clocks = rec.get(f"{prefix}device_span_samples") or [], rec.get(f"{prefix}device_span_sm_clock_mhz") or []
-    return rec.get("headline_method") == "cupti-span" and bool(spans) and len(clocks) == len(spans) and all(clocks)
-
-
 def _eager_kcycles(rec: dict[str, Any]) -> float | None:
     """The interleaved eager reference's headline in thousands of SM cycles: the median of each profiled call's
-    span x its clock (`eager_device_span_samples`, `eager_device_span_sm_clock_mhz`), else its headline x the
-    median clock over the case's headline samples (eager's and the backend's, interleaved); None without a clock."""
-    if _per_call_clocks(rec, "eager_"):
-        return float(statistics.median(float(x) * float(c) for x, c in zip(rec["eager_device_span_samples"],
-                                                                            rec["eager_device_span_sm_clock_mhz"])))
+    span x its clock read on the device (results/call_clocks.py), else its headline x the median clock over the
+    case's headline samples (eager's and the backend's, interleaved); None without a clock."""
+    kcycles = span_kcycles(rec, "eager_")
+    if kcycles is not None:
+        return kcycles
     ms, mhz = rec.get("eager_headline_ms"), headline_clock_mhz(rec)
     return float(ms) * mhz if ms and mhz is not None else None
 
@@ -119,7 +115,7 @@ def eager_measurements(records: list[dict[str, Any]]) -> dict[tuple, list[dict[s
             ms, kcycles = rec.get("headline_ms"), headline_kcycles(rec)
         else:
             ms, kcycles = rec.get("eager_headline_ms"), _eager_kcycles(rec)
-        per_call = _per_call_clocks(rec, "" if own else "eager_")
+        per_call = per_call_clocks(rec, "" if own else "eager_") is not None
         clock = None if kcycles is None else ("per-call" if per_call else "median")
         if ms:
             groups[key].append({"case": str(rec.get("backend")), "ms": float(ms), "kcycles": kcycles, "clock": clock})

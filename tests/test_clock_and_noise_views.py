@@ -179,11 +179,16 @@ def test_each_calls_own_clock_decides_where_the_record_has_it():
     """The candidate's calls ran 10% slower while their own clocks read 10% lower (the clock settling during
     the samples): in cycles nothing changed, though the median clocks of the two runs are the same."""
     base = gpu_rec(headline_sm_clock_mhz_median=1650.0)
-    base["device_span_sm_clock_mhz"] = [1650.0] * 30
+    base.update(device_span_sm_clock_mhz=[1650.0] * 30, device_span_sm_clock_source="marker-spin")
     cand = gpu_rec(median_ms=1.10, seed=1, headline_sm_clock_mhz_median=1650.0)
-    cand["device_span_sm_clock_mhz"] = [1650.0 / 1.10] * 30
+    cand.update(device_span_sm_clock_mhz=[1650.0 / 1.10] * 30, device_span_sm_clock_source="marker-spin")
     lat = by_metric(compare([base], [cand]).cases[0])["headline_ms"]
     assert lat.verdict == "clock" and abs(lat.cycles_rel) < 0.01
+    for rec in (base, cand):  # NVML's per-call reading is no evidence per call: the median clocks decide
+        rec["device_span_sm_clock_source"] = "nvml"
+    assert by_metric(compare([base], [cand]).cases[0])["headline_ms"].verdict == "regressed"
+    for rec in (base, cand):
+        rec["device_span_sm_clock_source"] = "marker-spin"
     del cand["device_span_sm_clock_mhz"]  # the median clocks alone: the same clock, so a regression
     lat = by_metric(compare([base], [cand]).cases[0])["headline_ms"]
     assert lat.verdict == "regressed" and lat.cycles_rel > 0.05

@@ -13,7 +13,7 @@ def own(ms: float, clock_mhz: float | None = None, workload: str = "gemm", dtype
     rec = {"run_id": run_id, "adapter": "eager", "backend": "eager", "workload": workload, "dtype": dtype,
            "shape": "M=8192", "headline_method": "cupti-span", "headline_ms": ms, "device_span_samples": [ms] * 5}
     if clock_mhz:
-        rec["device_span_sm_clock_mhz"] = [clock_mhz] * 5
+        rec.update(device_span_sm_clock_mhz=[clock_mhz] * 5, device_span_sm_clock_source="marker-spin")
     return {**rec, **fields}
 
 
@@ -24,7 +24,7 @@ def paired(backend: str, eager_ms: float, clock_mhz: float | None = None, worklo
            "shape": "M=8192", "headline_method": "cupti-span", "headline_ms": 0.5, "eager_headline_ms": eager_ms,
            "eager_device_span_samples": [eager_ms] * 5}
     if clock_mhz:
-        rec["eager_device_span_sm_clock_mhz"] = [clock_mhz] * 5
+        rec.update(eager_device_span_sm_clock_mhz=[clock_mhz] * 5, eager_device_span_sm_clock_source="marker-spin")
     return {**rec, **fields}
 
 
@@ -52,6 +52,16 @@ def test_a_spread_the_per_call_clocks_account_for_holds_by_the_clock():
 def test_a_spread_the_clock_does_not_account_for_fails():
     [row] = ns.across_cases([own(1.00, 1980.0), paired("inductor", 1.10, 1980.0)])
     assert row["spread_kcycles"] == pytest.approx(0.10) and row["holds"] is False
+
+
+def test_nvmls_per_call_reading_is_not_used_per_call():
+    """A record whose per-call clocks came from NVML (no evidence per call) is read with its median clock."""
+    recs = [own(1.00, 1980.0, device_span_sm_clock_source="nvml", headline_sm_clock_mhz_median=1980.0),
+            paired("inductor", 1.10, 1800.0, eager_device_span_sm_clock_source="nvml",
+                   headline_sm_clock_mhz_median=1980.0)]
+    [row] = ns.across_cases(recs)
+    assert row["spread_kcycles"] == pytest.approx(0.10) and row["holds"] is False
+    assert {m["clock"] for m in ns.eager_measurements(recs)[next(iter(ns.eager_measurements(recs)))]} == {"median"}
 
 
 def test_without_clocks_an_over_spread_cannot_be_told():

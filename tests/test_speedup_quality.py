@@ -196,7 +196,8 @@ def test_each_calls_own_clock_tells_whether_the_clock_accounts_for_a_latency_spr
     does not, even though the clock's range over the samples is wide enough to look like it."""
     clock = _settling_clock_mhz()
     backend, eager = _series(1.6, clock, 1), _series(1.8, clock, 2)
-    per_call = {"device_span_sm_clock_mhz": list(clock), "eager_device_span_sm_clock_mhz": list(clock)}
+    per_call = {"device_span_sm_clock_mhz": list(clock), "eager_device_span_sm_clock_mhz": list(clock),
+                "device_span_sm_clock_source": "marker-spin", "eager_device_span_sm_clock_source": "marker-spin"}
     q = _assess(_rec(backend, eager, clock, **per_call))
     assert q["headline_quality"] == "noisy" and q["speedup_quality"] == "clean"
     assert all("in SM cycles (each call's time x its clock) the spread is" in r and r.endswith("the clock accounts "
@@ -206,9 +207,11 @@ def test_each_calls_own_clock_tells_whether_the_clock_accounts_for_a_latency_spr
     q = _assess(_rec(jumped, eager, clock, **per_call))
     mine = [r for r in q["headline_noise_reasons"] if r.startswith("backend headline")]
     assert mine and all(r.endswith("not the clock alone") for r in mine), mine
-    # a record without per-call clocks falls back on the clock's range over the samples
-    q = _assess(_rec(jumped, eager, clock))
-    assert any("SM clock moved" in r for r in q["headline_noise_reasons"])
+    # a record without per-call clocks read on the device (none, or NVML's) falls back on the clock's range
+    for nvml in ({}, {**per_call, "device_span_sm_clock_source": "nvml", "eager_device_span_sm_clock_source": "nvml"}):
+        q = _assess(_rec(jumped, eager, clock, **nvml))
+        assert any("SM clock moved" in r for r in q["headline_noise_reasons"])
+        assert not any("in SM cycles" in r for r in q["headline_noise_reasons"])
 
 
 def test_the_clock_during_each_call_is_the_readings_inside_its_window_else_the_nearest():

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from bakeoff.harness.measure.kernel_times import kernel_times
-from bakeoff.harness.measure.marker_clock import (MARK_LONG_CYCLES, MARK_SHORT_CYCLES, MARKER_SOURCE, Edges,
+from bakeoff.harness.measure.marker_clock import (MARK_LONG_CYCLES, MARK_SHORT_CYCLES, Edges,
                                                   call_edges, per_call_mhz)
 from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_kernel_event, stats
+from bakeoff.results.call_clocks import MARKER_SOURCE
 
 # Before each profiled call, about this much of the target's own calls (at most LEAD_IN_CALLS calls, at least 1).
 LEAD_IN_MS = 2.0

@@ -35,11 +35,11 @@ from bakeoff.harness.config.timing import AUTO_SUSTAINED_S, TimingConfig
 
 from bakeoff.harness.measure.clocks import ClockSampler, low_share, sustain_load
 from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
-from bakeoff.harness.measure.marker_clock import MARKER_SOURCE, NVML_SOURCE
 from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
                                             measure, pipeline_calls, pipeline_memory_cap_bytes,
                                             pipelined_latency)
+from bakeoff.results.call_clocks import MARKER_SOURCE, NVML_SOURCE
 from bakeoff.results.speedup_interval import interval_fields
 
 # The timing targets' names, internal to one case: never a config label, so a label such as "eager" for

@@ -28,8 +28,6 @@ MARK_LONG_CYCLES = 2 * MARK_SHORT_CYCLES
 # What an SM clock can be: a reading outside this range is a broken pair, not a clock.
 MIN_MHZ = 100.0
 MAX_MHZ = 3500.0
-MARKER_SOURCE = "marker-spin"
-NVML_SOURCE = "nvml"
 
 Edges = tuple[float | None, float | None]  # the clock (MHz) read by the marker before and the marker after a call
 

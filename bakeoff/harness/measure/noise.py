@@ -28,10 +28,11 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   CLOCK_LOW_SHARE_LIMIT (20%) of the clock readings more than CLOCK_DROP_LIMIT (10%) under their median); host
   load only where the headline is host-timed (not a DEVICE_METHODS method). A spread the SM clock can account
   for is still a spread of the latency, and its reason names the clock: from each call's own clock where the
-  record has it (`device_span_sm_clock_mhz`: the spread of the samples in SM cycles, time x clock, judged by
-  the same limits), else from the clock's range over the samples (`clock_explains`). NVML's clock reading changes
-  in steps (on the H200 about every ten calls of a few ms) and need not follow the calls' own clock: the note
-  is context for a spread the samples show, never a reason by itself.
+  record has it read on the device (`device_span_sm_clock_mhz` from the marker spins, results/call_clocks.py:
+  the spread of the samples in SM cycles, time x clock, judged by the same limits), else from NVML's clock range
+  over the samples (`clock_explains`). NVML's reading changes in steps (on the H200 about every ten calls of a
+  few ms) and need not follow the calls' own clock: that note is context for a spread the samples show, never
+  a reason by itself.
 - `speedup_quality` (with `speedup_noise_reasons`; None for eager's own case): the speedup, judged on the
   paired ratios eager_i / backend_i of the headline's interleaved samples (`speedup_iqr_rel`,
   `speedup_drift_rel`) by the same IQR and drift limits. Sample i of the backend and of eager ran back to back,
@@ -50,6 +51,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+
+from bakeoff.results.call_clocks import per_call_clocks
 
 DRIFT_FLOOR = 0.10
 DRIFT_MIN_SAMPLES = 15
@@ -244,11 +247,11 @@ def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool, host
     says so."""
     mine, iqr, eager = _headline_series(rec, paired)
     spans = headline_device_timed(rec)
-    clocks = rec.get("device_span_sm_clock_mhz") if spans else None
+    clocks = per_call_clocks(rec) if spans else None
     note = _series_note(mine, iqr, clocks, rec, target_iqr)
     reasons = _spread_reasons("backend headline", mine, iqr, target_iqr, note=note)
     if paired:
-        clocks = rec.get("eager_device_span_sm_clock_mhz") if spans else None
+        clocks = per_call_clocks(rec, "eager_") if spans else None
         note = _series_note(eager, iqr_rel(eager), clocks, rec, target_iqr)
         reasons += _spread_reasons("eager headline", eager, iqr_rel(eager), target_iqr, note=note)
     host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
+from bakeoff.results.call_clocks import span_kcycles
 from bakeoff.results.report.data import fnum
 
 # A headline's SM clock this far (relative) from the run's typical one is shown beside its absolute latency: on a
@@ -71,11 +72,11 @@ def headline_clock_mhz(rec: dict[str, Any]) -> float | None:
 
 def headline_kcycles(rec: dict[str, Any]) -> float | None:
     """The headline in thousands of SM cycles (ms x MHz): the median over the profiled calls of each call's span
-    times the clock read during it, where a CUPTI-span headline has per-call clocks (`device_span_sm_clock_mhz`);
+    times the clock read on the device around it, where the record has such clocks (results/call_clocks.py);
     else the headline times the median clock over its samples; None without a clock."""
-    spans, clocks = rec.get("device_span_samples") or [], rec.get("device_span_sm_clock_mhz") or []
-    if rec.get("headline_method") == "cupti-span" and spans and len(clocks) == len(spans) and all(clocks):
-        return float(statistics.median(float(x) * float(c) for x, c in zip(spans, clocks)))
+    kcycles = span_kcycles(rec)
+    if kcycles is not None:
+        return kcycles
     ms, mhz = fnum(rec.get("headline_ms")), headline_clock_mhz(rec)
     return ms * mhz if ms is not None and mhz is not None else None
 
