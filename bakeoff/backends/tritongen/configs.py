@@ -45,9 +45,10 @@ PRUNED = {"pointwise": 1, "copy": 1, "rowreduce": 2, "matmul": 2, "attention": 2
 #   faster than the template's second candidate (1.76-1.83 against 2.27-2.39 ms; 0.506-0.513 against 0.674-0.681);
 # - the pre-split float32 attention's 64 x 32 tile (`split_attention`): 4 of 4 (attention, attn_block), 1.19x and
 #   more (18.8-19.0 against 22.5-22.6 ms);
-# - the pre-split float32 matmul (`split_matmul`): its second tile (128 x 128 x 16, CHAIN 2, 4 stages) needs 262208
-#   bytes of shared memory against sm_90's 232448 and failed at its first launch in all 10 searches, so the pruned
-#   search has been the first tile alone (where split-K applies, a long K, its candidates stay beside it).
+# - the pre-split float32 matmul (`split_matmul`): its second tile then (128 x 128 x 16, CHAIN 2, 4 stages, since
+#   dropped from _SPLIT_TILES) needs 262208 bytes of shared memory against sm_90's 232448 and failed at its first
+#   launch in all 10 searches, so the pruned search was the first tile alone (where split-K applies, a long K, its
+#   candidates stay beside it).
 PRUNED_TWINS = {"gluon": 1, "split_attention": 1, "split_matmul": 1}
 
 
@@ -153,9 +154,10 @@ def _tma_twins(src: KernelSource, dtype: str, device: str, sms: int | None, rest
 # The pre-split twin's tiles (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, CHAIN): four float32 tiles a K step in
 # shared memory, (2 * BM + 2 * BN) * BK * 4 bytes a stage, within ~227 KB on an H100/H200; an accumulator and a
 # CHAIN partial sum in registers. Persistent forms ran 1.7x slower on the H200 and are not generated. Order: the
-# H200's fastest at 8192^3 first (10.8 ms; the next three within 1.5%; CHAIN 1-4 gave the same error there).
-_SPLIT_TILES = ((128, 128, 32, 8, 3, 1), (128, 128, 16, 4, 4, 2), (64, 128, 32, 4, 4, 1), (128, 128, 32, 8, 2, 1),
-                (64, 64, 32, 4, 3, 1))
+# H200's fastest at 8192^3 first (10.8 ms; CHAIN 1-4 gave the same error there). A 128 x 128 x 16 tile at 4
+# stages with CHAIN 2 is not among them: it needs 262208 bytes of shared memory (sm_90 has 232448) and spills
+# (offline sm_90), and failed at its first launch in every H200 search that tried it.
+_SPLIT_TILES = ((128, 128, 32, 8, 3, 1), (64, 128, 32, 4, 4, 1), (128, 128, 32, 8, 2, 1), (64, 64, 32, 4, 3, 1))
 
 
 def _split_tiles(src: KernelSource) -> list[Config]:
