@@ -23,9 +23,10 @@ def _busy(ms: float):
 
 
 def _marker(t: float) -> list[KernelSpan]:
-    """A marker at `t` us: its two spins back to back, 10 and 20 us plus 1 us of overhead (a 2000 MHz clock)."""
+    """A marker at `t` us: its three spins back to back, the warm-up 0.5 us, then 10 and 20 us, each plus 1 us of
+    overhead (a 2000 MHz clock)."""
     name = f"at::cuda::(anonymous namespace)::{MARK_NAME}(long)"
-    return [KernelSpan(name, t, t + 11.0), KernelSpan(name, t + 12.0, t + 33.0)]
+    return [KernelSpan(name, t - 2.0, t - 0.5), KernelSpan(name, t, t + 11.0), KernelSpan(name, t + 12.0, t + 33.0)]
 
 
 def _timeline(calls: list[list[tuple[float, float]]]) -> list[KernelSpan]:
@@ -55,7 +56,7 @@ def test_calls_are_split_at_their_markers_and_the_flush_is_left_out():
 
 def test_lost_markers_or_a_call_without_kernels_is_an_error_not_a_figure():
     timeline = _timeline([[(0.0, 10.0)], [(0.0, 10.0)]])
-    with pytest.raises(ProfileError, match="7 marker kernels for 2 calls"):
+    with pytest.raises(ProfileError, match="11 marker kernels for 2 calls"):
         segment_calls([k for i, k in enumerate(timeline) if i != 1], 2)
     empty = [k for k in timeline if not k.name.startswith("k") or k.start_us > 200]
     with pytest.raises(ProfileError, match="call 0 launched no kernel"):

@@ -1,5 +1,6 @@
 """The SM clock read by the CUPTI pass's markers, without a GPU: device timelines built from a known clock per
-marker (each marker two spins of MARK_SHORT_CYCLES and MARK_LONG_CYCLES plus an overhead), split into calls,
+marker (each marker a warm-up spin, then spins of MARK_SHORT_CYCLES and MARK_LONG_CYCLES plus an overhead), split
+into calls,
 and carried to the record; broken pairs give no clock, malformed timelines an error."""
 from dataclasses import replace
 
@@ -8,7 +9,7 @@ import pytest
 import bakeoff.harness.measure.figures as figures
 from bakeoff.harness.measure.device_time import MARK_NAME, KernelSpan, ProfileError, figures_of, segment_calls
 from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, measure_figures
-from bakeoff.harness.measure.marker_clock import MARK_LONG_CYCLES, MARK_SHORT_CYCLES, spin_pair_mhz
+from bakeoff.harness.measure.marker_clock import MARK_LONG_CYCLES, MARK_SHORT_CYCLES, MARK_WARM_CYCLES, spin_pair_mhz
 from bakeoff.harness.measure.noise import cycles
 from bakeoff.harness.measure.timing import Stats, TimedCall
 from bakeoff.results.record import ColdOutput
@@ -18,12 +19,17 @@ TIMING = {"warmup_s": 0.0, "budget_s": 0.2, "min_reps": 5, "max_reps": 15, "targ
           "cuda_graph": False, "profile": True}
 
 
-def _marker(t_us: float, mhz: float, overhead_us: float = 1.7, long_us: float | None = None) -> list[KernelSpan]:
-    """A marker starting at `t_us`: the short spin, then the long one right after it on the same stream, each
-    `overhead_us` plus its cycles at `mhz` (cycles / MHz = µs); `long_us` overrides the long spin's duration."""
+def _marker(t_us: float, mhz: float, overhead_us: float = 1.7, long_us: float | None = None,
+            cold_us: float = 0.4) -> list[KernelSpan]:
+    """A marker starting at `t_us`: the warm-up spin (`cold_us` longer: it starts cold), the short spin, then
+    the long one, back to back on the same stream, each `overhead_us` plus its cycles at `mhz` (cycles / MHz =
+    µs); `long_us` overrides the long spin's duration."""
+    warm = cold_us + overhead_us + MARK_WARM_CYCLES / mhz
     short = overhead_us + MARK_SHORT_CYCLES / mhz
     long = overhead_us + MARK_LONG_CYCLES / mhz if long_us is None else long_us
-    return [KernelSpan(SPIN, t_us, t_us + short), KernelSpan(SPIN, t_us + short + 0.8, t_us + short + 0.8 + long)]
+    t1 = t_us + warm + 0.8
+    return [KernelSpan(SPIN, t_us, t_us + warm), KernelSpan(SPIN, t1, t1 + short),
+            KernelSpan(SPIN, t1 + short + 0.8, t1 + short + 0.8 + long)]
 
 
 def _timeline(calls_us: list[float], clocks_mhz: list[float], overheads_us: list[float] | None = None,
@@ -71,7 +77,7 @@ def test_a_clock_read_at_cuptis_timestamp_step_is_within_a_percent():
     step = 0.032
     for mhz in (1110.0, 1500.0, 1980.0):
         for offset in (0.0, 0.011, 0.023):
-            short, long = _marker(100.0 + offset, mhz)
+            _, short, long = _marker(100.0 + offset, mhz)
             q = [round(x / step) * step for x in (short.start_us, short.end_us, long.start_us, long.end_us)]
             got, why = spin_pair_mhz(q[1] - q[0], q[3] - q[2])
             assert why is None and got == pytest.approx(mhz, rel=0.01), (mhz, offset, got)
@@ -81,8 +87,8 @@ def test_a_broken_pair_costs_its_calls_their_clock_never_gives_a_wrong_one():
     clocks = [1900.0] * 6
     timeline = _timeline([300.0, 300.0, 300.0], clocks)
     spins = [i for i, k in enumerate(timeline) if MARK_NAME in k.name]
-    short, long = timeline[spins[4]], timeline[spins[5]]  # call 1's opening marker: its long spin no longer
-    timeline[spins[5]] = KernelSpan(long.name, long.start_us, long.start_us + (short.end_us - short.start_us))
+    short, long = timeline[spins[7]], timeline[spins[8]]  # call 1's opening marker: its long spin no longer
+    timeline[spins[8]] = KernelSpan(long.name, long.start_us, long.start_us + (short.end_us - short.start_us))
     segs = segment_calls(timeline, 3)
     assert segs[1].clock_edges_mhz[0] is None and segs[1].clock_edges_mhz[1] == pytest.approx(1900.0)
     assert "not longer than its short one" in segs[1].clock_error and "before it" in segs[1].clock_error
@@ -103,9 +109,9 @@ def test_an_implausible_reading_is_no_reading(long_extra_us: float, words: str):
     """A difference of 0.5 µs reads 40000 MHz, one of 400 µs 50 MHz: neither is a clock."""
     timeline = _timeline([200.0, 200.0], [1800.0] * 4)
     spins = [i for i, k in enumerate(timeline) if MARK_NAME in k.name]
-    short, long = timeline[spins[6]], timeline[spins[7]]  # call 1's closing marker
+    short, long = timeline[spins[10]], timeline[spins[11]]  # call 1's closing marker
     duration = short.end_us - short.start_us + long_extra_us
-    timeline[spins[7]] = KernelSpan(long.name, long.start_us, long.start_us + duration)
+    timeline[spins[11]] = KernelSpan(long.name, long.start_us, long.start_us + duration)
     segs = segment_calls(timeline, 2)
     assert segs[1].clock_edges_mhz[1] is None and words in segs[1].clock_error and "after it" in segs[1].clock_error
     assert figures_of(segs).span_sm_clock_mhz == []
@@ -114,22 +120,25 @@ def test_an_implausible_reading_is_no_reading(long_extra_us: float, words: str):
 def test_a_lone_marker_or_an_old_single_spin_timeline_is_an_error():
     timeline = _timeline([200.0, 200.0], [1800.0] * 4)
     spins = [i for i, k in enumerate(timeline) if MARK_NAME in k.name]
-    with pytest.raises(ProfileError, match="7 marker kernels for 2 calls \\(expected 8, two spins per marker"):
+    with pytest.raises(ProfileError, match="11 marker kernels for 2 calls \\(expected 12, 3 spins per marker"):
         segment_calls([k for i, k in enumerate(timeline) if i != spins[5]], 2)  # CUPTI dropped one spin
-    single = [k for i, k in enumerate(timeline) if i not in spins[1::2]]  # one spin per marker, as markers once were
-    with pytest.raises(ProfileError, match="4 marker kernels for 2 calls \\(expected 8"):
+    single = [k for n, k in enumerate(timeline) if n not in spins or spins.index(n) % 3 == 0]  # one spin a marker
+    with pytest.raises(ProfileError, match="4 marker kernels for 2 calls \\(expected 12"):
         segment_calls(single, 2)
+    pairs = [k for n, k in enumerate(timeline) if n not in spins or spins.index(n) % 3 != 0]  # two spins a marker
+    with pytest.raises(ProfileError, match="8 marker kernels for 2 calls \\(expected 12"):
+        segment_calls(pairs, 2)
 
 
 def test_a_backends_own_spin_kernel_is_an_error_not_a_marker():
     timeline = _timeline([200.0, 200.0], [1800.0] * 4)
     inside = next(k for k in timeline if k.name == "gemm")
     extra = KernelSpan(SPIN, inside.end_us + 1.0, inside.end_us + 5.0)  # a call that launched a spin_kernel
-    with pytest.raises(ProfileError, match="9 marker kernels for 2 calls"):
+    with pytest.raises(ProfileError, match="13 marker kernels for 2 calls"):
         segment_calls(timeline + [extra], 2)
     # a dropped spin and the backend's own one: the count matches, the pairs do not
     spins = [i for i, k in enumerate(timeline) if MARK_NAME in k.name]
-    with pytest.raises(ProfileError, match="marker 1's two spin kernels are split by 'epilogue'"):
+    with pytest.raises(ProfileError, match="marker 1's 3 spin kernels are split by 'epilogue'"):
         segment_calls([k for i, k in enumerate(timeline) if i != spins[3]] + [extra], 2)
 
 

@@ -226,9 +226,10 @@ def test_device_time_pass_builds_the_kernel_list_per_call():
 
     events, t0 = [], 0.0
     for _ in range(5):
-        events += [KernelSpan("flush", t0, t0 + 5), KernelSpan(MARK_NAME, t0 + 6, t0 + 8),
-                   KernelSpan(MARK_NAME, t0 + 8, t0 + 11), KernelSpan("k0", t0 + 20, t0 + 60),
-                   KernelSpan("k1", t0 + 60, t0 + 70), KernelSpan(MARK_NAME, t0 + 80, t0 + 82),
+        events += [KernelSpan("flush", t0, t0 + 5), KernelSpan(MARK_NAME, t0 + 5.5, t0 + 5.9),
+                   KernelSpan(MARK_NAME, t0 + 6, t0 + 8), KernelSpan(MARK_NAME, t0 + 8, t0 + 11),
+                   KernelSpan("k0", t0 + 20, t0 + 60), KernelSpan("k1", t0 + 60, t0 + 70),
+                   KernelSpan(MARK_NAME, t0 + 79.5, t0 + 79.9), KernelSpan(MARK_NAME, t0 + 80, t0 + 82),
                    KernelSpan(MARK_NAME, t0 + 82, t0 + 85)]
         t0 += 100
     figs = figures_of(segment_calls(events, 5))

@@ -4,16 +4,17 @@ clock each call ran at, read by the markers around it.
 
 CUPTI sees the kernels of every library in the process (JAX/XLA, IREE, ONNX Runtime, TensorRT, torch), on
 whatever stream they launch, so this figure is obtained the same way for every backend. Calls are told
-apart on the device timeline by markers, each two spin kernels launched back to back on one stream
-(`torch.cuda._sleep` of MARK_SHORT_CYCLES, then of MARK_LONG_CYCLES; CUPTI names both `spin_kernel`):
+apart on the device timeline by markers, each three spin kernels launched back to back on one stream
+(`torch.cuda._sleep` of MARK_SPINS cycles: a warm-up spin, MARK_SHORT_CYCLES, MARK_LONG_CYCLES; CUPTI names each
+`spin_kernel`):
 
     lead-in calls; flush; sync; MARK; sync; call; backend sync; sync; MARK; sync
 
 so the kernels of call j are those that start after its first marker and before its second; the cache flush
 (a kernel too) lies outside every pair. Synchronizing around each marker keeps kernels on other streams from
-overlapping it. The two spins of a marker differ by MARK_SHORT_CYCLES SM cycles, so the difference of their
+overlapping it. A marker's last two spins differ by MARK_SHORT_CYCLES SM cycles, so the difference of their
 CUPTI durations reads the SM clock on the device right before and right after each call (measure/marker_clock.py).
-A marker costs 3 x MARK_SHORT_CYCLES cycles of one thread, 30-55 µs at 1980-1110 MHz, twice per profiled
+A marker costs sum(MARK_SPINS) = 61000 cycles of one thread, 31-55 µs at 1980-1110 MHz, twice per profiled
 call: device time between calls, in no call's span or sum (those run from the call's first kernel after its
 opening marker to its last before the closing one, and the syncs keep every other kernel off the markers),
 so no timed figure contains it; the pause it adds before each call is far shorter than the power
@@ -32,8 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from bakeoff.harness.measure.kernel_times import kernel_times
-from bakeoff.harness.measure.marker_clock import (MARK_LONG_CYCLES, MARK_SHORT_CYCLES, Edges,
-                                                  call_edges, per_call_mhz)
+from bakeoff.harness.measure.marker_clock import MARK_SPINS, Edges, call_edges, per_call_mhz
 from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_kernel_event, stats
 from bakeoff.results.call_clocks import MARKER_SOURCE
 
@@ -122,25 +122,29 @@ def lead_in_calls(single_call_ms: float) -> int:
     return min(LEAD_IN_CALLS, max(1, math.ceil(LEAD_IN_MS / single_call_ms)))
 
 
-def marker_pairs(events: Sequence[KernelSpan], n_calls: int) -> list[tuple[KernelSpan, KernelSpan]]:
-    """The 2 * `n_calls` markers of a timeline sorted by start, each its (short, long) spin kernels. Raises
-    ProfileError when the spins are not 4 * n_calls (CUPTI dropped records, a marker was not launched, a
-    call launched a kernel named spin_kernel, or the timeline has one spin per marker), or when another
-    kernel starts between the two spins of a marker (then the pairs are not the markers)."""
+def marker_groups(events: Sequence[KernelSpan], n_calls: int) -> list[tuple[KernelSpan, ...]]:
+    """The 2 * `n_calls` markers of a timeline sorted by start, each its len(MARK_SPINS) spin kernels in launch
+    order. Raises ProfileError when the spins are not that many per marker (CUPTI dropped records, a marker was
+    not launched, a call launched a kernel named spin_kernel, or the timeline has markers of another make), or
+    when another kernel starts between the spins of a marker (then the groups are not the markers)."""
+    per = len(MARK_SPINS)
     at = [i for i, e in enumerate(events) if MARK_NAME in e.name]
-    if len(at) != 4 * n_calls:
-        raise ProfileError(f"profiler saw {len(at)} marker kernels for {n_calls} calls (expected {4 * n_calls}, "
-                           f"two spins per marker, two markers per call): CUPTI dropped records, a marker was not "
-                           f"launched, or a call launched a kernel named {MARK_NAME}")
-    for m, (i, j) in enumerate(zip(at[::2], at[1::2])):
-        if j != i + 1:
-            raise ProfileError(f"marker {m}'s two spin kernels are split by {events[i + 1].name[:200]!r}: a "
+    if len(at) != 2 * per * n_calls:
+        raise ProfileError(f"profiler saw {len(at)} marker kernels for {n_calls} calls (expected "
+                           f"{2 * per * n_calls}, {per} spins per marker, two markers per call): CUPTI dropped "
+                           f"records, a marker was not launched, or a call launched a kernel named {MARK_NAME}")
+    groups = [at[m * per:(m + 1) * per] for m in range(2 * n_calls)]
+    for m, idx in enumerate(groups):
+        split = next((i for i in range(idx[0], idx[-1]) if i + 1 not in idx), None)
+        if split is not None:
+            raise ProfileError(f"marker {m}'s {per} spin kernels are split by {events[split + 1].name[:200]!r}: a "
                                f"call launched a kernel named {MARK_NAME}, or CUPTI dropped a marker's record")
-    return [(events[i], events[j]) for i, j in zip(at[::2], at[1::2])]
+    return [tuple(events[i] for i in idx) for idx in groups]
 
 
-def _durations_us(pair: tuple[KernelSpan, KernelSpan]) -> tuple[float, float]:
-    return pair[0].end_us - pair[0].start_us, pair[1].end_us - pair[1].start_us
+def _durations_us(marker: tuple[KernelSpan, ...]) -> tuple[float, float]:
+    """The (short, long) spins' CUPTI durations: a marker's last two spins."""
+    return marker[-2].end_us - marker[-2].start_us, marker[-1].end_us - marker[-1].start_us
 
 
 def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTimes]:
@@ -148,11 +152,11 @@ def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTi
     SM clock each marker read.
 
     `activities` are kernels only (markers included, copies excluded). Raises ProfileError when the markers
-    are not the expected pairs (`marker_pairs`) or when a call launched no kernel. A marker that gives no
+    are not the expected groups (`marker_groups`) or when a call launched no kernel. A marker that gives no
     clock costs its calls their clock (CallTimes.clock_error), not their times.
     """
     events = sorted(activities, key=lambda e: (e.start_us, e.end_us))
-    markers = marker_pairs(events, n_calls)
+    markers = marker_groups(events, n_calls)
     kernels = [e for e in events if MARK_NAME not in e.name]
     out = []
     for j in range(n_calls):
@@ -213,10 +217,10 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
     order: list[str] = []
     windows: list[tuple[float, float]] = []  # perf_counter() around each profiled call, synchronized both ends
 
-    def mark() -> None:  # two spins back to back on one stream, no sync between: one marker, one clock reading
+    def mark() -> None:  # spins back to back on one stream, no sync between: one marker, one clock reading
         torch.cuda.synchronize()
-        torch.cuda._sleep(MARK_SHORT_CYCLES)
-        torch.cuda._sleep(MARK_LONG_CYCLES)
+        for cycles in MARK_SPINS:
+            torch.cuda._sleep(cycles)
         torch.cuda.synchronize()
 
     lead_in: dict[str, int] = {}

@@ -1,7 +1,7 @@
 """The SM clock read on the device, from the marker kernels that tell the CUPTI pass's calls apart.
 
-Each marker of the pass (measure/device_time.py) is two spin kernels launched back to back on one stream:
-`torch.cuda._sleep(MARK_SHORT_CYCLES)`, then `torch.cuda._sleep(MARK_LONG_CYCLES)`, each one thread spinning
+Each marker of the pass (measure/device_time.py) is spin kernels launched back to back on one stream (MARK_SPINS):
+a short warm-up spin, `torch.cuda._sleep(MARK_SHORT_CYCLES)`, then `torch.cuda._sleep(MARK_LONG_CYCLES)`, each one thread spinning
 until `clock64()` has advanced that many SM cycles (aten/src/ATen/cuda/Sleep.cu). A spin's CUPTI duration is
 a fixed overhead (its launch on the device, its block's start, the loop's last turn) plus its cycles at the SM
 clock, so the difference of the two durations is MARK_SHORT_CYCLES cycles and nothing else:
@@ -21,10 +21,16 @@ from typing import Sequence
 # The cycles the clock is read over: the long spin minus the short one. CUPTI's kernel timestamps on Hopper
 # step every 32 ns, so the two durations' difference is off by four steps (0.13 µs) at worst and far less
 # typically; 20000 cycles (10 µs at 1980 MHz, 18 µs at 1110 MHz) then read the clock within about 1% at
-# worst, near NVML's own step (15 MHz), while a whole marker (3 x 20000 cycles of one thread: 30-55 µs)
+# worst, near NVML's own step (15 MHz), while a whole marker (61000 cycles of one thread: 31-55 µs)
 # stays far shorter than the power controller's millisecond steps, so it does not move the clock it reads.
 MARK_SHORT_CYCLES = 20_000
 MARK_LONG_CYCLES = 2 * MARK_SHORT_CYCLES
+# A marker's first spin, short, read by no clock: the spin that finds the spin kernel's code and launch state
+# cold (after a call or the flush evicted them) is this one, so the short and the long spin after it start
+# alike and their fixed overheads cancel; a cold start a few hundred ns longer would otherwise read a clock a
+# few percent high.
+MARK_WARM_CYCLES = 1_000
+MARK_SPINS = (MARK_WARM_CYCLES, MARK_SHORT_CYCLES, MARK_LONG_CYCLES)  # one marker, in launch order
 # What an SM clock can be: a reading outside this range is a broken pair, not a clock.
 MIN_MHZ = 100.0
 MAX_MHZ = 3500.0
