@@ -5,7 +5,6 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anywhere in this process
 
-import inspect
 import threading
 import time
 from types import SimpleNamespace
@@ -15,6 +14,8 @@ import pytest
 from ci_required import importorskip
 
 importorskip("triton", reason="triton is not installed (pip install 'bakeoff[triton]')")
+
+from tritongen_fakes import async_fn  # noqa: E402
 
 from bakeoff.backends.tritongen import compile_batch, tune  # noqa: E402
 from bakeoff.backends.tritongen.configs import PRUNED, PRUNED_TWINS, candidates, pruned_count  # noqa: E402
@@ -28,20 +29,6 @@ class _Kernel:
     def __init__(self, sig):
         self.src = SimpleNamespace(signature={0: sig}, constants={})
         self.metadata = SimpleNamespace(tensordesc_meta=None)
-
-
-def _async_fn(compile_fn):
-    """A jit function stand-in whose warmup submits `compile_fn(name)` to Triton's AsyncCompileMode."""
-    from triton.runtime import _async_compile
-
-    class Fn:
-        def warmup(self, *args, grid, **kwargs):
-            mode = _async_compile.active_mode.get()
-            assert mode is not None, "compiled outside AsyncCompileMode"
-            name = kwargs["NAME"]
-            hooks = (lambda kernel: None,) * (len(inspect.signature(mode.submit).parameters) - 2)
-            return mode.submit(name, lambda: compile_fn(name), *hooks)  # Triton 3.9 adds a cleanup hook
-    return Fn()
 
 
 def test_one_batch_says_each_candidates_error_and_builds_each_signatures_launcher_once(monkeypatch):
@@ -68,7 +55,7 @@ def test_one_batch_says_each_candidates_error_and_builds_each_signatures_launche
             raise RuntimeError("out of resource: shared memory")
         return _Kernel("*bf16" if name != "c" else "*fp32")
 
-    fn = _async_fn(compile_fn)
+    fn = async_fn(compile_fn)
     calls = [lambda n=n: [fn.warmup(grid=(1,), NAME=n)] for n in ("a", "b", "bad", "c")]
     calls.append(lambda: (_ for _ in ()).throw(KeyError("k5_matmul_ahi")))  # a call that raises by itself
     said = compile_batch.compile_jobs(calls, threads=4)

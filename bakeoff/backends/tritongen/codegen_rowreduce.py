@@ -34,6 +34,7 @@ from bakeoff.backends.tritongen.views import View, broadcast_view
 
 _REDUCE_INIT = {"sum": "0.0", "mean": "0.0", "max": '-float("inf")'}
 COMPENSATE_OVER = 4  # column blocks a lane sums before its running sums are compensated
+LOG2E = 1.4426950408889634  # exp(x) = exp2(x * LOG2E), as the modules' _exp
 
 
 class _Row:
@@ -84,10 +85,22 @@ class _Row:
         if n.op == "max":
             x = f'tl.where({self.col_mask}, {x}, -float("inf"))' if self.col_mask else x
             return f"{indent}v{nid} = tl.max({x}, axis=1, keep_dims=True)"
+        if n.op == "exp" and self.row_shifted(n.inputs[0]):  # exp(x - m), m per row: one FFMA, then ex2
+            x, m = (pointwise_arg(self.g, i) for i in self.g.node(n.inputs[0]).inputs)
+            return f"{indent}v{nid} = _exp2(tl.fma({x}, {LOG2E!r}, -({m} * {LOG2E!r})))"
         if n.op == "div" and not self.is_stat(nid) and n.inputs[1] in self.mine and self.is_stat(n.inputs[1]):
             return f"{indent}v{nid} = {args[0]} * (1.0 / {args[1]})"  # one division per row, not per element
         row = f"(r % {self.lead[-1]})" if self.lead else "0"
         return f"{indent}v{nid} = {pointwise_expr(n, args, row, 'c')}"
+
+    def row_shifted(self, nid: int) -> bool:
+        """`nid` is this kernel's full-width x - m with m a per-row value (softmax's shift by its row max): its
+        exp is written exp2(x * log2(e) - m * log2(e)), m * log2(e) once per row and the rest one FFMA, not a
+        subtraction and a multiply. The rounding moves from x - m to m * log2(e), common to the whole row, and a
+        shift common to a row cancels in anything normalized by its sum."""
+        n = self.g.node(nid)
+        return (nid in self.mine and n.op == "sub" and not self.is_stat(nid) and self.is_stat(n.inputs[1])
+                and self.g.node(n.inputs[0]).op != "const")
 
     def store_line(self, nid: int, view: View, indent: str) -> str:
         stat = self.is_stat(nid)
@@ -179,7 +192,9 @@ def _online_pairs(g: Graph, kernel: Kernel) -> dict[int, int]:
 
 def _online_loop(row: _Row, mid: int, sid: int, y: int, loop: list[str], cone: list[str]) -> list[str]:
     """One pass for max(y) and sum(exp(y - max)): a running max and a compensated (Kahan) running sum of the
-    blocks' sums, both rescaled when the max grows."""
+    blocks' sums, both rescaled when the max grows. Each block's exponents are y * log2(e) - M with M the
+    rounded max * log2(e) (one FFMA, `row_shifted`); the rescale uses the same rounded M's, so every block's sum
+    ends with the final M's shift, the one the output pass divides by."""
     ind = "        "
     return [
         f'    m_run{mid} = tl.full([BLOCK_M, 1], -float("inf"), tl.float32)',
@@ -189,9 +204,10 @@ def _online_loop(row: _Row, mid: int, sid: int, y: int, loop: list[str], cone: l
         f'{ind}y = tl.where(cmask, v{y}, -float("inf"))',
         f"{ind}m_new = tl.maximum(m_run{mid}, tl.max(y, axis=1, keep_dims=True))",
         f'{ind}m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows all -inf so far: no NaN',
-        f"{ind}alpha = _exp(m_run{mid} - m_safe)",
+        f"{ind}alpha = _exp2(m_run{mid} * {LOG2E!r} - m_safe * {LOG2E!r})  # the blocks' own rounded shifts",
         f"{ind}old = l_run{sid} * alpha",
-        f"{ind}part = tl.sum(_exp(y - m_safe), axis=1, keep_dims=True) - l_comp{sid} * alpha",
+        f"{ind}part = tl.sum(_exp2(tl.fma(y, {LOG2E!r}, -(m_safe * {LOG2E!r}))), axis=1, keep_dims=True)"
+        f" - l_comp{sid} * alpha",
         f"{ind}l_run{sid} = old + part",
         f"{ind}l_comp{sid} = (l_run{sid} - old) - part  # what the add dropped",
         f"{ind}m_run{mid} = m_new",
