@@ -33,6 +33,11 @@
 #                      tritongen_vs_inductor.py's do_bench table with its ceilings in the three dtypes in the time
 #                      left, and its paired table from the run's store; packed into $OUT/tritongen.tar.gz (the
 #                      do_bench JSON lands in $OUT itself).
+#   checks             the GPU tests (pytest -m gpu: the marker clock against NVML, ONNX Runtime's IOBinding without
+#                      copies, the CUPTI pass), then configs/sweep_h200.yaml on eager, ONNX Runtime, tritongen and
+#                      IREE (CHECK_SWEEP_S, default 200 s) with its per-point table, then XLA's host figures layer
+#                      by layer (independent_timers.py --xla-layers); run it with SITE=/tmp/ortsite after
+#                      ../shared/gpu/ort_parts.sh so that ONNX Runtime is the CUDA build; one checks.tar.gz.
 #   inject             inject_disturbance.py: a small run of configs/h200.yaml (INJECT_ARGS narrow it) quiet, beside an
 #                      outsider's GEMM loop on the GPU, and beside a CPU burner per core, each into its own store
 #                      (all packed into $OUT/inject.tar.gz); the noise marks per phase and backend and the verdicts. CALL_S defaults to
@@ -213,9 +218,25 @@ tritongen() {  # one call: the marker clock's check, the paired three-dtype run,
   tar czf "$OUT/tritongen.tar.gz" -C "$dir" . && echo "tritongen.tar.gz: tar xzf it into DIR"
 }
 
+checks() {  # the device checks: GPU tests, the sweep on the sweep-serving adapters, XLA's host figures
+  local dir="$PWD/checks-out"; mkdir -p "$dir"
+  python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())" 2>&1 | tail -1
+  timeout -k 5 150 python3 -m pytest -q -m gpu -p no:cacheprovider -rs "$R/tests/test_gpu_measurement.py" \
+    "$R/tests/test_backend_onnxruntime.py" > "$dir/gpu_tests.txt" 2>&1; echo "gpu tests exited $?"
+  tail -25 "$dir/gpu_tests.txt"
+  run_limited "${CHECK_SWEEP_S:-200}" "$dir/sweep.log" "$R/configs/sweep_h200.yaml" -b eager -b onnxruntime \
+    -b tritongen -b iree --db "sqlite:///$dir/sweep.db" --jobs 4
+  B export latest --db "sqlite:///$dir/sweep.db" 2>/dev/null | python3 "$R/benchmarks/sweep_points.py" \
+    > "$dir/sweep_points.txt" 2>&1; tail -30 "$dir/sweep_points.txt"
+  timeout -k 5 $(( $(left_s) - 25 )) python3 "$R/benchmarks/independent_timers.py" --xla-layers \
+    --workloads ew_sigmoid_relu,layernorm_gelu > "$dir/xla_layers.txt" 2>&1; echo "xla layers exited $?"
+  tail -30 "$dir/xla_layers.txt"
+  tar czf "$OUT/checks.tar.gz" -C "$dir" . && echo "checks.tar.gz: tar xzf it into DIR"
+}
+
 case "$JOB" in
   pack) pack ;;
   inject) CALL_S=${CALL_S:-400}; setup; inject "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
-  suite|config|timing|quality|disturbance|tritongen) setup; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
+  suite|config|timing|quality|disturbance|tritongen|checks) setup; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ "$JOB" = help ] || exit 2 ;;
 esac
