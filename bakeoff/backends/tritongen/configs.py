@@ -186,15 +186,15 @@ def _attention(src: KernelSource, dtype: str) -> list[Config]:
     out = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st} for m, n, w, st in tiles
            if m <= max(16, _pow2(s["sq"]))]
     out = (out[:3] if s["sq"] >= 1024 else out) or [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}]
-    if src.gluon:  # Hopper, 16-bit causal: the warp-specialised Gluon kernel first (its own fixed tiles)
-        out = [{"GLUON": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1}] + out
+    # Hopper, 16-bit causal: the warp-specialised Gluon kernel first (its own fixed tiles and descriptors)
+    first = [{"GLUON": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1}] if src.gluon else []
     if src.split:  # float32: the pre-split 3xTF32 twin first, then Triton's in-kernel tf32x3
         return [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": st, "SPLIT": 1}
-                for m, n, w, st in _SPLIT_ATTENTION if m <= max(16, _pow2(s["sq"]))] + out
+                for m, n, w, st in _SPLIT_ATTENTION if m <= max(16, _pow2(s["sq"]))] + first + out
     if src.variant == "tma":  # TMA won for float32 (64 x 32 tiles) and lost for 16-bit inputs on the H200
         tma = [{**c, "TMA": 1} for c in out[:2]]
         out = tma[:1] + out[:1] + tma[1:] + out[1:] if dtype == "float32" else out[:2] + tma + out[2:]
-    return out
+    return first + out
 
 
 def grid(src: KernelSource, cfg: Config) -> tuple[int, ...]:

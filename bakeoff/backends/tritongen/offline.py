@@ -79,6 +79,14 @@ def elements_per_program(src: Any, cfg: dict) -> int | None:
     return None
 
 
+def _gluon_offline(launch: Any, dtype: str, arch: int) -> Any:
+    """The Gluon attention twin's CompiledKernel for the case's sequence and head layout (its module's Launch)."""
+    from bakeoff.backends.tritongen.gluon_attention import compile_offline as gluon_compile
+
+    c = launch.consts
+    return gluon_compile(dtype, seq=launch.seq, arch=arch, rows=(c["HEADS"], c["SB"], c["SH"], c["SS"]))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workload")
@@ -103,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     w = builtin_workloads()[args.workload]
     graph = bind(w.graph, w.presets[args.preset], args.dtype)
     plan = fuse(graph)
-    target = target_from_options(TritonGenBackend.parse_options(json.loads(args.options)), False, args.dtype)
+    target = target_from_options(TritonGenBackend.parse_options(json.loads(args.options)), False, args.dtype,
+                                 args.arch)  # the arch decides the Hopper-only twins (Gluon attention)
     sources = generate_all(plan, target)
     modules = load_kernels(sources, cache_dir())
     for src, mod in zip(sources, modules):
@@ -112,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         for cfg in candidates(src, args.dtype, sms=args.sms):
             shown = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
             try:
-                ck = compile_offline(mod, src, cfg, plan, args.arch)
+                ck = compile_offline(mod, src, cfg, plan, args.arch) if not cfg.get("GLUON") else \
+                    _gluon_offline(getattr(mod, src.fn + "_gl"), args.dtype, args.arch)
             except Exception as exc:  # noqa: BLE001 - a candidate that does not compile is a line of the report
                 print(f"{src.fn:14} {shown:70} FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
                 continue
