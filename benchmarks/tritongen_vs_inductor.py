@@ -289,18 +289,21 @@ def main() -> None:
 def paired_report(url: str, dobench: dict | None = None) -> None:
     """bakeoff's paired speedups from the newest run in store `url`: per workload and dtype, tritongen's and
     Inductor's speedup over eager (each timed interleaved with eager in its own case), their ratio, the speedups'
-    quality (tritongen/Inductor), and beside them this script's do_bench ratio where it measured the same case."""
+    quality (tritongen/Inductor), this script's do_bench ratio where it measured the same case, and both
+    backends' cold compile (s, search included; the record's `compile_s`)."""
     import pandas as pd
     from sqlalchemy import create_engine
 
     engine = create_engine(url)
     run = pd.read_sql_query("select run_id from runs order by started_at desc limit 1", engine)["run_id"][0]
-    cols = "workload, dtype, backend, status, speedup_vs_eager, details"
+    cols = "workload, dtype, backend, status, speedup_vs_eager, compile_s, details"
     df = pd.read_sql_query(f"select {cols} from records where run_id = '{run}'", engine)
     df["quality"] = [speedup_quality(json.loads(d)) if isinstance(d, str) else None for d in df["details"]]
     print(f"\nbakeoff paired speedups over eager, run {run} ({url})")
-    print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>6} {'do_bench':>8}  quality")
+    print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>6} {'do_bench':>8} "
+          f"{'cold s tg/ind':>14}  quality")
     ratios: dict[str, list[float]] = {}
+    slower_compile = 0
     for (w, d), g in df.groupby(["workload", "dtype"], sort=False):
         by = {row.backend: row for row in g.itertuples()}
         tg, ind = by.get("tritongen"), by.get("inductor")
@@ -311,10 +314,14 @@ def paired_report(url: str, dobench: dict | None = None) -> None:
         ratio = tg.speedup_vs_eager / ind.speedup_vs_eager
         ratios.setdefault(d, []).append(ratio)
         db = (dobench or {}).get((w, d))
+        cold = (f"{tg.compile_s:.1f} / {ind.compile_s:.1f}" if pd.notna(tg.compile_s) and pd.notna(ind.compile_s)
+                else "-")
+        slower_compile += cold != "-" and tg.compile_s > ind.compile_s
         print(f"{w:18} {SHORT.get(d, d):4} {tg.speedup_vs_eager:8.2f} {ind.speedup_vs_eager:9.2f} {ratio:6.2f} "
-              f"{format(db['vs_inductor'], '8.2f') if db else '-':>8}  {tg.quality}/{ind.quality}")
+              f"{format(db['vs_inductor'], '8.2f') if db else '-':>8} {cold:>14}  {tg.quality}/{ind.quality}")
     for d, xs in ratios.items():
         print(f"paired geomean tritongen / Inductor {SHORT.get(d, d)}: {geomean(xs):.3f} over {len(xs)}")
+    print(f"cold compile longer than Inductor's: {slower_compile} of {sum(map(len, ratios.values()))} cases")
 
 
 def save(tag: str, env: dict, ceil: dict, recs: list[dict]) -> None:
