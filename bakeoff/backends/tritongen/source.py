@@ -154,7 +154,7 @@ class KernelSource:
 def whole_mask(index: str, limit: object, block: str) -> str:
     """The mask `index < limit` of a kernel whose programs step `block` (a constexpr) at a time, OR'ed with
     whether `block` divides `limit`: a constant True where every block is whole, which Triton folds away with the
-    masks, `other=` fills and `tl.where`s it feeds (the H200-compiled float32 RMSNorm loop: 182 -> 147
+    masks, `other=` fills and `tl.where`s it feeds (float32 RMSNorm's looped twin compiled for sm_90: 182 -> 147
     instructions). A runtime size (a shape sweep's `dim_<name>`) keeps the plain mask: nothing would fold."""
     if not str(limit).isdigit():
         return f"{index} < {limit}"
