@@ -105,6 +105,21 @@ def test_wide_shows_a_clock_only_where_it_stands_apart_from_the_runs_typical_one
     assert "more than 3% from the run's typical 1972 MHz (median over its cases)" in " ".join(text.split())
 
 
+def test_the_reports_case_table_shows_the_headline_clock_and_marks_one_apart():
+    recs = [gpu_rec("eager", 2.0, headline_sm_clock_mhz_median=1980.0, sm_clock_mhz=1700.0),
+            gpu_rec("xla", headline_sm_clock_mhz_median=1965.0),
+            gpu_rec("iree", headline_sm_clock_mhz_median=1830.0),  # 7% under the run's typical: marked
+            gpu_rec("onnxruntime", headline_sm_clock_mhz_median=1980.0),
+            gpu_rec("tensorrt", sm_clock_mhz=1500.0)]  # an older record: the window's clock, nothing marked
+    html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, recs)])
+    rows = {r.split("</td>")[3].rsplit(">", 1)[-1]: r for r in html.split("<tr")[2:]}
+    assert "@ 1830 MHz" in rows["iree"] and html.count(" MHz</span>") == 1
+    assert "SM clock MHz (headline)" in html
+    cells = {b: [c.rsplit(">", 1)[-1] for c in row.split("</td>")] for b, row in rows.items()}
+    assert "1980" in cells["eager"] and "1700" not in cells["eager"]  # the headline's clock, not the window's
+    assert "1500" in cells["tensorrt"]
+
+
 def test_wide_shows_no_clock_for_records_without_one():
     text = wide_text([gpu_rec("eager", 2.0), gpu_rec("xla", 0.5)])
     assert "MHz" not in text

@@ -7,7 +7,8 @@ from typing import Any, Callable
 from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_method, headline_ms, headline_spread,
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
-from bakeoff.results.report.headline_facts import outside_kernels_ms
+from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_apart, headline_clock_mhz,
+                                                   outside_kernels_ms, typical_clock_mhz)
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.decision import speed_of
 
@@ -40,14 +41,21 @@ def _noise(c: dict[str, Any]) -> Cell:
                 "</details>" if reasons else "noisy", quality, "warn", raw=True)
 
 
-def _latency(c: dict[str, Any]) -> Cell:
-    """The headline latency [p20–p80], its method underneath."""
+def _latency(c: dict[str, Any], typical_mhz: float | None = None) -> Cell:
+    """The headline latency [p20–p80], its method underneath; its SM clock where that stands apart from the
+    run's typical one (as the terminal's --wide); time outside the kernels where a call has much of it."""
     med, (lo, hi) = headline_ms(c), headline_spread(c)
     if med is None:
         return Cell("-", None, "num")
     spread = f" [{lo:.3g}–{hi:.3g}]" if lo is not None and hi is not None else ""
     how = headline_method(c)
     note = f'<br><span class="note">{esc(how)}</span>' if how else ""
+    mhz = clock_apart(c, typical_mhz)
+    if mhz is not None:
+        note += (f'<br><span class="note warn" title="the headline\'s SM clock, more than '
+                 f'{CLOCK_APART_REL:.0%} from the run\'s typical {typical_mhz:.0f} MHz: a compute-bound latency '
+                 f'moves with the clock; the speedup, eager timed beside it, is the figure to compare">'
+                 f'@ {mhz:.0f} MHz</span>')
     outside = outside_kernels_ms(c)
     if outside is not None:
         note += (f'<br><span class="note" title="one synchronized call (host clock) takes this much longer than its '
@@ -98,17 +106,18 @@ def runs_table_html(runs: list[RunData], case_of: dict[tuple[str, str, str, str]
     headers = (["run"] if len(runs) > 1 else []) + [
         "workload", "shape", "dtype", "backend", "status", "noise", "latency ms [p20–p80] (headline)",
         "speedup vs eager [95%]", "device span ms", "kernel sum ms", "pipelined ms", "single call ms", "timer ms",
-        "SM clock MHz", "compile s cold", "compile s warm", "process setup s", "err vs fp64 (rel L2)",
+        "SM clock MHz (headline)", "compile s cold", "compile s warm", "process setup s", "err vs fp64 (rel L2)",
         "× eager's error", "kernels", "% of ceiling", "break-even calls", "code"]
     body = []
     for r in runs:
+        typical_mhz = typical_clock_mhz(r.cases)
         for c in r.cases:
             row = [Cell(labels[r.run_id] or r.run_id)] if len(runs) > 1 else []
             row += [Cell(str(c.get(k) or ""), str(c.get(k) or "")) for k in ("workload", "shape", "dtype", "backend")]
-            row += [_status(c), _noise(c), _latency(c), _speedup(c),
+            row += [_status(c), _noise(c), _latency(c, typical_mhz), _speedup(c),
                     _n(c.get("device_span_ms"), ".4g"), _n(c.get("device_ms"), ".4g"), _n(c.get("pipelined_ms"), ".4g"),
                     _n(c.get("host_latency_ms"), ".4g"), _n(c.get("latency_ms_median"), ".4g"),
-                    _n(c.get("sm_clock_mhz"), ".0f"), _n(c.get("compile_s"), ".3g"), _warm(c),
+                    _n(headline_clock_mhz(c) or fnum(c.get("sm_clock_mhz")), ".0f"), _n(c.get("compile_s"), ".3g"), _warm(c),
                     _n(c.get("compile_process_setup_s"), ".3g"), _n(c.get("err_rel_l2_vs_fp64"), ".2e"),
                     _n(c.get("err_ratio_vs_eager"), ".3g"), _n(c.get("kernel_count"), ".0f"), _pct(c),
                     _n(c.get("break_even_calls"), ",.0f"),
