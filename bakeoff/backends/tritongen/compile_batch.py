@@ -47,22 +47,17 @@ def prebuild_launcher(kernel: Any) -> None:
         _DONE.add(key)
 
 
-class RecordingPool(ThreadPoolExecutor):
-    """Threads for Triton's AsyncCompileMode that keep the exceptions its compiles raise (ignore_errors drops
-    them) and build each compiled kernel's launcher stub in the same thread."""
+class LauncherPool(ThreadPoolExecutor):
+    """Threads for Triton's AsyncCompileMode that build each compiled kernel's launcher stub in the thread that
+    compiled it (a compile's own error stays on its future, where compile_jobs reads it)."""
 
-    def __init__(self, threads: int, errors: list[Exception], launchers: bool = True) -> None:
+    def __init__(self, threads: int) -> None:
         super().__init__(threads, thread_name_prefix="tritongen-compile")
-        self.errors, self.launchers = errors, launchers
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         def run() -> Any:
-            try:
-                kernel = fn(*args, **kwargs)
-            except Exception as exc:
-                self.errors.append(exc)
-                raise
-            if self.launchers and hasattr(kernel, "src") and hasattr(kernel, "metadata"):
+            kernel = fn(*args, **kwargs)
+            if hasattr(kernel, "src") and hasattr(kernel, "metadata"):
                 prebuild_launcher(kernel)
             return kernel
         return super().submit(run)
@@ -75,9 +70,8 @@ def compile_jobs(calls: Sequence[Callable[[], list]], threads: int) -> list[str 
 
     if not calls:
         return []
-    errors: list[Exception] = []
     got: list[list | Exception] = []
-    with RecordingPool(max(1, min(threads, len(calls))), errors) as pool, AsyncCompileMode(pool, ignore_errors=True):
+    with LauncherPool(max(1, min(threads, len(calls)))) as pool, AsyncCompileMode(pool, ignore_errors=True):
         for call in calls:
             try:  # the executor's futures, taken now: Triton drops its FutureKernel's reference once finalized
                 got.append([getattr(kernel, "__dict__", {}).get("future") for kernel in call()])

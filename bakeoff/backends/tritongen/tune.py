@@ -297,27 +297,11 @@ def precompile_all(module: Any, src: KernelSource, cfgs: Sequence[Config], tenso
     except compile_pool.PoolUnavailable as exc:
         errors, rest = [], list(range(len(calls)))
         note = f"config search: candidates compiled in threads, not worker processes: {exc}"
-    errors += _precompile_in_threads([calls[i] for i in rest])
+    threads = [partial(precompile_each, module, src, cfgs[i], tensors) for i in rest]
+    errors += [e for e in compile_batch.compile_jobs(threads, COMPILE_THREADS) if e is not None]
     if notes is not None and note not in notes:
         notes.append(note)
     return errors
-
-
-def _precompile_in_threads(calls: Sequence[Any]) -> list[str]:
-    """Run the warmups `calls` inside Triton's AsyncCompileMode on COMPILE_THREADS threads; the errors in words."""
-    from triton.runtime._async_compile import AsyncCompileMode
-
-    errors: list[Exception] = []
-    if not calls:
-        return []
-    with compile_batch.RecordingPool(max(1, min(COMPILE_THREADS, len(calls))), errors) as pool, \
-            AsyncCompileMode(pool, ignore_errors=True):
-        for call in calls:
-            try:
-                call()
-            except Exception as exc:  # noqa: BLE001 - said in the notes; the launch decides
-                errors.append(exc)
-    return [f"{type(exc).__name__}: {str(exc)[:80]}" for exc in errors]
 
 
 # Where the compile pool cannot start, candidates compile in this many threads at once: the harness runs
