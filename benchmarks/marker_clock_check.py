@@ -28,16 +28,12 @@ from torch.autograd.profiler import profile
 from bakeoff.harness.measure.clocks import ClockSampler
 from bakeoff.harness.measure.device_time import MARK_NAME, _kernel_spans, profile_device_time
 from bakeoff.harness.measure.marker_clock import MARK_SHORT_CYCLES, spin_pair_mhz
+from bakeoff.harness.measure.noise import iqr_rel
 from bakeoff.harness.measure.timing import TimedCall
 
 
 def spread(values: list[float]) -> float:
     return max(values) / min(values) - 1
-
-
-def iqr_rel(values: list[float]) -> float:
-    q = statistics.quantiles(values, n=4)
-    return (q[2] - q[0]) / statistics.median(values)
 
 
 def warm_up_bias(rounds: int = 30) -> dict:
