@@ -25,8 +25,9 @@ not tell), `not ok` (cases that did not end ok), and the reasons that fired, by 
 - quiet: at most 5% of the ok cases have a noisy headline or speedup;
 - outsider: every case whose timing window overlapped the outsider has a noisy headline and, where it has one,
   a noisy speedup;
-- burners: every overlapping case has noisy host-clock figures; its headline is clean where it is device-timed
-  (the CUPTI span) and noisy where it is host-timed.
+- burners: every overlapping case has noisy host-clock figures; its headline is not noisy where it is
+  device-timed (the CUPTI span: clean, or `clock`, a spread the calls' own SM clocks account for) and noisy where
+  it is host-timed.
 DIR gets config.yaml, one store and run log per phase (PHASE.db, PHASE.log), phases.json (stores, run ids and
 disturbance windows) and inject_disturbance.json (the tables and verdicts, benchmarks/inject_verdicts.py).
 

@@ -7,7 +7,10 @@ revision's rules (harness/measure/noise.py), for the mark beside the speedup and
 Columns per backend: ok cases; `stored ~`, the cases whose stored mark is noisy (`headline_quality`, else
 `measurement_quality`); `speedup ~`, re-judged: `speedup_quality` for a case with eager interleaved beside it,
 the latency's for eager's own cases (the mark the terminal puts after the speedup or "baseline"); `latency ~`,
-the re-judged `headline_quality` of the absolute latency, and how many of those the SM clock can account for.
+the re-judged `headline_quality` of the absolute latency, noisy; `(clock named)`, how many of those have a reason
+that names the SM clock (NVML's range over the samples, or a series the per-call clocks account for beside one
+they do not); `at clock`, the cases whose latency is `clock`: every reason accounted for by the clock read on
+the device around each call (steady in SM cycles), not counted as noisy.
 A run stored in several stores is counted once. `--reasons` lists the re-judged speedup reasons of each marked
 case. `--siblings`: take every process NVML saw on the GPU to be a gated worker of the run (`gated_sibling`), for
 stores written before workers told them apart, from runs on a machine that ran nothing else. Records written before `headline_sm_clock_low_share` and `headline_sm_clock_mhz_max` existed are judged
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,16 +78,18 @@ def table(records: list[dict[str, Any]], reasons: bool) -> str:
         mark = q["speedup_quality"] or q["headline_quality"]
         c["speedup"] += mark == "noisy"
         c["latency"] += q["headline_quality"] == "noisy"
-        c["clock"] += q["headline_quality"] == "noisy" and any("SM clock moved" in r or "the clock accounts for it" in r
-                                                               for r in q["headline_noise_reasons"])
+        c["clock named"] += q["headline_quality"] == "noisy" and any(
+            "SM clock moved" in r or "the clock accounts for it" in r for r in q["headline_noise_reasons"])
+        c["at clock"] += q["headline_quality"] == "clock"
         if reasons and mark == "noisy":
             why = q["speedup_noise_reasons"] if q["speedup_quality"] else q["headline_noise_reasons"]
             notes.append(f"  {rec.get('backend')} {rec.get('workload')} {rec.get('dtype')}: {'; '.join(why)[:300]}")
     pct = lambda n, d: f"{n:3d} ({n / d:4.0%})"  # noqa: E731
-    lines = [f"{'backend':12s} {'ok':>4s} {'stored ~':>11s} {'speedup ~':>11s} {'latency ~':>11s} {'(clock)':>8s}"]
+    lines = [f"{'backend':12s} {'ok':>4s} {'stored ~':>11s} {'speedup ~':>11s} {'latency ~':>11s} "
+             f"{'(clock named)':>13s} {'at clock':>11s}"]
     for name, c in sorted(counts.items()):
         lines.append(f"{name:12s} {c['ok']:4d} {pct(c['stored'], c['ok']):>11s} {pct(c['speedup'], c['ok']):>11s} "
-                     f"{pct(c['latency'], c['ok']):>11s} {c['clock']:8d}")
+                     f"{pct(c['latency'], c['ok']):>11s} {c['clock named']:13d} {pct(c['at clock'], c['ok']):>11s}")
     return "\n".join(lines + notes)
 
 

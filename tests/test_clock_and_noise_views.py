@@ -120,6 +120,30 @@ def test_the_reports_case_table_shows_the_headline_clock_and_marks_one_apart():
     assert "1500" in cells["tensorrt"]
 
 
+def test_a_latency_whose_spread_was_the_clocks_carries_its_clock_and_no_noise_mark():
+    """headline_quality 'clock' (the samples spread with the SM clock and are steady in cycles): no "~" in the
+    compact view, 'clock' in --wide's noise column with its legend, and the latency's clock shown even at the run's
+    typical clock, in the terminal and in the report."""
+    spread = ["backend headline IQR/median 0.08 missed the target 0.05 (1.6x); in SM cycles (each call's time x "
+              "its clock) the spread is 0.6%: the clock accounts for it"]
+    at_clock = gpu_rec("inductor", headline_sm_clock_mhz_median=1965.0, headline_quality="clock",
+                       headline_noise_reasons=spread, measurement_quality="noisy", noise_reasons=spread)
+    recs = [gpu_rec("eager", 2.0, headline_sm_clock_mhz_median=1980.0), at_clock,
+            gpu_rec("xla", headline_sm_clock_mhz_median=1965.0)]
+    assert "~" not in render(CompactSummary(recs))
+    text = wide_text(recs)
+    rows = {line.split("│")[4].strip(): line for line in text.splitlines() if line.startswith("│ gemm")}
+    assert "@ 1965 MHz" in rows["inductor"] and "clock" in rows["inductor"].split("│")[6]
+    assert "MHz" not in rows["xla"] and "MHz" not in rows["eager"]  # the same clock, a clean spread: not shown
+    assert "clock: the headline's samples spread with the GPU's SM clock and are steady in SM cycles" in \
+        " ".join(text.split())
+    assert headline_noise_note(at_clock) is None  # compare and trends name noisy latencies only
+    html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, recs)])
+    rows = {r.split("</td>")[3].rsplit(">", 1)[-1]: r for r in html.split("<tr")[2:]}
+    assert "@ 1965 MHz" in rows["inductor"] and html.count(" MHz</span>") == 1
+    assert "steady in SM cycles" in rows["inductor"]
+
+
 def test_wide_shows_no_clock_for_records_without_one():
     text = wide_text([gpu_rec("eager", 2.0), gpu_rec("xla", 0.5)])
     assert "MHz" not in text

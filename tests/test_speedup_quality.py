@@ -199,7 +199,8 @@ def test_each_calls_own_clock_tells_whether_the_clock_accounts_for_a_latency_spr
     per_call = {"device_span_sm_clock_mhz": list(clock), "eager_device_span_sm_clock_mhz": list(clock),
                 "device_span_sm_clock_source": "marker-spin", "eager_device_span_sm_clock_source": "marker-spin"}
     q = _assess(_rec(backend, eager, clock, **per_call))
-    assert q["headline_quality"] == "noisy" and q["speedup_quality"] == "clean"
+    # every reason is a spread the calls' own clocks account for: the latency is a figure at its clock, not noise
+    assert q["headline_quality"] == "clock" and q["speedup_quality"] == "clean"
     assert all("in SM cycles (each call's time x its clock) the spread is" in r and r.endswith("the clock accounts "
                "for it") for r in q["headline_noise_reasons"]), q["headline_noise_reasons"]
     jumped = list(backend)
@@ -207,11 +208,42 @@ def test_each_calls_own_clock_tells_whether_the_clock_accounts_for_a_latency_spr
     q = _assess(_rec(jumped, eager, clock, **per_call))
     mine = [r for r in q["headline_noise_reasons"] if r.startswith("backend headline")]
     assert mine and all(r.endswith("not the clock alone") for r in mine), mine
-    # a record without per-call clocks read on the device (none, or NVML's) falls back on the clock's range
+    assert q["headline_quality"] == "noisy"  # eager's spread is the clock's, the backend's jump is not
+    # a record without per-call clocks read on the device (none, or NVML's) falls back on the clock's range, which
+    # names the clock but never clears the mark
     for nvml in ({}, {**per_call, "device_span_sm_clock_source": "nvml", "eager_device_span_sm_clock_source": "nvml"}):
-        q = _assess(_rec(jumped, eager, clock, **nvml))
-        assert any("SM clock moved" in r for r in q["headline_noise_reasons"])
-        assert not any("in SM cycles" in r for r in q["headline_noise_reasons"])
+        for series in (backend, jumped):
+            q = _assess(_rec(series, eager, clock, **nvml))
+            assert any("SM clock moved" in r for r in q["headline_noise_reasons"])
+            assert not any("in SM cycles" in r for r in q["headline_noise_reasons"])
+            assert q["headline_quality"] == "noisy"
+
+
+def test_a_clock_quality_needs_every_reason_accounted_for_by_the_calls_own_clocks():
+    """'clock' only where the per-call device clocks account for each reason: a lasting clock drop with both series
+    steady in cycles is the clock's; the same drop where eager has no per-call clocks, an outsider on the GPU or a
+    spread the clock did not make keeps the latency noisy; a steady series with no reason stays clean."""
+    clock = _settling_clock_mhz()
+    backend, eager = _series(1.6, clock, 1), _series(1.8, clock, 2)
+    per_call = {"device_span_sm_clock_mhz": list(clock), "eager_device_span_sm_clock_mhz": list(clock),
+                "device_span_sm_clock_source": "marker-spin", "eager_device_span_sm_clock_source": "marker-spin"}
+    drop = {"headline_sm_clock_mhz_min": 1100, "headline_sm_clock_low_share": 0.4}  # 40% of readings >10% low
+    q = _assess(_rec(backend, eager, clock, **per_call, **drop))
+    assert q["headline_quality"] == "clock"
+    assert any("under its median" in r for r in q["headline_noise_reasons"]), q["headline_noise_reasons"]
+    # eager steady in time, without per-call clocks: the backend's spread is the clock's, the drop is not judged so
+    no_eager_clocks = {**per_call, "eager_device_span_sm_clock_source": "nvml"}
+    flat_eager = _series(1.8, np.full(N, 1755.0), 2)
+    assert _assess(_rec(backend, flat_eager, clock, **no_eager_clocks))["headline_quality"] == "clock"
+    q = _assess(_rec(backend, flat_eager, clock, **no_eager_clocks, **drop))
+    assert q["headline_quality"] == "noisy"
+    outsider = {"gpu_other_processes": [{"pid": 4242, "activity": "used", "gated_sibling": False}]}
+    q = _assess(_rec(backend, eager, clock, **per_call, **outsider))
+    assert q["headline_quality"] == "noisy" and any("pid 4242" in r for r in q["headline_noise_reasons"])
+    level = np.full(N, 1755.0)
+    steady = {**per_call, "device_span_sm_clock_mhz": list(level), "eager_device_span_sm_clock_mhz": list(level)}
+    q = _assess(_rec(_series(1.6, level, 1), _series(1.8, level, 2), level, **steady))
+    assert q["headline_quality"] == "clean" and q["headline_noise_reasons"] == []
 
 
 def test_the_clock_during_each_call_is_the_readings_inside_its_window_else_the_nearest():

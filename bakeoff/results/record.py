@@ -229,7 +229,8 @@ class LoadFields(_Group):
     gpu_process_error: str | None = doc("why NVML could not tell which processes used the GPU")
     measurement_quality: Literal["clean", "noisy"] | None = doc("the case's summary: noisy when any rule fired")
     noise_reasons: list[str] | None = doc("each noise rule that fired, with who and by how much")
-    headline_quality: Literal["clean", "noisy"] | None = doc("the headline's own quality (marks and compare)")
+    headline_quality: Literal["clean", "clock", "noisy"] | None = doc(
+        "the headline's own quality (marks and compare); 'clock': its spread is the SM clock's, steady in cycles")
     headline_noise_reasons: list[str] | None = doc("each rule that fired for the headline")
     host_quality: Literal["clean", "noisy"] | None = doc("the host-clock figures' quality (host load)")
     host_noise_reasons: list[str] | None = doc("each rule that fired for the host-clock figures")

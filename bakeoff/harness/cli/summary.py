@@ -19,9 +19,9 @@ from rich.text import Text
 
 from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
 from bakeoff.harness.cli.sweep_summary import sweep_lines
-from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_apart, headline_quality, judged_on_its_own,
-                                                   outside_kernels_ms, speedup_interval, speedup_quality,
-                                                   typical_clock_mhz)
+from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, headline_quality, judged_on_its_own,
+                                                   outside_kernels_ms, shown_clock_mhz, speedup_interval,
+                                                   speedup_quality, typical_clock_mhz)
 
 __all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_commas", "print_summary",
            "terminal_summary", "wide_table"]
@@ -224,7 +224,8 @@ def noisy_legend(noisy: list[dict[str, Any]]) -> str:
 
 def _latency(r: dict[str, Any], typical_mhz: float | None = None) -> Text:
     """The headline latency [p20–p80] (harness.measure.figures), the timer's for records without one; then
-    '@ 1830 MHz' where the headline's SM clock is CLOCK_APART_REL or more from the run's typical one; then
+    '@ 1830 MHz' where the headline's SM clock is CLOCK_APART_REL or more from the run's typical one, or where
+    its spread was the clock's (headline_facts.shown_clock_mhz); then
     '+30.5 outside kernels' where the single synchronized call takes that much longer than the kernels' span."""
     new = r.get("headline_ms") is not None
     med = r.get("headline_ms") if new else r.get("latency_ms_median")
@@ -234,7 +235,7 @@ def _latency(r: dict[str, Any], typical_mhz: float | None = None) -> Text:
                                                                                r.get("latency_ms_p80"))
     spread = f" [{fmt_ms(lo)}–{fmt_ms(hi)}]" if lo is not None and hi is not None else ""
     text = Text(f"{fmt_ms(med)}{spread}")
-    mhz = clock_apart(r, typical_mhz)
+    mhz = shown_clock_mhz(r, typical_mhz)
     if mhz is not None:
         text.append(f" @ {mhz:.0f} MHz", style="yellow")
     outside = outside_kernels_ms(r)
@@ -265,13 +266,13 @@ def _compile(r: dict[str, Any]) -> str:
 
 def _noise(r: dict[str, Any]) -> Text:
     """'noisy' when the headline's own samples were (headline_quality; the case's measurement_quality for older
-    records), 'others' when only the other figures were (host load, the timer's samples), '' when clean, '-'
-    when not timed."""
+    records), 'clock' when their spread was the SM clock's, 'others' when only the other figures were (host load,
+    the timer's samples), '' when clean, '-' when not timed."""
     quality = headline_quality(r)
     if quality is None:
         return Text("-")
-    if quality == "noisy":
-        return Text("noisy", style="yellow")
+    if quality in ("noisy", "clock"):
+        return Text(quality, style="yellow" if quality == "noisy" else "cyan")
     return Text("others", style="dim") if r.get("measurement_quality") == "noisy" else Text("")
 
 
@@ -290,9 +291,14 @@ def _wide_caption(records: list[dict[str, Any]], typical_mhz: float | None) -> T
     if any(r.get("measurement_quality") == "noisy" and headline_quality(r) == "clean" for r in records):
         parts.append("others: the headline is clean, other figures were noisy (host load, the timer's samples: "
                      "noise_reasons)")
-    if typical_mhz is not None and any(clock_apart(r, typical_mhz) is not None for r in records):
+    if any(headline_quality(r) == "clock" for r in records):
+        parts.append("clock: the headline's samples spread with the GPU's SM clock and are steady in SM cycles (each "
+                     "call's time x the clock read on the device around it): exact figures at a clock that moved, "
+                     "not noise; the latency carries its clock (@ MHz) and the reasons stay in headline_noise_reasons")
+    if any(shown_clock_mhz(r, typical_mhz) is not None for r in records):
+        typical = f"typical {typical_mhz:.0f} MHz (median over its cases)" if typical_mhz else "typical clock"
         parts.append(f"@ MHz: the headline's SM clock, where it is more than {CLOCK_APART_REL:.0%} from the run's "
-                     f"typical {typical_mhz:.0f} MHz (median over its cases): a compute-bound latency moves with the "
+                     f"{typical} or its samples spread with the clock: a compute-bound latency moves with the "
                      "clock; the speedup, eager timed beside it at the same clock, is the figure to compare")
     if any(outside_kernels_ms(r) is not None for r in records):
         parts.append("outside kernels: ms by which one synchronized call (host clock) exceeds its kernels' span (the "

@@ -33,6 +33,13 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   over the samples (`clock_explains`). NVML's reading changes in steps (on the H200 about every ten calls of a
   few ms) and need not follow the calls' own clock: that note is context for a spread the samples show, never
   a reason by itself.
+  Where every reason is one the calls' own clocks account for (a series' spread that is within the limits in
+  SM cycles; a clock drop while every judged series has its per-call clocks and is within them in cycles), the
+  quality is `clock`, not `noisy`: each call took the cycles it takes and the GPU ran them at a clock that moved
+  (a power-capped GPU under sustained compute-bound load). The latency is then a figure at the clock recorded
+  beside it (`headline_sm_clock_mhz_median`, shown where it stands apart from the run's typical one), and its
+  reasons stay in `headline_noise_reasons`. NVML's clock range never makes `clock`: only clocks read on the
+  device around each call are evidence about the calls.
 - `speedup_quality` (with `speedup_noise_reasons`; None for eager's own case): the speedup, judged on the
   paired ratios eager_i / backend_i of the headline's interleaved samples (`speedup_iqr_rel`,
   `speedup_drift_rel`) by the same IQR and drift limits. Sample i of the backend and of eager ran back to back,
@@ -152,6 +159,13 @@ def cycles(samples_ms: Sequence[float], clocks_mhz: Sequence[float] | None) -> l
     return [float(x) * float(c) for x, c in zip(samples_ms, clocks_mhz)]
 
 
+def steady_in_cycles(samples: Sequence[float], clocks: Sequence[float] | None, target_iqr: float) -> bool:
+    """The series in SM cycles (each call's time x the clock read on the device around it) is within the IQR
+    and drift limits; False without such clocks."""
+    in_cycles = cycles(samples, clocks)
+    return in_cycles is not None and not missed(in_cycles, iqr_rel(in_cycles), target_iqr)
+
+
 def _series_note(samples: Sequence[float], iqr: float | None, clocks: Sequence[float] | None, rec: dict[str, Any],
                  target_iqr: float) -> str:
     """What the SM clock says of a series' spread: from each call's own clock where the record has it (the
@@ -159,8 +173,7 @@ def _series_note(samples: Sequence[float], iqr: float | None, clocks: Sequence[f
     in_cycles = cycles(samples, clocks)
     if in_cycles is not None:
         left = spread_rel(in_cycles) or 0.0
-        verdict = ("the clock accounts for it" if not missed(in_cycles, iqr_rel(in_cycles), target_iqr)
-                   else "not the clock alone")
+        verdict = "the clock accounts for it" if steady_in_cycles(samples, clocks, target_iqr) else "not the clock alone"
         return f"; in SM cycles (each call's time x its clock) the spread is {left:.1%}: {verdict}"
     return _clock_note(rec) if clock_explains(spread_rel(samples, iqr), rec) else ""
 
@@ -242,20 +255,29 @@ def _headline_host_timed(rec: dict[str, Any], host_clock: bool) -> bool:
     return not headline_device_timed(rec) if rec.get("headline_method") else host_clock
 
 
-def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool) -> list[str]:
-    """What makes the absolute headline latencies noisy (module docstring); a spread the clock accounts for
-    says so."""
+def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool,
+                      host_clock: bool) -> tuple[list[str], list[str]]:
+    """What makes the absolute headline latencies noisy (module docstring), and those of the reasons that the
+    calls' own SM clocks account for; a spread the clock accounts for says so."""
     mine, iqr, eager = _headline_series(rec, paired)
     spans = headline_device_timed(rec)
-    clocks = per_call_clocks(rec) if spans else None
-    note = _series_note(mine, iqr, clocks, rec, target_iqr)
-    reasons = _spread_reasons("backend headline", mine, iqr, target_iqr, note=note)
-    if paired:
-        clocks = per_call_clocks(rec, "eager_") if spans else None
-        note = _series_note(eager, iqr_rel(eager), clocks, rec, target_iqr)
-        reasons += _spread_reasons("eager headline", eager, iqr_rel(eager), target_iqr, note=note)
+    series = [("backend headline", mine, iqr, "")]
+    series += [("eager headline", eager, iqr_rel(eager), "eager_")] if paired else []
+    reasons: list[str] = []
+    accounted: list[str] = []
+    steady = True  # every judged series has its per-call device clocks and is within the limits in cycles
+    for who, samples, spread, prefix in series:
+        clocks = per_call_clocks(rec, prefix) if spans else None
+        in_limits = steady_in_cycles(samples, clocks, target_iqr)
+        steady = steady and in_limits
+        found = _spread_reasons(who, samples, spread, target_iqr,
+                                note=_series_note(samples, spread, clocks, rec, target_iqr))
+        reasons += found
+        accounted += found if in_limits else []
     host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
-    return reasons + host + _gpu_reasons(rec, siblings=False) + _clock_reasons(rec)
+    drop = _clock_reasons(rec)
+    accounted += drop if steady else []
+    return reasons + host + _gpu_reasons(rec, siblings=False) + drop, accounted
 
 
 def _speedup_reasons(rec: dict[str, Any], target_iqr: float, host_clock: bool) -> tuple[list[str], dict[str, Any]]:
@@ -272,13 +294,17 @@ def _speedup_reasons(rec: dict[str, Any], target_iqr: float, host_clock: bool) -
     return reasons + host + _gpu_reasons(rec, siblings=False), fields
 
 
-def _quality(reasons: list[str]) -> str:
-    return "noisy" if reasons else "clean"
+def _quality(reasons: list[str], accounted: Sequence[str] = ()) -> str:
+    """'clean' without reasons; 'clock' when the calls' own SM clocks account for every one; else 'noisy'."""
+    if not reasons:
+        return "clean"
+    return "clock" if all(r in accounted for r in reasons) else "noisy"
 
 
 def assess(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool = True) -> dict[str, Any]:
     """The record's measurement_quality ('clean' or 'noisy'; the case's overall summary), noise_reasons (list
-    of text), headline_quality and headline_noise_reasons (the absolute headline latencies), speedup_quality
+    of text), headline_quality ('clean', 'clock' or 'noisy') and headline_noise_reasons (the absolute headline
+    latencies), speedup_quality
     and speedup_noise_reasons (the speedup, from the paired ratios; None unless paired), host_quality and
     host_noise_reasons (the host-clock figures), and the numbers judged: latency_drift_rel, eager_drift_rel,
     eager_iqr_rel, speedup_iqr_rel and speedup_drift_rel (None where not judged). `paired` says an eager
@@ -294,10 +320,10 @@ def assess(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: boo
         reasons += _spread_reasons(who, samples, iqr, target_iqr)
     host = _host_load_reasons(rec)
     reasons += (host if host_clock else []) + _gpu_reasons(rec)
-    head = _headline_reasons(rec, target_iqr, paired, host_clock)
+    head, accounted = _headline_reasons(rec, target_iqr, paired, host_clock)
     speedup, judged = _speedup_reasons(rec, target_iqr, host_clock) if paired else ([], {})
     return {"measurement_quality": _quality(reasons), "noise_reasons": reasons,
-            "headline_quality": _quality(head), "headline_noise_reasons": head,
+            "headline_quality": _quality(head, accounted), "headline_noise_reasons": head,
             "speedup_quality": _quality(speedup) if judged else None,
             "speedup_noise_reasons": speedup if judged else None,
             "speedup_iqr_rel": judged.get("speedup_iqr_rel"), "speedup_drift_rel": judged.get("speedup_drift_rel"),

@@ -26,8 +26,9 @@ OUTSIDE_KERNELS_MIN_REL = 0.25
 
 
 def headline_quality(rec: dict[str, Any]) -> str | None:
-    """'clean' or 'noisy': the headline's own quality (`headline_quality`), else the case's overall
-    `measurement_quality` (stores written before the headline was judged on its own); None when not timed."""
+    """'clean', 'clock' or 'noisy': the headline's own quality (`headline_quality`; 'clock' when its only spread
+    was the SM clock's, steady in cycles: harness/measure/noise.py), else the case's overall `measurement_quality`
+    (stores written before the headline was judged on its own); None when not timed."""
     quality = rec.get("headline_quality")
     return quality if quality is not None else rec.get("measurement_quality")
 
@@ -106,6 +107,16 @@ def clock_apart(rec: dict[str, Any], typical_mhz: float | None, limit: float = C
     if mhz is None or not typical_mhz or abs(mhz / typical_mhz - 1) <= limit:
         return None
     return mhz
+
+
+def shown_clock_mhz(rec: dict[str, Any], typical_mhz: float | None) -> float | None:
+    """The headline's SM clock where a latency should carry it: where it stands apart from the run's typical one
+    (`clock_apart`), and wherever the headline's spread was the clock's (quality 'clock': the latency is a figure
+    at that clock); None elsewhere."""
+    apart = clock_apart(rec, typical_mhz)
+    if apart is not None:
+        return apart
+    return headline_clock_mhz(rec) if headline_quality(rec) == "clock" else None
 
 
 def speedup_interval(rec: dict[str, Any]) -> tuple[float, float] | None:

@@ -7,8 +7,8 @@ from typing import Any, Callable
 from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_method, headline_ms, headline_spread,
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
-from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_apart, headline_clock_mhz,
-                                                   outside_kernels_ms, typical_clock_mhz)
+from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, headline_clock_mhz, headline_quality,
+                                                   outside_kernels_ms, shown_clock_mhz, typical_clock_mhz)
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.decision import speed_of
 
@@ -43,17 +43,20 @@ def _noise(c: dict[str, Any]) -> Cell:
 
 def _latency(c: dict[str, Any], typical_mhz: float | None = None) -> Cell:
     """The headline latency [p20–p80], its method underneath; its SM clock where that stands apart from the
-    run's typical one (as the terminal's --wide); time outside the kernels where a call has much of it."""
+    run's typical one or the samples spread with it (as the terminal's --wide); time outside the kernels where a
+    call has much of it."""
     med, (lo, hi) = headline_ms(c), headline_spread(c)
     if med is None:
         return Cell("-", None, "num")
     spread = f" [{lo:.3g}–{hi:.3g}]" if lo is not None and hi is not None else ""
     how = headline_method(c)
     note = f'<br><span class="note">{esc(how)}</span>' if how else ""
-    mhz = clock_apart(c, typical_mhz)
+    mhz = shown_clock_mhz(c, typical_mhz)
     if mhz is not None:
-        note += (f'<br><span class="note warn" title="the headline\'s SM clock, more than '
-                 f'{CLOCK_APART_REL:.0%} from the run\'s typical {typical_mhz:.0f} MHz: a compute-bound latency '
+        why = ("its samples spread with the SM clock and are steady in SM cycles (each call's clock read on the "
+               "device): an exact figure at a clock that moved" if headline_quality(c) == "clock" else
+               f"more than {CLOCK_APART_REL:.0%} from the run's typical {typical_mhz:.0f} MHz")
+        note += (f'<br><span class="note warn" title="the headline\'s SM clock, {esc(why)}: a compute-bound latency '
                  f'moves with the clock; the speedup, eager timed beside it, is the figure to compare">'
                  f'@ {mhz:.0f} MHz</span>')
     outside = outside_kernels_ms(c)
