@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, whole_mask, wide
+from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, to_f32, whole_mask, wide
 from bakeoff.backends.tritongen.exprs import pointwise_expr
 from bakeoff.backends.tritongen.indexing import linear_offset
 from bakeoff.backends.tritongen.kernel_plan import Kernel, Plan
@@ -24,7 +24,8 @@ def generate(plan: Plan, kernel: Kernel, target: CodegenTarget) -> KernelSource:
     for nid, view in kernel.loads:
         v = broadcast_view(view, dom) if kernel.kind != "copy" else view
         off = linear_offset("i", v.shape, v.strides) + (f" + {v.offset}" if v.offset else "")
-        lines.append(f"    v{nid} = tl.load({v.buffer} + {off}, mask=mask, other=0.0).to(tl.float32)")
+        load = f"tl.load({v.buffer} + {off}, mask=mask, other=0.0)"
+        lines.append(f"    v{nid} = {to_f32(load, plan.buffer(v.buffer).dtype)}")
     row = f"((i // {dom[-1]}) % {dom[-2]})" if len(dom) >= 2 else None
     col = f"(i % {dom[-1]})" if dom else None
     for nid in kernel.nodes:

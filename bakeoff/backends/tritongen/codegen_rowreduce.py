@@ -25,7 +25,7 @@ import math
 
 from bakeoff.workloads.ir import Graph
 
-from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, whole_mask, wide
+from bakeoff.backends.tritongen.source import header, KernelSource, CodegenTarget, to_f32, whole_mask, wide
 from bakeoff.backends.tritongen.codegen_pointwise import pointwise_arg
 from bakeoff.backends.tritongen.exprs import pointwise_expr
 from bakeoff.backends.tritongen.indexing import row_col_offset
@@ -41,6 +41,7 @@ class _Row:
     """Shared state of one row kernel: which values are per-row ('stat') and which are full width."""
 
     def __init__(self, plan: Plan, kernel: Kernel) -> None:
+        self.plan = plan
         self.g: Graph = plan.graph
         self.k = kernel
         self.lead, self.n = kernel.domain[:-1], kernel.domain[-1]
@@ -72,7 +73,8 @@ class _Row:
         mask = masks.get(self.deps(nid, view))
         m = f", mask={mask}, other=0.0" if mask else ""
         m += f", eviction_policy='{evict}'" if evict else ""
-        return f"{indent}{var}{nid} = tl.load({v.buffer} + {off}{m})" + (".to(tl.float32)" if convert else "")
+        load = f"tl.load({v.buffer} + {off}{m})"
+        return f"{indent}{var}{nid} = " + (to_f32(load, self.plan.buffer(v.buffer).dtype) if convert else load)
 
     def node_line(self, nid: int, indent: str) -> str:
         n = self.g.node(nid)
@@ -164,7 +166,7 @@ def _row_loop(row: _Row, plan: Plan, kernel: Kernel) -> list[str]:
         f"{ind}r = blk * BLOCK_M + rows0",
         f"{ind}rmask = {whole_mask('r', row.rows, 'BLOCK_M')}",
         f"{ind}mask = rmask & cmask",
-        *[f"{ind}v{nid} = p{nid}.to(tl.float32)" for nid, _ in streamed],
+        *[f"{ind}v{nid} = {to_f32(f'p{nid}', plan.buffer(v.buffer).dtype)}" for nid, v in streamed],
         f"{ind}rn = r + NUM_PROGRAMS * BLOCK_M  # the next block's loads, in flight while this one is finished",
         *[row.load_line(nid, v, ind, row="rn", var="p", convert=False) for nid, v in streamed],
         *[row.node_line(nid, ind) for nid in kernel.nodes],

@@ -25,6 +25,12 @@ def _exp2(x):
 
 
 @triton.jit
+def _bf16_f32(x):
+    """bfloat16 to float32: {bf16_doc}."""
+    return {bf16_body}
+
+
+@triton.jit
 def _exp(x):
     """e**x in float32 through _exp2."""
     return _exp2(x * 1.4426950408889634)
@@ -80,14 +86,27 @@ _RCP_INTERP = ("1.0 / x", "a plain division (the interpreter runs no PTX)")
 _EXP2_GPU = ('tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, '
              'pack=1)', "the hardware ex2 with subnormals flushed (no range fix-up instructions)")
 _EXP2_INTERP = ("tl.exp2(x)", "tl.exp2 (the interpreter runs no PTX)")
+_BF16_GPU = ('tl.inline_asm_elementwise("{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0xFFFF0000; }", "=r,=r,r", [x], '
+             'dtype=tl.float32, is_pure=True, pack=2)',
+             "two at a time from the 32-bit word that holds them (the first in\n    its low half, as loaded), "
+             "the low one shifted up and the high one masked: exact, two\n    instructions a pair where Triton's "
+             "conversion takes three (a byte permute and a shift for the high one)")
+_BF16_INTERP = ("x.to(tl.float32)", "Triton's conversion (the interpreter runs no PTX)")
+
+
+def to_f32(expr: str, dtype: str) -> str:
+    """Triton source converting `expr`, of `dtype`, to float32 (bfloat16 through `_bf16_f32`)."""
+    return f"_bf16_f32({expr})" if dtype == "bfloat16" else f"{expr}.to(tl.float32)"
 
 
 def header(what: str, target: "CodegenTarget") -> str:
-    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_exp`, `_tf32`, `_erf`, `_gelu_erf` helpers
-    templates call."""
+    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_bf16_f32`, `_exp`, `_tf32`, `_erf`,
+    `_gelu_erf` helpers templates call."""
     body, doc = _RCP_INTERP if target.interpret else _RCP_GPU
     ebody, edoc = _EXP2_INTERP if target.interpret else _EXP2_GPU
-    return _HEADER.format(what=what, rcp_body=body, rcp_doc=doc, exp2_body=ebody, exp2_doc=edoc)
+    bbody, bdoc = _BF16_INTERP if target.interpret else _BF16_GPU
+    return _HEADER.format(what=what, rcp_body=body, rcp_doc=doc, exp2_body=ebody, exp2_doc=edoc, bf16_body=bbody,
+                          bf16_doc=bdoc)
 
 
 @dataclass(frozen=True)
