@@ -29,12 +29,12 @@
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
 #   tritongen          the marker clock's check (marker_clock_check.py), then configs/h200_tritongen_dtypes.yaml
-#                      (TG_CONFIG) under `bakeoff run --jobs $JOBS` (TG_RUN_S, default 330 s), then
-#                      tritongen_vs_inductor.py's do_bench table with its ceilings in the three dtypes in the time
-#                      left, and its paired table from the run's store; packed into $OUT/tritongen.tar.gz (the
-#                      do_bench JSON lands in $OUT itself).
+#                      (TG_CONFIG) under `bakeoff run --jobs $JOBS` (TG_RUN_S, default 330 s), its paired table and
+#                      noise shares (noise_share.py, with eager across cases), then tritongen_vs_inductor.py's
+#                      do_bench table with its ceilings in the three dtypes in the time left; packed into
+#                      $OUT/tritongen.tar.gz (the do_bench JSON lands in $OUT itself).
 #   checks             the GPU tests (pytest -m gpu: the marker clock against NVML, ONNX Runtime's IOBinding without
-#                      copies, the CUPTI pass), then configs/sweep_h200.yaml on eager, ONNX Runtime, tritongen and
+#                      copies, the CUPTI pass, tritongen's bfloat16 loads against eager), then configs/sweep_h200.yaml on eager, ONNX Runtime, tritongen and
 #                      IREE (CHECK_SWEEP_S, default 200 s) with its per-point table, then XLA's host figures layer
 #                      by layer (independent_timers.py --xla-layers); run it with SITE=/tmp/ortsite after
 #                      ../shared/gpu/ort_parts.sh so that ONNX Runtime is the CUDA build; one checks.tar.gz.
@@ -211,6 +211,9 @@ tritongen() {  # one call: the marker clock's check, the paired three-dtype run,
   B show > "$dir/show.txt" 2>&1; B export latest > "$dir/records.json"; cp results/bakeoff.db "$dir/bakeoff.db"
   python3 "$R/benchmarks/tritongen_vs_inductor.py" --paired "sqlite:///$dir/bakeoff.db" --paired-only \
     > "$dir/paired.txt" 2>&1; tail -40 "$dir/paired.txt"
+  { python3 "$R/benchmarks/noise_share.py" "sqlite:///$dir/bakeoff.db"
+    python3 "$R/benchmarks/noise_share.py" "sqlite:///$dir/bakeoff.db" --across-cases; } > "$dir/noise.txt" 2>&1
+  head -8 "$dir/noise.txt"; grep -E "groups:" "$dir/noise.txt"
   local budget=$(( $(left_s) - 50 ))
   [ "$budget" -gt 60 ] && timeout -k 5 $(( budget + 30 )) python3 "$R/benchmarks/tritongen_vs_inductor.py" \
     --dtypes bfloat16 float16 float32 --budget-s "$budget" > "$dir/dobench.txt" 2>&1
@@ -221,8 +224,9 @@ tritongen() {  # one call: the marker clock's check, the paired three-dtype run,
 checks() {  # the device checks: GPU tests, the sweep on the sweep-serving adapters, XLA's host figures
   local dir="$PWD/checks-out"; mkdir -p "$dir"
   python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())" 2>&1 | tail -1
-  timeout -k 5 150 python3 -m pytest -q -m gpu -p no:cacheprovider -rs "$R/tests/test_gpu_measurement.py" \
-    "$R/tests/test_backend_onnxruntime.py" > "$dir/gpu_tests.txt" 2>&1; echo "gpu tests exited $?"
+  timeout -k 5 240 python3 -m pytest -q -m gpu -p no:cacheprovider -rs "$R/tests/test_gpu_measurement.py" \
+    "$R/tests/test_backend_onnxruntime.py" "$R/tests/test_tritongen_bf16.py" > "$dir/gpu_tests.txt" 2>&1
+  echo "gpu tests exited $?"
   tail -25 "$dir/gpu_tests.txt"
   run_limited "${CHECK_SWEEP_S:-200}" "$dir/sweep.log" "$R/configs/sweep_h200.yaml" -b eager -b onnxruntime \
     -b tritongen -b iree --db "sqlite:///$dir/sweep.db" --jobs 4

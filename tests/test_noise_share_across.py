@@ -99,3 +99,24 @@ def test_table_names_each_verdict_and_counts_them():
     text = ns.across_table(rows)
     assert "yes, the clock accounts for it" in text and "NO (no clocks)" in text
     assert "3 groups: 1 within 3% in ms, 1 more within it in SM cycles, 0 over in both, 1 over in ms" in text
+
+
+def _settling(n: int = 20) -> tuple[list[float], list[float]]:
+    """Spans of a compute-bound call while the SM clock settles from 1980 to 1320 MHz, and those clocks."""
+    clocks = [1320.0 + 660.0 * 0.8 ** i for i in range(n)]
+    return [1.6 * 1980.0 / c for c in clocks], clocks
+
+
+def test_the_share_table_counts_a_latency_at_its_clock_apart_from_a_noisy_one():
+    """A latency whose spread the per-call clocks account for is 'at clock', not in `latency ~`; the same spread
+    without per-call clocks is noisy, its reason naming the clock's range."""
+    spans, clocks = _settling()
+    base = {"backend": "eager", "adapter": "eager", "device": "cuda:0", "timing_method": "cuda-events",
+            "headline_method": "cupti-span", "device_span_samples": spans, "samples": spans,
+            "latency_iqr_rel": 0.01, "gpu_other_processes": [], "headline_sm_clock_mhz_min": int(min(clocks)),
+            "headline_sm_clock_mhz_max": int(max(clocks)), "headline_sm_clock_mhz_median": 1400.0,
+            "headline_sm_clock_low_share": 0.0}
+    at_clock = {**base, "device_span_sm_clock_mhz": clocks, "device_span_sm_clock_source": "marker-spin"}
+    text = ns.table([at_clock, base], reasons=False)
+    row = next(line for line in text.splitlines() if line.startswith("eager"))
+    assert row.split()[1:] == ["2", "0", "(", "0%)", "1", "(", "50%)", "1", "(", "50%)", "1", "1", "(", "50%)"], row
