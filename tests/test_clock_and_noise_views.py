@@ -142,6 +142,22 @@ def test_a_latency_whose_spread_was_the_clocks_carries_its_clock_and_no_noise_ma
     rows = {r.split("</td>")[3].rsplit(">", 1)[-1]: r for r in html.split("<tr")[2:]}
     assert "@ 1965 MHz" in rows["inductor"] and html.count(" MHz</span>") == 1
     assert "steady in SM cycles" in rows["inductor"]
+    assert "<summary>clock (1)</summary>" in rows["inductor"] and "<summary>" not in rows["xla"]
+
+
+def test_the_reports_noise_column_reads_the_headline_as_the_terminal_does():
+    """A device-timed headline clean beside host load says 'others' (the case's reasons folded under it), a noisy
+    headline its own reasons, an older record the case's quality."""
+    loaded = gpu_rec("xla", measurement_quality="noisy", noise_reasons=[HOST_LOAD])
+    noisy = gpu_rec("iree", headline_quality="noisy", headline_noise_reasons=["backend headline drifted"],
+                    measurement_quality="noisy", noise_reasons=[HOST_LOAD, "backend headline drifted"])
+    old = {k: v for k, v in gpu_rec("onnxruntime").items() if not k.startswith("headline_")} | {
+        "measurement_quality": "noisy", "noise_reasons": [HOST_LOAD]}
+    html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, [loaded, noisy, old])])
+    rows = {r.split("</td>")[3].rsplit(">", 1)[-1]: r for r in html.split("<tr")[2:]}
+    assert "<summary>others (1)</summary>" in rows["xla"]
+    assert "<summary>noisy (1)</summary><ul class=\"note\"><li>backend headline drifted</li>" in rows["iree"]
+    assert "<summary>noisy (1)</summary>" in rows["onnxruntime"]
 
 
 def test_wide_shows_no_clock_for_records_without_one():

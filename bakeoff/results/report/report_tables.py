@@ -8,7 +8,8 @@ from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
 from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, headline_clock_mhz, headline_quality,
-                                                   outside_kernels_ms, shown_clock_mhz, typical_clock_mhz)
+                                                   judged_on_its_own, outside_kernels_ms, shown_clock_mhz,
+                                                   typical_clock_mhz)
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.decision import speed_of
 
@@ -28,17 +29,27 @@ def _status(c: dict[str, Any]) -> Cell:
 
 
 def _noise(c: dict[str, Any]) -> Cell:
-    """'noisy' with its reasons (measurement_quality), 'clean', or '-' for a case that was not timed."""
-    quality = c.get("measurement_quality")
+    """The headline's own quality, as the terminal's --wide says it (headline_facts.headline_quality): 'noisy' or
+    'clock' with the headline's reasons, 'others' with the case's where only its other figures were noisy (host
+    load, the timer's samples), 'clean', or '-' for a case that was not timed; older records: the case's."""
+    quality = headline_quality(c)
     if quality is None:
         return Cell("-", "")
-    if quality != "noisy":
-        return Cell(esc(quality), quality)
-    reasons = c.get("noise_reasons") or []
-    # Folded: the reasons run to hundreds of characters and made every row of a loaded machine's run tall.
+    if quality in ("noisy", "clock"):
+        own = judged_on_its_own(c)
+        return _reasons_cell(quality, c.get("headline_noise_reasons" if own else "noise_reasons") or [],
+                             "warn" if quality == "noisy" else "dim")
+    if c.get("measurement_quality") == "noisy":
+        return _reasons_cell("others", c.get("noise_reasons") or [], "dim")
+    return Cell(esc(quality), quality)
+
+
+def _reasons_cell(word: str, reasons: list[str], cls: str) -> Cell:
+    """`word (n)` over its reasons, folded: they run to hundreds of characters and made every row of a loaded
+    machine's run tall."""
     items = "".join(f"<li>{esc(r)}</li>" for r in reasons)
-    return Cell(f'<details class="noise"><summary>noisy ({len(reasons)})</summary><ul class="note">{items}</ul>'
-                "</details>" if reasons else "noisy", quality, "warn", raw=True)
+    return Cell(f'<details class="noise"><summary>{word} ({len(reasons)})</summary><ul class="note">{items}</ul>'
+                "</details>" if reasons else word, word, cls, raw=True)
 
 
 def _latency(c: dict[str, Any], typical_mhz: float | None = None) -> Cell:
