@@ -120,7 +120,6 @@ def test_a_ctrl_c_during_a_records_write_waits_for_the_write_then_interrupts_the
     """Ctrl-C landing while a case's record is written (inside its serialization once gave a
     PydanticSerializationError and a traceback): the record is stored and its line printed whole, then the run
     stops as interrupted, with the usual KeyboardInterrupt."""
-    import os
     import signal
 
     import pytest
@@ -128,7 +127,10 @@ def test_a_ctrl_c_during_a_records_write_waits_for_the_write_then_interrupts_the
     finished = progress.RunProgress.finished
 
     def finished_under_ctrl_c(self, case, flat):
-        os.kill(os.getpid(), signal.SIGINT)  # delivered at once to this (main) thread's handler
+        # raise() sends it to this (main) thread, whose handler runs at once; os.kill(getpid()) may be taken by
+        # any thread of the process (torch's, JAX's), and then the main thread sees it only later (a fresh-clone
+        # CI run saw no KeyboardInterrupt at all)
+        signal.raise_signal(signal.SIGINT)
         finished(self, case, flat)
 
     monkeypatch.setattr(progress.RunProgress, "finished", finished_under_ctrl_c)
@@ -137,8 +139,13 @@ def test_a_ctrl_c_during_a_records_write_waits_for_the_write_then_interrupts_the
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     run_id = store.create_run(config_name="p", config_path="c.yaml", config_text=CONFIG, device="cpu",
                               environment={}, n_cases=2)
-    with pytest.raises(KeyboardInterrupt):
-        run_cases(store, run_id, cases, tmp_path / "work", Console(file=out, width=100), {}, FakeExecutor())
+    # Python's own handler, whatever an earlier test or library left installed in this process
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_cases(store, run_id, cases, tmp_path / "work", Console(file=out, width=100), {}, FakeExecutor())
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert store.done_case_ids(run_id) == {cases[0].case_id}
     assert store.run(run_id)["status"] == "interrupted"
     assert out.getvalue().splitlines()[0].startswith("[1/2] ok") and "interrupted" in out.getvalue()
