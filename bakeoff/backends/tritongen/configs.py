@@ -86,7 +86,7 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
                     ((1024, 4), (2048, 8), (4096, 8))]
         bn = s["block_n"]
         out = []
-        for bm, w in ((2, 8), (1, 4), (1, 8), (4, 16)):
+        for bm, w in ((1, 4), (2, 8), (1, 8), (4, 16)):
             if bm * bn <= 32768 and bm <= _pow2(s["rows"]) and w * 32 <= max(bm * bn, 128):
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": 1})
         out = out or [{"BLOCK_M": 1, "BLOCK_N": bn, "num_warps": 4, "num_stages": 1}]

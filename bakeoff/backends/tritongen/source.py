@@ -25,6 +25,12 @@ def _exp2(x):
 
 
 @triton.jit
+def _mul_rn(a, b):
+    """a * b rounded to float32 as its own instruction: {mul_doc}."""
+    return {mul_body}
+
+
+@triton.jit
 def _bf16_f32(x):
     """bfloat16 to float32: {bf16_doc}."""
     return {bf16_body}
@@ -92,6 +98,10 @@ _BF16_GPU = ('tl.inline_asm_elementwise("{ shl.b32 $0, $2, 16; and.b32 $1, $2, 0
              "the low one shifted up and the high one masked: exact, two\n    instructions a pair where Triton's "
              "conversion takes three (a byte permute and a shift for the high one)")
 _BF16_INTERP = ("x.to(tl.float32)", "Triton's conversion (the interpreter runs no PTX)")
+_MUL_GPU = ('tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.float32, is_pure=True, '
+            'pack=1)', "inline PTX, which the compiler cannot contract into an\n    FMA with an add that uses it, "
+            "so every use sees the same rounded product")
+_MUL_INTERP = ("a * b", "a plain product (the interpreter contracts nothing)")
 
 
 def to_f32(expr: str, dtype: str) -> str:
@@ -100,13 +110,14 @@ def to_f32(expr: str, dtype: str) -> str:
 
 
 def header(what: str, target: "CodegenTarget") -> str:
-    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_bf16_f32`, `_exp`, `_tf32`, `_erf`,
-    `_gelu_erf` helpers templates call."""
+    """The top of every generated module: imports and the `_rcp`, `_exp2`, `_mul_rn`, `_bf16_f32`, `_exp`, `_tf32`,
+    `_erf`, `_gelu_erf` helpers templates call."""
     body, doc = _RCP_INTERP if target.interpret else _RCP_GPU
     ebody, edoc = _EXP2_INTERP if target.interpret else _EXP2_GPU
     bbody, bdoc = _BF16_INTERP if target.interpret else _BF16_GPU
+    mbody, mdoc = _MUL_INTERP if target.interpret else _MUL_GPU
     return _HEADER.format(what=what, rcp_body=body, rcp_doc=doc, exp2_body=ebody, exp2_doc=edoc, bf16_body=bbody,
-                          bf16_doc=bdoc)
+                          bf16_doc=bdoc, mul_body=mbody, mul_doc=mdoc)
 
 
 @dataclass(frozen=True)
