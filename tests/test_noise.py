@@ -74,6 +74,9 @@ def test_other_gpu_processes_when_nvml_reports_another_pid_namespace():
     # Our pid is not among NVML's: the most active process (we were timing) is taken to be us.
     assert others_than_me(seen, my_pid=123) == [{"pid": 9, "sm_util": 3, "pid_namespace_unknown": True}]
     assert others_than_me({7: {"pid": 7, "sm_util": 90}}, my_pid=123) == []
+    # NVML's compute contexts hold ours (same pid space): a lone sampled process is another one, not us
+    assert others_than_me({7: {"pid": 7, "sm_util": 90}}, my_pid=123, same_namespace=True) == [{"pid": 7,
+                                                                                              "sm_util": 90}]
 
 
 def _spinners(n: int) -> list[subprocess.Popen]:
@@ -219,3 +222,28 @@ def test_the_nvml_stand_in_calls_only_what_pynvml_has():
 
     called = [n for n in vars(_FakeNvml) if n.startswith("nvml")]
     assert called and all(hasattr(pynvml, n) for n in called), [n for n in called if not hasattr(pynvml, n)]
+
+
+def test_gpu_watch_reports_an_outsider_that_was_the_only_process_sampled(monkeypatch):
+    """NVML's compute contexts hold ours, so its pids are ours: an outsider whose utilization samples are the
+    only ones in the window is another process, not taken for this one (the H200's outsider phase lost two
+    cases that way)."""
+    import os
+    from types import SimpleNamespace
+
+    from bakeoff.harness.measure import environment
+    from bakeoff.harness.measure.load_watch import GpuWatch
+
+    class NVMLError(Exception):
+        pass
+
+    watch = GpuWatch("cuda:0")
+    nvml = SimpleNamespace(
+        NVMLError=NVMLError,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=os.getpid()), SimpleNamespace(pid=4242)],
+        nvmlDeviceGetProcessUtilization=lambda h, t0: [SimpleNamespace(pid=4242, smUtil=95, memUtil=20,
+                                                                       timeStamp=watch.t0_us + 10)])
+    monkeypatch.setattr(environment, "_nvml", lambda: nvml)
+    monkeypatch.setattr(environment, "_nvml_handle", lambda nv, index: "h")
+    watch.finish()
+    assert watch.error is None and [p["pid"] for p in watch.others] == [4242]

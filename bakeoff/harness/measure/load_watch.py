@@ -158,14 +158,14 @@ class GpuWatch:
                 samples = nv.nvmlDeviceGetProcessUtilization(h, self.t0_us)
                 active = {int(s.pid): {"pid": int(s.pid), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
                           for s in samples if s.timeStamp >= self.t0_us and (s.smUtil > 0 or s.memUtil > 0)}
-                self.others = others_than_me(active, os.getpid())
+                self.others = others_than_me(active, os.getpid(), same_namespace=os.getpid() in procs)
             except nv.NVMLError as exc:
                 if "not found" in str(exc).lower():  # no samples in the window: nobody ran anything
                     self.others = []
                 else:
                     self.error = f"per-process utilization unavailable ({exc}): listing compute contexts"
                     self.others = others_than_me({p: {"pid": p, "activity": "unknown"} for p in procs},
-                                                 os.getpid())
+                                                 os.getpid(), same_namespace=os.getpid() in procs)
             self.others = mark_gated_siblings(self.others) if self.others else self.others
         except Exception as exc:  # NVML failures cost this check, not the case
             self.error = f"{type(exc).__name__}: {exc}"
@@ -190,11 +190,15 @@ def mark_gated_siblings(others: list[dict[str, Any]], gate: str | None = None) -
     return out
 
 
-def others_than_me(by_pid: dict[int, dict[str, Any]], my_pid: int) -> list[dict[str, Any]]:
-    """The entries of processes other than this one. When `my_pid` is not among them (NVML reporting another
-    pid namespace's ids), this process is one of them: the most active one (largest sm_util; we were timing)
-    is taken to be us, and the others are marked `pid_namespace_unknown`."""
-    if my_pid in by_pid:
+def others_than_me(by_pid: dict[int, dict[str, Any]], my_pid: int,
+                   same_namespace: bool | None = None) -> list[dict[str, Any]]:
+    """The entries of processes other than this one. `same_namespace`: NVML reports this process's own pid space
+    (True when its list of compute contexts, which holds ours while we time, has `my_pid`); then every entry but
+    `my_pid` is another process, whether or not we have a utilization sample of our own (on the H200 an outsider
+    running matmuls was sometimes the only process sampled in a window, and was taken for us). Otherwise, when
+    `my_pid` is not among the entries (another pid namespace's ids), this process is one of them: the most active
+    one (largest sm_util; we were timing) is taken to be us, and the others are marked `pid_namespace_unknown`."""
+    if same_namespace or my_pid in by_pid:
         return [v for p, v in sorted(by_pid.items()) if p != my_pid]
     ranked = sorted(by_pid.values(), key=lambda v: (-int(v.get("sm_util") or 0), v["pid"]))
     return [dict(v, pid_namespace_unknown=True) for v in ranked[1:]]
