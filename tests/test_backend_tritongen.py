@@ -855,3 +855,48 @@ def test_a_stage_leaves_out_the_waits_to_enter_device_work(monkeypatch):
     assert t.stages_s == {"autotune": 1.5}
     base.set_device_work(nullcontext)  # the default again: no gate, no waits
     assert base.device_waited_s() == 0.0
+
+
+_SHIFT_PTX = """
+import json, pathlib, re, tempfile
+from bakeoff.backends.tritongen import TritonGenBackend, target_from_options
+from bakeoff.backends.tritongen.codegen import generate_all
+from bakeoff.backends.tritongen.fusion import fuse
+from bakeoff.backends.tritongen.offline import compile_offline
+from bakeoff.backends.tritongen.tune import load_kernels
+from bakeoff.workloads.ir import bind
+from bakeoff.workloads.suite import builtin_workloads
+w = builtin_workloads()["softmax_large"]
+plan = fuse(bind(w.graph, w.presets["gpu"], "float32"))
+src = generate_all(plan, target_from_options(TritonGenBackend.parse_options({}), False, "float32", 90))[0]
+ck = compile_offline(load_kernels([src], pathlib.Path(tempfile.mkdtemp()))[0], src,
+                     {"BLOCK_M": 1, "BLOCK_N": 2048, "num_warps": 8, "num_stages": 1, "LOOP": 1}, plan)
+ptx = ck.asm["ptx"]
+L = "0f3FB8AA3B"  # log2(e) as a float32 literal
+addends = re.findall(r"fma\\.rn\\.f32\\s+%r\\d+, %r\\d+, " + L + r", (%r\\d+);", ptx)
+print(json.dumps({"mul_rn": len(re.findall(r"mul\\.rn\\.f32", ptx)),
+                  "plain": len(re.findall(r"mul\\.f32\\s+%r\\d+, %r\\d+, " + L, ptx)),
+                  "fmas": len(addends), "lone": sorted(a for a in set(addends) if addends.count(a) == 1)}))
+"""
+
+
+def test_the_online_softmax_subtracts_only_rounded_shifts_in_sm90_ptx(tmp_path):
+    """Every exponent of the looped softmax (its blocks' and the rescale's) subtracts a rounded max * log2(e):
+    written as a product the compiler could contract one of them into an FMA (unrounded), and on the H200
+    softmax_large fp32 came out at 6233x eager's error. sm_90 PTX compiled here (no device)."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this module runs interpreted
+    env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), TRITON_CACHE_DIR=str(tmp_path / "triton"),
+               PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", _SHIFT_PTX], capture_output=True, text=True, env=env, timeout=600,
+                         check=False)
+    if "ptxas" in out.stderr and out.returncode:
+        pytest.skip("no ptxas for sm_90 here")
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    # the shifts are mul.rn products, none a plain (contractible) one; each exponent FMA subtracts a shift that a
+    # whole block of elements shares (a rescale contracted into an FMA has an addend of its own)
+    assert got["mul_rn"] >= 1 and got["plain"] == 0 and got["fmas"] >= 16 and got["lone"] == [], got
