@@ -150,7 +150,8 @@ def _burners_verdict(hit: list[dict[str, Any]]) -> tuple[bool | None, str, list[
     host_noisy = [r for r in hit if r.get("host_quality") == "noisy"]
     dev = [r for r in hit if device_timed(r)]
     by_host = [r for r in hit if not device_timed(r)]
-    dev_clean = [r for r in dev if r.get("headline_quality") in ("clean", "clock")]  # 'clock': spread with the clock
+    # 'clock': the headline spread with the SM clock and is steady in cycles, not noise
+    dev_clean = [r for r in dev if r.get("headline_quality") in ("clean", "clock")]
     host_head_noisy = [r for r in by_host if r.get("headline_quality") == "noisy"]
     failing = [f"{_case(r)}: host figures {r.get('host_quality')}" for r in hit if r not in host_noisy]
     failing += [f"{_case(r)}: device-timed headline {r.get('headline_quality')}" for r in dev if r not in dev_clean]

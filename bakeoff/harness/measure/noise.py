@@ -37,8 +37,8 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   SM cycles; a clock drop while every judged series has its per-call clocks and is within them in cycles), the
   quality is `clock`, not `noisy`: each call took the cycles it takes and the GPU ran them at a clock that moved
   (a power-capped GPU under sustained compute-bound load). The latency is then a figure at the clock recorded
-  beside it (`headline_sm_clock_mhz_median`, shown where it stands apart from the run's typical one), and its
-  reasons stay in `headline_noise_reasons`. NVML's clock range never makes `clock`: only clocks read on the
+  beside it (`headline_sm_clock_mhz_median`, which the terminal and the report show with it), and its reasons
+  stay in `headline_noise_reasons`. NVML's clock range never makes `clock`: only clocks read on the
   device around each call are evidence about the calls.
 - `speedup_quality` (with `speedup_noise_reasons`; None for eager's own case): the speedup, judged on the
   paired ratios eager_i / backend_i of the headline's interleaved samples (`speedup_iqr_rel`,
@@ -173,7 +173,8 @@ def _series_note(samples: Sequence[float], iqr: float | None, clocks: Sequence[f
     in_cycles = cycles(samples, clocks)
     if in_cycles is not None:
         left = spread_rel(in_cycles) or 0.0
-        verdict = "the clock accounts for it" if steady_in_cycles(samples, clocks, target_iqr) else "not the clock alone"
+        steady = steady_in_cycles(samples, clocks, target_iqr)
+        verdict = "the clock accounts for it" if steady else "not the clock alone"
         return f"; in SM cycles (each call's time x its clock) the spread is {left:.1%}: {verdict}"
     return _clock_note(rec) if clock_explains(spread_rel(samples, iqr), rec) else ""
 
@@ -304,8 +305,8 @@ def _quality(reasons: list[str], accounted: Sequence[str] = ()) -> str:
 def assess(rec: dict[str, Any], target_iqr: float, paired: bool, host_clock: bool = True) -> dict[str, Any]:
     """The record's measurement_quality ('clean' or 'noisy'; the case's overall summary), noise_reasons (list
     of text), headline_quality ('clean', 'clock' or 'noisy') and headline_noise_reasons (the absolute headline
-    latencies), speedup_quality
-    and speedup_noise_reasons (the speedup, from the paired ratios; None unless paired), host_quality and
+    latencies), speedup_quality and speedup_noise_reasons (the speedup, from the paired ratios; None unless
+    paired), host_quality and
     host_noise_reasons (the host-clock figures), and the numbers judged: latency_drift_rel, eager_drift_rel,
     eager_iqr_rel, speedup_iqr_rel and speedup_drift_rel (None where not judged). `paired` says an eager
     reference was timed interleaved with the backend (every case but eager's own); `host_clock` that the case's
