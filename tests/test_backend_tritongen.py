@@ -20,6 +20,7 @@ from bakeoff.workloads.builder import GraphBuilder  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import lower_torch  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
+from sm90_offline import last_json, run_uninterpreted  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
                                 reason="needs TRITON_INTERPRET=1 on a machine without a GPU")
@@ -392,23 +393,13 @@ def test_row_masks_fold_away_only_where_every_block_is_whole(shape, cfg, whole, 
     sm_90 PTX (compiled here, no device) has no predicated global load or store; where they do not, every load and
     store stays masked; the interpreter's results match eager in both."""
     import json
-    import subprocess
-    import sys
 
     b = GraphBuilder("whole_blocks")
     g = bind(b.finish([b.softmax(b.input("x", shape))]), {}, "float32")
     compiled = _compile_with(g, lambda src, c: {**c, **cfg}, "float32")
     xs = make_inputs(g, 3, "cpu")
     assert torch.allclose(compiled(*xs)[0], lower_torch(g)(*xs)[0], rtol=1e-5, atol=1e-6)
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", _WHOLE_PTX, json.dumps([shape, cfg])], capture_output=True,
-                         text=True, env=env, timeout=600, check=False)
-    if "ptxas" in out.stderr and out.returncode:
-        pytest.skip("no ptxas for sm_90 here")
-    assert out.returncode == 0, out.stderr[-2000:]
-    predicated = json.loads(out.stdout.splitlines()[-1])
+    predicated = last_json(run_uninterpreted(["-c", _WHOLE_PTX, json.dumps([shape, cfg])], tmp_path))
     assert predicated and all(p != whole for p in predicated), predicated
 
 
@@ -475,18 +466,10 @@ def test_pruned_search_is_the_head_of_the_wide_one_and_every_twin_is_searched_wi
 def test_offline_report_compiles_for_sm90_without_a_gpu(tmp_path):
     """The offline tool: Triton compiles the GPU sources for sm_90 here (no device); its report names registers,
     shared memory and SASS instruction counts per candidate."""
-    import subprocess
-    import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-m", "bakeoff.backends.tritongen.offline", "ew_sigmoid_relu", "--preset",
-                          "smoke", "--dtype", "float16"], capture_output=True, text=True, env=env, timeout=600,
-                         check=False)
-    if "ptxas" in out.stderr and out.returncode:
-        pytest.skip("no ptxas for sm_90 here")
-    assert out.returncode == 0, out.stderr[-2000:]
-    line = out.stdout.splitlines()[0]
+    out = run_uninterpreted(["-m", "bakeoff.backends.tritongen.offline", "ew_sigmoid_relu", "--preset", "smoke",
+                             "--dtype", "float16"], tmp_path)
+    line = out.splitlines()[0]
     assert line.startswith("k0_pointwise") and "regs=" in line and "instr/elem" in line and "FAILED" not in line
 
 
@@ -674,24 +657,16 @@ def test_gluon_attention_reads_heads_in_place_from_contiguous_and_projection_lay
         assert src[0].gluon and "_GluonLaunch(2048, 256, 0.12751743082459868, (32, 8388608, 128, 4096))" in src[0].text
 
 
-def test_gluon_attention_compiles_for_sm90_with_the_softmax_under_the_mma():
+def test_gluon_attention_compiles_for_sm90_with_the_softmax_under_the_mma(tmp_path):
     """No interpreter runs Gluon: the CPU's check compiles it for sm_90 and looks at the PTX: the consumers keep
     one wgmma group in flight (wait_group 1) while the softmax runs, setmaxnreg splits the registers between the
     partitions, and it fits in shared memory."""
-    import json
-    import subprocess
-    import sys
 
     code = ("import json; from bakeoff.backends.tritongen.gluon_attention import compile_offline; "
             "ck = compile_offline('bfloat16', seq=1024); "
             "compile_offline('float16', seq=256, rows=(3, 256 * 384, 128, 384)); "  # heads read from projections
             "print(json.dumps({'ptx': ck.asm['ptx'], 'shared': ck.metadata.shared}))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this module runs interpreted
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
-                         check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = last_json(run_uninterpreted(["-c", code], tmp_path))
     assert "wgmma.wait_group.sync.aligned 1" in got["ptx"] and "setmaxnreg" in got["ptx"]
     assert "cp.async.bulk.tensor" in got["ptx"] and got["shared"] <= 232448
 
@@ -884,19 +859,8 @@ def test_the_online_softmax_subtracts_only_rounded_shifts_in_sm90_ptx(tmp_path):
     """Every exponent of the looped softmax (its blocks' and the rescale's) subtracts a rounded max * log2(e):
     written as a product the compiler could contract one of them into an FMA (unrounded), and on the H200
     softmax_large fp32 came out at 6233x eager's error. sm_90 PTX compiled here (no device)."""
-    import json
-    import subprocess
-    import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this module runs interpreted
-    env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", _SHIFT_PTX], capture_output=True, text=True, env=env, timeout=600,
-                         check=False)
-    if "ptxas" in out.stderr and out.returncode:
-        pytest.skip("no ptxas for sm_90 here")
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.splitlines()[-1])
+    got = last_json(run_uninterpreted(["-c", _SHIFT_PTX], tmp_path))
     # the shifts are mul.rn products, none a plain (contractible) one; each exponent FMA subtracts a shift that a
     # whole block of elements shares (a rescale contracted into an FMA has an addend of its own)
     assert got["mul_rn"] >= 1 and got["plain"] == 0 and got["fmas"] >= 16 and got["lone"] == [], got

@@ -4,10 +4,6 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anywhere in this process
 
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
 import pytest  # noqa: E402
 
 from ci_required import importorskip  # noqa: E402
@@ -21,6 +17,7 @@ from bakeoff.backends.tritongen.codegen import generate_all  # noqa: E402
 from bakeoff.backends.tritongen.fusion import fuse  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
+from sm90_offline import last_json, run_uninterpreted  # noqa: E402
 
 def _gpu_text(workload: str, dtype: str) -> str:
     w = builtin_workloads()[workload]
@@ -64,15 +61,7 @@ print(json.dumps({"pairs": len(re.findall(r"shl\\.b32 %r\\d+, (%r\\d+), 16; and\
 def test_bfloat16_loads_convert_two_to_a_word_in_sm90_ptx(tmp_path):
     """LayerNorm+GELU in bfloat16 compiled for sm_90 here (no device): every bfloat16 load reaches float32 through
     the pair conversion (x: 32 elements a thread, weight and bias: 16 each, two to a word), none through cvt."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this module runs interpreted
-    env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", _PTX], capture_output=True, text=True, env=env, timeout=600,
-                         check=False)
-    if "ptxas" in out.stderr and out.returncode:
-        pytest.skip("no ptxas for sm_90 here")
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.splitlines()[-1])
+    got = last_json(run_uninterpreted(["-c", _PTX], tmp_path))
     assert got == {"pairs": (32 + 16 + 16) // 2, "cvt": 0}, got
 
 
@@ -93,12 +82,6 @@ print(json.dumps({f"{w} {d}": [rel_l2_vs_reference(b, w, d, preset=p, device="cu
 def test_bfloat16_paths_match_eagers_error_on_the_gpu(tmp_path):
     """On the device, where the inline PTX runs: the bfloat16 kernels' error against float64 stays within eager's
     (a pair converted in the wrong order would be far off), in a process without the interpreter."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(BAKEOFF_TRITONGEN_CACHE_DIR=str(tmp_path), TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", _ON_GPU], capture_output=True, text=True, env=env, timeout=900,
-                         check=False, cwd=os.path.dirname(__file__))
-    assert out.returncode == 0, out.stderr[-3000:]
-    errors = json.loads(out.stdout.splitlines()[-1])
+    errors = last_json(run_uninterpreted(["-c", _ON_GPU], tmp_path, timeout=900))
     worse = {case: (tg, eager) for case, (tg, eager) in errors.items() if tg > 2.0 * eager + 1e-6}
     assert not worse, worse
