@@ -1,10 +1,11 @@
 """The SM clock read on the device, from the marker kernels that tell the CUPTI pass's calls apart.
 
-Each marker of the pass (measure/device_time.py) is spin kernels launched back to back on one stream (MARK_SPINS):
-a short warm-up spin, `torch.cuda._sleep(MARK_SHORT_CYCLES)`, then `torch.cuda._sleep(MARK_LONG_CYCLES)`, each one thread spinning
-until `clock64()` has advanced that many SM cycles (aten/src/ATen/cuda/Sleep.cu). A spin's CUPTI duration is
-a fixed overhead (its launch on the device, its block's start, the loop's last turn) plus its cycles at the SM
-clock, so the difference of the two durations is MARK_SHORT_CYCLES cycles and nothing else:
+Each marker of the pass (measure/device_time.py) is spin kernels launched back to back on one stream
+(MARK_SPINS): a short warm-up spin, `torch.cuda._sleep(MARK_SHORT_CYCLES)`, then
+`torch.cuda._sleep(MARK_LONG_CYCLES)`, each one thread spinning until `clock64()` has advanced that many SM
+cycles (aten/src/ATen/cuda/Sleep.cu). A spin's CUPTI duration is a fixed overhead (its launch on the device, its
+block's start, the loop's last turn) plus its cycles at the SM clock, so the difference of the last two durations
+is MARK_SHORT_CYCLES cycles and nothing else:
 
     f_sm (MHz) = MARK_SHORT_CYCLES / (long_us - short_us)
 

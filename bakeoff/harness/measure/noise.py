@@ -159,21 +159,18 @@ def cycles(samples_ms: Sequence[float], clocks_mhz: Sequence[float] | None) -> l
     return [float(x) * float(c) for x, c in zip(samples_ms, clocks_mhz)]
 
 
-def steady_in_cycles(samples: Sequence[float], clocks: Sequence[float] | None, target_iqr: float) -> bool:
-    """The series in SM cycles (each call's time x the clock read on the device around it) is within the IQR
-    and drift limits; False without such clocks."""
-    in_cycles = cycles(samples, clocks)
+def steady_in_cycles(in_cycles: Sequence[float] | None, target_iqr: float) -> bool:
+    """A series in SM cycles (`cycles`) is within the IQR and drift limits; False without one."""
     return in_cycles is not None and not missed(in_cycles, iqr_rel(in_cycles), target_iqr)
 
 
-def _series_note(samples: Sequence[float], iqr: float | None, clocks: Sequence[float] | None, rec: dict[str, Any],
-                 target_iqr: float) -> str:
+def _series_note(samples: Sequence[float], iqr: float | None, in_cycles: Sequence[float] | None, steady: bool,
+                 rec: dict[str, Any]) -> str:
     """What the SM clock says of a series' spread: from each call's own clock where the record has it (the
-    spread in cycles), else from the clock's range over the samples (clock_explains)."""
-    in_cycles = cycles(samples, clocks)
+    spread in cycles, `in_cycles`, `steady` within the limits), else from the clock's range over the samples
+    (clock_explains)."""
     if in_cycles is not None:
         left = spread_rel(in_cycles) or 0.0
-        steady = steady_in_cycles(samples, clocks, target_iqr)
         verdict = "the clock accounts for it" if steady else "not the clock alone"
         return f"; in SM cycles (each call's time x its clock) the spread is {left:.1%}: {verdict}"
     return _clock_note(rec) if clock_explains(spread_rel(samples, iqr), rec) else ""
@@ -268,11 +265,11 @@ def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool,
     accounted: list[str] = []
     steady = True  # every judged series has its per-call device clocks and is within the limits in cycles
     for who, samples, spread, prefix in series:
-        clocks = per_call_clocks(rec, prefix) if spans else None
-        in_limits = steady_in_cycles(samples, clocks, target_iqr)
+        in_cycles = cycles(samples, per_call_clocks(rec, prefix) if spans else None)
+        in_limits = steady_in_cycles(in_cycles, target_iqr)
         steady = steady and in_limits
         found = _spread_reasons(who, samples, spread, target_iqr,
-                                note=_series_note(samples, spread, clocks, rec, target_iqr))
+                                note=_series_note(samples, spread, in_cycles, in_limits, rec))
         reasons += found
         accounted += found if in_limits else []
     host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
