@@ -20,8 +20,8 @@ from rich.text import Text
 from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
 from bakeoff.harness.cli.sweep_summary import sweep_lines
 from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, headline_quality, judged_on_its_own,
-                                                   outside_kernels_ms, shown_clock_mhz, speedup_interval,
-                                                   speedup_quality, typical_clock_mhz)
+                                                   noise_word, outside_kernels_ms, shown_clock_mhz,
+                                                   speedup_interval, speedup_quality, typical_clock_mhz)
 
 __all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_commas", "print_summary",
            "terminal_summary", "wide_table"]
@@ -265,15 +265,14 @@ def _compile(r: dict[str, Any]) -> str:
 
 
 def _noise(r: dict[str, Any]) -> Text:
-    """'noisy' when the headline's own samples were (headline_quality; the case's measurement_quality for older
-    records), 'clock' when their spread was the SM clock's, 'others' when only the other figures were (host load,
-    the timer's samples), '' when clean, '-' when not timed."""
-    quality = headline_quality(r)
-    if quality is None:
+    """headline_facts.noise_word: 'noisy' (the headline's own samples; the case's measurement_quality for older
+    records), 'clock' (their spread was the SM clock's), 'others' (only the other figures: host load, the timer's
+    samples), '' when clean, '-' when not timed."""
+    word = noise_word(r)
+    if word is None:
         return Text("-")
-    if quality in ("noisy", "clock"):
-        return Text(quality, style="yellow" if quality == "noisy" else "cyan")
-    return Text("others", style="dim") if r.get("measurement_quality") == "noisy" else Text("")
+    styles = {"noisy": "yellow", "clock": "cyan", "others": "dim"}
+    return Text(word, style=styles[word]) if word in styles else Text("")
 
 
 WIDE_COLUMNS = (("workload", "left"), ("shape", "left"), ("dtype", "left"), ("backend", "left"), ("status", "left"),
@@ -288,7 +287,7 @@ def _wide_caption(records: list[dict[str, Any]], typical_mhz: float | None) -> T
     noisy = [r for r in records if headline_quality(r) == "noisy"]
     if noisy:
         parts.append(f"noise: {noisy_legend(noisy)}")
-    if any(r.get("measurement_quality") == "noisy" and headline_quality(r) == "clean" for r in records):
+    if any(noise_word(r) == "others" for r in records):
         parts.append("others: the headline is clean, other figures were noisy (host load, the timer's samples: "
                      "noise_reasons)")
     if any(headline_quality(r) == "clock" for r in records):

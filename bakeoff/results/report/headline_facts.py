@@ -45,6 +45,25 @@ def judged_on_its_own(rec: dict[str, Any]) -> bool:
     return rec.get("headline_quality") is not None
 
 
+def noise_word(rec: dict[str, Any]) -> str | None:
+    """What a noise column says of a record: 'noisy' or 'clock' (the headline's own quality), 'others' where the
+    headline is clean and only the case's other figures were noisy (host load, the timer's samples), 'clean';
+    None when not timed."""
+    quality = headline_quality(rec)
+    if quality in (None, "noisy", "clock"):
+        return quality
+    return "others" if rec.get("measurement_quality") == "noisy" else "clean"
+
+
+def noise_word_reasons(rec: dict[str, Any]) -> list[str]:
+    """The reasons behind `noise_word`: the headline's for 'noisy' and 'clock' (the case's in records written
+    before the headline was judged on its own), the case's for 'others'; none for 'clean'."""
+    word = noise_word(rec)
+    if word in ("noisy", "clock") and judged_on_its_own(rec):
+        return list(rec.get("headline_noise_reasons") or [])
+    return list(rec.get("noise_reasons") or []) if word in ("noisy", "others") else []
+
+
 def headline_noise_note(rec: dict[str, Any]) -> str | None:
     """The reasons the headline is noisy as one line (headline_quality / headline_noise_reasons; the case's
     measurement_quality / noise_reasons for older records), None when it is not noisy."""

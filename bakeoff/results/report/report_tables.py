@@ -8,8 +8,8 @@ from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
 from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, headline_clock_mhz, headline_quality,
-                                                   judged_on_its_own, outside_kernels_ms, shown_clock_mhz,
-                                                   typical_clock_mhz)
+                                                   noise_word, noise_word_reasons, outside_kernels_ms,
+                                                   shown_clock_mhz, typical_clock_mhz)
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.decision import speed_of
 
@@ -29,19 +29,14 @@ def _status(c: dict[str, Any]) -> Cell:
 
 
 def _noise(c: dict[str, Any]) -> Cell:
-    """The headline's own quality, as the terminal's --wide says it (headline_facts.headline_quality): 'noisy' or
-    'clock' with the headline's reasons, 'others' with the case's where only its other figures were noisy (host
-    load, the timer's samples), 'clean', or '-' for a case that was not timed; older records: the case's."""
-    quality = headline_quality(c)
-    if quality is None:
+    """The noise column as the terminal's --wide says it (headline_facts.noise_word), the reasons folded under the
+    word (noise_word_reasons); '-' for a case that was not timed."""
+    word = noise_word(c)
+    if word is None:
         return Cell("-", "")
-    if quality in ("noisy", "clock"):
-        own = judged_on_its_own(c)
-        return _reasons_cell(quality, c.get("headline_noise_reasons" if own else "noise_reasons") or [],
-                             "warn" if quality == "noisy" else "dim")
-    if c.get("measurement_quality") == "noisy":
-        return _reasons_cell("others", c.get("noise_reasons") or [], "dim")
-    return Cell(esc(quality), quality)
+    if word == "clean":
+        return Cell("clean", word)
+    return _reasons_cell(word, noise_word_reasons(c), "warn" if word == "noisy" else "dim")
 
 
 def _reasons_cell(word: str, reasons: list[str], cls: str) -> Cell:
