@@ -104,6 +104,12 @@ _MUL_GPU = ('tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [a, b
 _MUL_INTERP = ("a * b", "a plain product (the interpreter contracts nothing)")
 
 
+# The helpers whose body differs between the GPU (inline PTX) and the interpreter: (GPU, interpreter), each a
+# (body, docstring words) pair, filling `{name}_body` and `{name}_doc` in _HEADER.
+_BODIES = {"rcp": (_RCP_GPU, _RCP_INTERP), "exp2": (_EXP2_GPU, _EXP2_INTERP), "bf16": (_BF16_GPU, _BF16_INTERP),
+           "mul": (_MUL_GPU, _MUL_INTERP)}
+
+
 def to_f32(expr: str, dtype: str) -> str:
     """Triton source converting `expr`, of `dtype`, to float32 (bfloat16 through `_bf16_f32`)."""
     return f"_bf16_f32({expr})" if dtype == "bfloat16" else f"{expr}.to(tl.float32)"
@@ -112,12 +118,10 @@ def to_f32(expr: str, dtype: str) -> str:
 def header(what: str, target: "CodegenTarget") -> str:
     """The top of every generated module: imports and the `_rcp`, `_exp2`, `_mul_rn`, `_bf16_f32`, `_exp`, `_tf32`,
     `_erf`, `_gelu_erf` helpers templates call."""
-    body, doc = _RCP_INTERP if target.interpret else _RCP_GPU
-    ebody, edoc = _EXP2_INTERP if target.interpret else _EXP2_GPU
-    bbody, bdoc = _BF16_INTERP if target.interpret else _BF16_GPU
-    mbody, mdoc = _MUL_INTERP if target.interpret else _MUL_GPU
-    return _HEADER.format(what=what, rcp_body=body, rcp_doc=doc, exp2_body=ebody, exp2_doc=edoc, bf16_body=bbody,
-                          bf16_doc=bdoc, mul_body=mbody, mul_doc=mdoc)
+    fields = {}
+    for name, (gpu, interp) in _BODIES.items():
+        fields[f"{name}_body"], fields[f"{name}_doc"] = interp if target.interpret else gpu
+    return _HEADER.format(what=what, **fields)
 
 
 @dataclass(frozen=True)
