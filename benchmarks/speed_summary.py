@@ -94,14 +94,17 @@ def main() -> int:
         "per_backend": rows, "cache": cache_check(records),
         "gate_policies": dict(collections.Counter(f"{r.get('adapter')}: {r.get('gate_policy')} "
                                                   f"({r.get('gate_policy_reason')})" for r in ran)),
-        "noisy": sum(1 for r in ran if r.get("measurement_quality") == "noisy"),
+        # the latency's own mark (what the terminal's "~" shows), and the case's overall summary (host figures too)
+        "headline_noisy": sum(1 for r in ran if r.get("headline_quality") == "noisy"),
+        "case_summary_noisy": sum(1 for r in ran if r.get("measurement_quality") == "noisy"),
     }
     if args.run_log and Path(args.run_log).exists():
         summary["interrupted"] = "Resume with" in Path(args.run_log).read_text(errors="replace")
     console.print(f"overhead share {summary['overhead_share'] and round(summary['overhead_share'], 3)} (target 0.25); "
                   f"{summary['cases_run']} cases in {args.run_s:.0f} s = "
                   f"{summary['cases_per_min'] or 0:.2f} cases/min; "
-                  f"wall {summary['wall_s_per_case'] or 0:.1f} s/case; noisy {summary['noisy']}; "
+                  f"wall {summary['wall_s_per_case'] or 0:.1f} s/case; headline noisy {summary['headline_noisy']} "
+                  f"(case summary, host figures included: {summary['case_summary_noisy']}); "
                   f"run cut short: {summary.get('interrupted')}", highlight=False)
     if summary["elapsed_split"]:
         console.print(f"{elapsed_line(records, args.run_s)} (share {summary['elapsed_split']['overhead_share']:.3f}, "
