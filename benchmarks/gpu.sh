@@ -16,7 +16,8 @@
 #                      table and overhead share, the gate's timeline, cases per minute, the cold/warm cache
 #                      verification and gate policies (speed_summary.py), records.json and bakeoff.db in $OUT.
 #                      RESUME=RUN_ID finishes that run instead, from $RESUME_DB (default results/resume.db.gz,
-#                      gzipped or not) carried in the tree. SUITE_S: seconds the run gets (default: what the
+#                      gzipped or not) carried in the tree; on the same warm machine carry .gpudeps, REVISION and
+#                      the store without .gpu (IREE stays installed in $SITE; all of them exceed a call's 64 MiB). SUITE_S: seconds the run gets (default: what the
 #                      call leaves after AGREE_S for the do_bench agreement).
 #   config CONFIG [RUN ARGS]   measure the ceilings (bakeoff calibrate), then `bakeoff run CONFIG` (relative to
 #                      the repo root); NO_WARM=1 turns warm compile off; show.txt, records.json, bakeoff.db.
@@ -75,9 +76,13 @@ setup() {  # on the GPU machine: install what travelled, put the harness on PYTH
   T0=$(date +%s)
   export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
   CALL_S=${CALL_S:-570}; JOBS=${JOBS:-8}
-  [ -d "$R/.gpu" ] && [ -f "$R/.gpudeps/pydeps.zip" ] || { echo "carry .gpu and .gpudeps (bash benchmarks/gpu.sh pack)" >&2; exit 2; }
   local site=${SITE:-/tmp/site}
-  python3 "$R/.gpu/install_iree.py" "$site" >/dev/null
+  [ -f "$R/.gpudeps/pydeps.zip" ] || { echo "carry .gpudeps (bash benchmarks/gpu.sh pack)" >&2; exit 2; }
+  if [ -d "$R/.gpu" ]; then
+    python3 "$R/.gpu/install_iree.py" "$site" >/dev/null || { echo "IREE did not install into $site" >&2; exit 2; }
+  elif [ ! -d "$site/iree" ]; then  # a later call on a warm machine may leave .gpu (57 MiB) behind: room to carry
+    echo "carry .gpu (bash benchmarks/gpu.sh pack): IREE is not in $site yet" >&2; exit 2  # a store to resume
+  fi
   python3 -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$R/.gpudeps/pydeps.zip" "$site"
   export PYTHONPATH=$site:$R PYTHONUNBUFFERED=1
   [ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
