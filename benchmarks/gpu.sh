@@ -17,8 +17,9 @@
 #                      verification and gate policies (speed_summary.py), records.json and bakeoff.db in $OUT.
 #                      RESUME=RUN_ID finishes that run instead, from $RESUME_DB (default results/resume.db.gz,
 #                      gzipped or not) carried in the tree; on the same warm machine carry .gpudeps, REVISION and
-#                      the store without .gpu (IREE stays installed in $SITE; all of them exceed a call's 64 MiB). SUITE_S: seconds the run gets (default: what the
-#                      call leaves after AGREE_S for the do_bench agreement).
+#                      the store without .gpu (IREE stays installed in $SITE; all of them exceed a call's 64 MiB).
+#                      SUITE_S: seconds the run gets (default: what the call leaves after AGREE_S for the do_bench
+#                      agreement).
 #   config CONFIG [RUN ARGS]   measure the ceilings (bakeoff calibrate), then `bakeoff run CONFIG` (relative to
 #                      the repo root); NO_WARM=1 turns warm compile off; show.txt, records.json, bakeoff.db.
 #   timing             the timer against triton.testing.do_bench (validate_timing.py --agreement-only), then
