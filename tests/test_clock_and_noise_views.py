@@ -20,7 +20,8 @@ from bakeoff.results.report.compare import Thresholds, compare_runs
 from bakeoff.results.report.compare_format import to_json, to_markdown, to_text
 from bakeoff.results.report.data import RunData
 from bakeoff.results.report.report_tables import runs_table_html
-from bakeoff.results.report.headline_facts import headline_noise_note, outside_kernels_ms, typical_clock_mhz
+from bakeoff.results.report.headline_facts import (clock_limits, headline_noise_note, outside_kernels_ms,
+                                                   typical_clock_mhz)
 
 SHAPE = "M=8192,N=8192,K=8192"
 HOST_LOAD = "host load: other processes used 1.4 of 16 CPU(s) (69%, limit 10%) during timing"
@@ -103,6 +104,27 @@ def test_wide_shows_a_clock_only_where_it_stands_apart_from_the_runs_typical_one
     assert "@ 1830 MHz" in rows["iree"]
     assert all("MHz" not in rows[b] for b in ("eager", "xla", "onnxruntime"))
     assert "more than 3% from the run's typical 1972 MHz (median over its cases)" in " ".join(text.split())
+
+
+def test_a_shown_clock_names_what_held_it():
+    """NVML's clock event reasons over the timing window (sm_clock_events, share of the clock samples): a power cap
+    set in at least a tenth of them is named beside a shown clock, in --wide and in the report; a rarer one, or
+    GpuIdle, is not, and a clock not shown gets no words either."""
+    recs = [gpu_rec("eager", 2.0, headline_sm_clock_mhz_median=1980.0, sm_clock_events={"SwPowerCap": 0.9}),
+            gpu_rec("onnxruntime", headline_sm_clock_mhz_median=1980.0),
+            gpu_rec("tensorrt", headline_sm_clock_mhz_median=1980.0),
+            gpu_rec("iree", headline_sm_clock_mhz_median=1830.0, sm_clock_events={"SwPowerCap": 0.62, "GpuIdle": 0.2}),
+            gpu_rec("xla", headline_sm_clock_mhz_median=1820.0, sm_clock_events={"SwPowerCap": 0.05, "GpuIdle": 0.9})]
+    rows = {line.split("│")[4].strip(): line for line in wide_text(recs).splitlines() if line.startswith("│ gemm")}
+    assert "@ 1830 MHz (power cap)" in rows["iree"]
+    assert "@ 1820 MHz" in rows["xla"] and "power cap" not in rows["xla"] and "GpuIdle" not in rows["xla"]
+    assert "MHz" not in rows["eager"]  # at the run's typical clock: no clock shown, so no reason either
+    html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, recs)])
+    assert "@ 1830 MHz (power cap)</span>" in html and "NVML says the power cap held it" in html
+    assert html.count("power cap") == 2  # the iree cell only: its title and its text
+    assert clock_limits({"sm_clock_events": {"HwThermalSlowdown": 0.3, "SwThermalSlowdown": 0.2,
+                                             "SwPowerCap": 0.5}}) == ["power cap", "thermal"]
+    assert clock_limits({}) == [] and clock_limits({"sm_clock_events": None}) == []
 
 
 def test_the_reports_case_table_shows_the_headline_clock_and_marks_one_apart():

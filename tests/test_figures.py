@@ -224,6 +224,34 @@ def test_clock_sampler_reads_the_sm_clock_through_the_window(monkeypatch):
     assert none.fields() == {"sm_clock_error": "NVML unavailable"}
 
 
+def test_clock_sampler_counts_nvmls_clock_event_reasons_over_its_samples(monkeypatch):
+    """With each clock sample, NVML's clock event reasons: `sm_clock_events` holds the share of the samples each
+    reason was set in ('None' left out); an NVML without the call, or one whose call fails, leaves the clock
+    figures as they were and writes no reasons."""
+    import bakeoff.harness.measure.clocks as clocks
+
+    masks = iter([4, 4, 5, 1] * 100)  # SwPowerCap = 4, GpuIdle = 1
+    nvml = SimpleNamespace(NVML_CLOCK_SM=0, nvmlDeviceGetClockInfo=lambda handle, kind: 1500,
+                           nvmlDeviceGetCurrentClocksEventReasons=lambda handle: next(masks),
+                           nvmlClocksThrottleReasonGpuIdle=1, nvmlClocksThrottleReasonSwPowerCap=4,
+                           nvmlClocksThrottleReasonNone=0)
+    monkeypatch.setattr(clocks, "_nvml", lambda: nvml)
+    monkeypatch.setattr(clocks, "_nvml_handle", lambda nv, index: "h")
+    with ClockSampler("cuda:0", period_s=10.0) as sampler:  # one sample on entry, one on exit
+        pass
+    for _ in range(2):
+        sampler._read()
+    assert sampler.fields()["sm_clock_events"] == {"GpuIdle": 0.5, "SwPowerCap": 0.75}
+
+    def broken(handle):
+        raise RuntimeError("NVML: not supported")
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = broken
+    with ClockSampler("cuda:0", period_s=10.0) as failing:
+        pass
+    got = failing.fields()
+    assert "sm_clock_events" not in got and got["sm_clock_mhz"] == 1500 and "sm_clock_error" not in got
+
+
 def _record(backend: str, timer_ms: float, headline: float | None, method: str = "cupti-span") -> dict:
     rec = {"workload": "ew", "shape": "M=8", "dtype": "bfloat16", "backend": backend, "status": "ok",
            "latency_ms_median": timer_ms, "compile_total_s": 2.0, "err_rel_l2_vs_fp64": 1e-3,

@@ -292,6 +292,8 @@ NOT_ON_THIS_RUN = {
     **dict.fromkeys(["latency_drift_rel", "eager_drift_rel", "speedup_drift_rel", "host_other_cpu_share"],
                     "judged only with 15 samples or pairs or more, and over 100 clock ticks of the CPUs: "
                     "tests/test_noise.py, tests/test_speedup_quality.py"),
+    "sm_clock_events": "NVML's clock event reasons with the clock samples: "
+                       "test_clock_sampler_counts_nvmls_clock_event_reasons_over_its_samples",
     "break_even_calls": "only for a backend faster than eager",
     "legacy_fields": "read side: test_store_refuses_unknown_fields_and_reads_foreign_ones",
 }

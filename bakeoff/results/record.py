@@ -200,6 +200,7 @@ class TimingFields(_Group):
     headline_sm_clock_mhz_min: int | None = doc("lowest SM clock over the headline's samples, MHz")
     headline_sm_clock_low_share: float | None = doc("share of those clock samples over 10% under their median")
     sm_clock_samples: int | None = doc("SM clock samples taken")
+    sm_clock_events: dict[str, float] | None = doc("share of those samples each NVML clock event reason was set")
     sm_clock_error: str | None = doc("why the SM clock was not (fully) sampled")
     # the timing gate (harness/supervise/gate.py)
     gate: str | None = doc("the device's timing gate")

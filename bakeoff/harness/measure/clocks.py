@@ -11,13 +11,14 @@ not follow the calls' spans. `settle_time_s` reads a clock trace taken under sus
 """
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
-from bakeoff.harness.measure.environment import _nvml, _nvml_handle
+from bakeoff.harness.measure.environment import _nvml, _nvml_handle, clock_event_names
 
 SAMPLE_PERIOD_S = 0.005
 SETTLE_TOLERANCE = 0.02  # a clock within 2% of its final value has settled (NVML steps are 15 MHz, < 1% of it)
@@ -38,6 +39,8 @@ class ClockSampler:
         self._thread: threading.Thread | None = None
         self._handle: Any = None
         self._nv: Any = None
+        self._events_fn: Any = None  # NVML's clock event reasons, read with each clock sample where it has them
+        self.event_masks: list[int] | None = None
 
     def __enter__(self) -> "ClockSampler":
         if not self.device.startswith("cuda"):
@@ -49,6 +52,9 @@ class ClockSampler:
         try:
             index = int(self.device.split(":")[1]) if ":" in self.device else 0
             self._handle = _nvml_handle(self._nv, index)
+            self._events_fn = (getattr(self._nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                               or getattr(self._nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+            self.event_masks = [] if self._events_fn is not None else None
             self._read()
         except Exception as exc:  # an NVML failure costs the clock figure, not the case
             self.error = f"{type(exc).__name__}: {exc}"[:300]
@@ -70,6 +76,23 @@ class ClockSampler:
         mhz = int(self._nv.nvmlDeviceGetClockInfo(self._handle, self._nv.NVML_CLOCK_SM))
         self.times_s.append(time.perf_counter())
         self.samples_mhz.append(mhz)
+        if self.event_masks is not None:
+            try:
+                self.event_masks.append(int(self._events_fn(self._handle)))
+            except Exception:  # the reasons are an extra: without them the clock samples stand
+                self.event_masks = None
+
+    def event_shares(self) -> dict[str, float] | None:
+        """The share of the samples in which each NVML clock event reason was set ('SwPowerCap': 0.6, ...; 'None'
+        left out, so {} when none was); None where NVML gave no reasons."""
+        if not self.event_masks:
+            return None
+        counts: dict[str, int] = {}
+        for mask, n in collections.Counter(self.event_masks).items():
+            for name in clock_event_names(self._nv, mask):
+                if name != "None":
+                    counts[name] = counts.get(name, 0) + n
+        return {name: round(n / len(self.event_masks), 4) for name, n in sorted(counts.items())}
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -97,8 +120,9 @@ class ClockSampler:
         return low_share(self.samples_mhz, below_rel)
 
     def fields(self) -> dict[str, Any]:
-        """`sm_clock_mhz` (median), `sm_clock_mhz_min`, `sm_clock_mhz_max`, `sm_clock_samples`; on a GPU
-        without a reading, `sm_clock_error`; on the CPU, nothing."""
+        """`sm_clock_mhz` (median), `sm_clock_mhz_min`, `sm_clock_mhz_max`, `sm_clock_samples`, and
+        `sm_clock_events` (event_shares) where NVML gave them; on a GPU without a reading, `sm_clock_error`; on
+        the CPU, nothing."""
         if not self.device.startswith("cuda"):
             return {}
         if not self.samples_mhz:
@@ -106,6 +130,9 @@ class ClockSampler:
         a = np.asarray(self.samples_mhz)
         out: dict[str, Any] = {"sm_clock_mhz": float(np.median(a)), "sm_clock_mhz_min": int(a.min()),
                                "sm_clock_mhz_max": int(a.max()), "sm_clock_samples": int(a.size)}
+        events = self.event_shares()
+        if events is not None:
+            out["sm_clock_events"] = events
         if self.error:
             out["sm_clock_error"] = self.error
         return out

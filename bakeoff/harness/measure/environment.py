@@ -162,13 +162,14 @@ def gpu_state(device: str) -> dict[str, Any] | None:
             "mem_clock_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
             "temperature_c": nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
             "power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000,
-            "throttle_reasons": _decode_reasons(nv, reasons),
+            "throttle_reasons": clock_event_names(nv, reasons),
         }
     except Exception as exc:
         return {"error": str(exc)}
 
 
-def _decode_reasons(nv: Any, mask: int) -> list[str]:
+def clock_event_names(nv: Any, mask: int) -> list[str]:
+    """NVML's clock event (throttle) reasons set in `mask`, by name ('SwPowerCap', 'GpuIdle'...); ['None'] for none."""
     names = []
     for attr in dir(nv):
         if attr.startswith("nvmlClocksThrottleReason") and attr not in ("nvmlClocksThrottleReasonAll",

@@ -23,6 +23,13 @@ CLOCK_APART_REL = 0.03
 # span, which times the kernels, does not see. Dispatch alone costs a few to a few hundred microseconds a call.
 OUTSIDE_KERNELS_MIN_MS = 1.0
 OUTSIDE_KERNELS_MIN_REL = 0.25
+# NVML's clock event reasons that hold the SM clock down, in words; one set in at least CLOCK_LIMIT_SHARE of the
+# timing window's clock samples (`sm_clock_events`) is named beside a shown clock. On the H200 under tensor-core
+# load the power cap ('SwPowerCap') held the clock at 1,250-1,720 MHz; GpuIdle and the application-clock
+# settings say nothing about a call and are not named.
+CLOCK_LIMITS = {"SwPowerCap": "power cap", "HwPowerBrakeSlowdown": "power brake", "SwThermalSlowdown": "thermal",
+                "HwThermalSlowdown": "thermal", "HwSlowdown": "hardware slowdown"}
+CLOCK_LIMIT_SHARE = 0.1
 
 
 def headline_quality(rec: dict[str, Any]) -> str | None:
@@ -136,6 +143,16 @@ def shown_clock_mhz(rec: dict[str, Any], typical_mhz: float | None) -> float | N
     if apart is not None:
         return apart
     return headline_clock_mhz(rec) if headline_quality(rec) == "clock" else None
+
+
+def clock_limits(rec: dict[str, Any]) -> list[str]:
+    """What held the SM clock down while the case timed, in words (CLOCK_LIMITS, each once, in that order): the
+    reasons set in at least CLOCK_LIMIT_SHARE of the samples; [] where none was or the record has no reasons."""
+    events = rec.get("sm_clock_events")
+    if not isinstance(events, dict):
+        return []
+    held = {word for name, word in CLOCK_LIMITS.items() if (fnum(events.get(name)) or 0.0) >= CLOCK_LIMIT_SHARE}
+    return [word for word in dict.fromkeys(CLOCK_LIMITS.values()) if word in held]
 
 
 def speedup_interval(rec: dict[str, Any]) -> tuple[float, float] | None:
