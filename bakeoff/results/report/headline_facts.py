@@ -24,9 +24,9 @@ CLOCK_APART_REL = 0.03
 OUTSIDE_KERNELS_MIN_MS = 1.0
 OUTSIDE_KERNELS_MIN_REL = 0.25
 # NVML's clock event reasons that hold the SM clock down, in words; one set in at least CLOCK_LIMIT_SHARE of the
-# timing window's clock samples (`sm_clock_events`) is named beside a shown clock. On the H200 under tensor-core
-# load the power cap ('SwPowerCap') held the clock at 1,250-1,720 MHz; GpuIdle and the application-clock
-# settings say nothing about a call and are not named.
+# timing window's clock samples (`sm_clock_events`) is named beside a shown clock. On the H200, NVML named the
+# power cap ('SwPowerCap') after 16-bit GEMM cases whose calls ran at 1,250-1,720 MHz (1,980 at rest); GpuIdle
+# and the application-clock settings say nothing about a call and are not named.
 CLOCK_LIMITS = {"SwPowerCap": "power cap", "HwPowerBrakeSlowdown": "power brake", "SwThermalSlowdown": "thermal",
                 "HwThermalSlowdown": "thermal", "HwSlowdown": "hardware slowdown"}
 CLOCK_LIMIT_SHARE = 0.1
