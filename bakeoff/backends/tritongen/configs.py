@@ -99,16 +99,14 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
             rows = [{**c, "ROWS": 1, "NUM_PROGRAMS": sms * 512 // (32 * c["num_warps"])}
                     for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)]
             out = out + sorted(rows, key=lambda c: -c["num_warps"])  # measured slower on the H200: wide only
-        if bn >= 1024 and dtype == "float32":  # float32: the looped twin first, at 8 then 16 warps (H200, 16384 x
-            # 4096, interleaved with Inductor: softmax 131.5 us at 8 warps, 152 at 16, 133.4 persistent; RMSNorm
-            # 130.8 at 8, 128.9 at 16 (Inductor 128.8), 134.7 persistent)
+        if bn >= 1024:
+            # float32: the looped twin first, at 8 then 16 warps (H200, 16384 x 4096, interleaved with Inductor:
+            # softmax 131.5 us at 8 warps, 152 at 16, 133.4 persistent; RMSNorm 130.8 at 8, 128.9 at 16 (Inductor
+            # 128.8), 134.7 persistent); 16-bit: second (it won RMSNorm; softmax and LN+GELU reload and lose)
+            fp32 = dtype == "float32"
             loops = [{"BLOCK_M": 1, "BLOCK_N": b, "num_warps": w, "num_stages": 1, "LOOP": 1}
-                     for b, w in ((bn // 2, 8), (bn // 2, 16), (bn // 4, 4))]
-            out = loops[:2] + out + loops[2:]
-        elif bn >= 1024:  # 16-bit: the looped twin second (it won RMSNorm; softmax and LN+GELU reload and lose)
-            loops = [{"BLOCK_M": 1, "BLOCK_N": b, "num_warps": w, "num_stages": 1, "LOOP": 1}
-                     for b, w in ((bn // 2, 8), (bn // 4, 4))]
-            out = out[:1] + loops[:1] + out[1:] + loops[1:]
+                     for b, w in ((bn // 2, 8),) + (((bn // 2, 16),) if fp32 else ()) + ((bn // 4, 4),)]
+            out = loops[:2] + out + loops[2:] if fp32 else out[:1] + loops[:1] + out[1:] + loops[1:]
         return out
     if kind == "matmul":
         tiles = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4),

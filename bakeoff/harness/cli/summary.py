@@ -19,9 +19,10 @@ from rich.text import Text
 
 from bakeoff.harness.cli.cells import STATUS_STYLE, fmt_ms, stored_flat
 from bakeoff.harness.cli.sweep_summary import sweep_lines
-from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_limits, headline_quality,
-                                                   judged_on_its_own, noise_word, outside_kernels_ms, shown_clock_mhz,
-                                                   speedup_interval, speedup_quality, typical_clock_mhz)
+from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_limits_note, headline_quality,
+                                                   judged_on_its_own, noise_word, outside_kernels_ms,
+                                                   shown_clock_mhz, speedup_interval, speedup_quality,
+                                                   typical_clock_mhz)
 
 __all__ = ["CompactSummary", "STATUS_STYLE", "fmt_ms", "fmt_speedup", "fold_at_commas", "print_summary",
            "terminal_summary", "wide_table"]
@@ -226,7 +227,7 @@ def _latency(r: dict[str, Any], typical_mhz: float | None = None) -> Text:
     """The headline latency [p20–p80] (harness.measure.figures), the timer's for records without one; then
     '@ 1830 MHz' where the headline's SM clock is CLOCK_APART_REL or more from the run's typical one, or where
     its spread was the clock's (headline_facts.shown_clock_mhz), with what held the clock ('(power cap)',
-    headline_facts.clock_limits); then
+    headline_facts.clock_limits_note); then
     '+30.5 outside kernels' where the single synchronized call takes that much longer than the kernels' span."""
     new = r.get("headline_ms") is not None
     med = r.get("headline_ms") if new else r.get("latency_ms_median")
@@ -238,8 +239,7 @@ def _latency(r: dict[str, Any], typical_mhz: float | None = None) -> Text:
     text = Text(f"{fmt_ms(med)}{spread}")
     mhz = shown_clock_mhz(r, typical_mhz)
     if mhz is not None:
-        limits = clock_limits(r)
-        text.append(f" @ {mhz:.0f} MHz" + (f" ({', '.join(limits)})" if limits else ""), style="yellow")
+        text.append(f" @ {mhz:.0f} MHz{clock_limits_note(r)}", style="yellow")
     outside = outside_kernels_ms(r)
     if outside is not None:
         text.append(f" +{fmt_ms(outside)} outside kernels", style="yellow")

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bakeoff.harness.measure.environment import _nvml, _nvml_handle, clock_event_names
+from bakeoff.harness.measure.environment import _nvml, _nvml_handle, clock_event_names, clock_events_reader
 
 SAMPLE_PERIOD_S = 0.005
 SETTLE_TOLERANCE = 0.02  # a clock within 2% of its final value has settled (NVML steps are 15 MHz, < 1% of it)
@@ -52,8 +52,7 @@ class ClockSampler:
         try:
             index = int(self.device.split(":")[1]) if ":" in self.device else 0
             self._handle = _nvml_handle(self._nv, index)
-            self._events_fn = (getattr(self._nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                               or getattr(self._nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+            self._events_fn = clock_events_reader(self._nv)
             self.event_masks = [] if self._events_fn is not None else None
             self._read()
         except Exception as exc:  # an NVML failure costs the clock figure, not the case

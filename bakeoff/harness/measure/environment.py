@@ -155,8 +155,10 @@ def gpu_state(device: str) -> dict[str, Any] | None:
     index = int(device.split(":")[1]) if ":" in device else 0
     try:
         h = _nvml_handle(nv, index)
-        reasons = nv.nvmlDeviceGetCurrentClocksEventReasons(h) if hasattr(
-            nv, "nvmlDeviceGetCurrentClocksEventReasons") else nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+        read_events = clock_events_reader(nv)
+        if read_events is None:
+            raise AttributeError("NVML has neither nvmlDeviceGetCurrentClocksEventReasons nor its older name")
+        reasons = read_events(h)
         return {
             "sm_clock_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
             "mem_clock_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
@@ -166,6 +168,14 @@ def gpu_state(device: str) -> dict[str, Any] | None:
         }
     except Exception as exc:
         return {"error": str(exc)}
+
+
+def clock_events_reader(nv: Any) -> Any:
+    """NVML's call that reads the clock event (throttle) reasons of a device handle, as a mask:
+    nvmlDeviceGetCurrentClocksEventReasons, else its older name nvmlDeviceGetCurrentClocksThrottleReasons; None in
+    an NVML with neither."""
+    return (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
 
 
 def clock_event_names(nv: Any, mask: int) -> list[str]:

@@ -155,6 +155,13 @@ def clock_limits(rec: dict[str, Any]) -> list[str]:
     return [word for word in dict.fromkeys(CLOCK_LIMITS.values()) if word in held]
 
 
+def clock_limits_note(rec: dict[str, Any]) -> str:
+    """What follows a shown clock, the same in the terminal and the report: ' (power cap)' (clock_limits in
+    parentheses), '' where nothing held it."""
+    limits = clock_limits(rec)
+    return f" ({', '.join(limits)})" if limits else ""
+
+
 def speedup_interval(rec: dict[str, Any]) -> tuple[float, float] | None:
     """The speedup's 95% interval (`speedup_vs_eager_ci_low`, `_high`); None when either end is missing (older
     stores, a case without an interleaved eager) or they are not an interval."""

@@ -7,9 +7,10 @@ from typing import Any, Callable
 from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_method, headline_ms, headline_spread,
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
-from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_limits, headline_clock_mhz, headline_quality,
-                                                   noise_word, noise_word_reasons, outside_kernels_ms,
-                                                   shown_clock_mhz, typical_clock_mhz)
+from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_limits, clock_limits_note,
+                                                   headline_clock_mhz, headline_quality, noise_word,
+                                                   noise_word_reasons, outside_kernels_ms, shown_clock_mhz,
+                                                   typical_clock_mhz)
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.decision import speed_of
 
@@ -63,11 +64,10 @@ def _latency(c: dict[str, Any], typical_mhz: float | None = None) -> Cell:
                "device): an exact figure at a clock that moved" if headline_quality(c) == "clock" else
                f"more than {CLOCK_APART_REL:.0%} from the run's typical {typical_mhz:.0f} MHz")
         limits = clock_limits(c)
-        held = f" ({', '.join(limits)})" if limits else ""
         why += f"; NVML says the {' and the '.join(limits)} held it" if limits else ""
         note += (f'<br><span class="note warn" title="the headline\'s SM clock, {esc(why)}: a compute-bound latency '
                  f'moves with the clock; the speedup, eager timed beside it, is the figure to compare">'
-                 f'@ {mhz:.0f} MHz{esc(held)}</span>')
+                 f'@ {mhz:.0f} MHz{esc(clock_limits_note(c))}</span>')
     outside = outside_kernels_ms(c)
     if outside is not None:
         note += (f'<br><span class="note" title="one synchronized call (host clock) takes this much longer than its '
