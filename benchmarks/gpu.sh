@@ -30,8 +30,8 @@
 #                      their own tools' timers (independent_timers.py).
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
-#   tritongen          the marker clock's check (marker_clock_check.py), then configs/h200_tritongen_dtypes.yaml
-#                      (TG_CONFIG) under `bakeoff run --jobs $JOBS` (TG_RUN_S, default 330 s), its paired table and
+#   tritongen          the clock checks (marker_clock_check.py, kernel_clock_check.py), then configs/h200_tritongen_dtypes.yaml
+#                      (TG_CONFIG) under `bakeoff run --jobs $JOBS` (TG_RUN_S, default 330 s; 0 leaves the run out), its paired table and
 #                      noise shares (noise_share.py, with eager across cases), then tritongen_vs_inductor.py's
 #                      do_bench table with its ceilings in the three dtypes in the time left; packed into
 #                      $OUT/tritongen.tar.gz (the do_bench JSON lands in $OUT itself).
@@ -208,18 +208,22 @@ inject() {  # the stores, logs and JSON come back as one inject.tar.gz (a device
   tail -c 11000 "$OUT/inject.txt"
 }
 
-tritongen() {  # one call: the marker clock's check, the paired three-dtype run, do_bench beside it; one tarball
+tritongen() {  # one call: the clock checks, the paired three-dtype run, do_bench beside it; one tarball
   local dir="$PWD/tg-out"; mkdir -p "$dir"
   timeout -k 5 60 python3 "$R/benchmarks/marker_clock_check.py" --json "$dir/marker_clock.json" \
     > "$dir/marker_clock.txt" 2>&1; echo "marker_clock_check exited $?"; cat "$dir/marker_clock.txt" | tail -30
-  B calibrate --dtype bfloat16 --dtype float32 > "$dir/calibrate.txt" 2>&1
-  run_limited "${TG_RUN_S:-330}" "$dir/run.log" "$R/${TG_CONFIG:-configs/h200_tritongen_dtypes.yaml}" --jobs "$JOBS"
-  B show > "$dir/show.txt" 2>&1; B export latest > "$dir/records.json"; cp results/bakeoff.db "$dir/bakeoff.db"
-  python3 "$R/benchmarks/tritongen_vs_inductor.py" --paired "sqlite:///$dir/bakeoff.db" --paired-only \
-    > "$dir/paired.txt" 2>&1; tail -40 "$dir/paired.txt"
-  { python3 "$R/benchmarks/noise_share.py" "sqlite:///$dir/bakeoff.db"
-    python3 "$R/benchmarks/noise_share.py" "sqlite:///$dir/bakeoff.db" --across-cases; } > "$dir/noise.txt" 2>&1
-  head -8 "$dir/noise.txt"; grep -E "groups:" "$dir/noise.txt"
+  timeout -k 5 90 python3 "$R/benchmarks/kernel_clock_check.py" --json "$dir/kernel_clock.json" \
+    > "$dir/kernel_clock.txt" 2>&1; echo "kernel_clock_check exited $?"; tail -12 "$dir/kernel_clock.txt"
+  if [ "${TG_RUN_S:-330}" -gt 0 ]; then
+    B calibrate --dtype bfloat16 --dtype float32 > "$dir/calibrate.txt" 2>&1
+    run_limited "${TG_RUN_S:-330}" "$dir/run.log" "$R/${TG_CONFIG:-configs/h200_tritongen_dtypes.yaml}" --jobs "$JOBS"
+    B show > "$dir/show.txt" 2>&1; B export latest > "$dir/records.json"; cp results/bakeoff.db "$dir/bakeoff.db"
+    python3 "$R/benchmarks/tritongen_vs_inductor.py" --paired "sqlite:///$dir/bakeoff.db" --paired-only \
+      > "$dir/paired.txt" 2>&1; tail -40 "$dir/paired.txt"
+    { python3 "$R/benchmarks/noise_share.py" "sqlite:///$dir/bakeoff.db"
+      python3 "$R/benchmarks/noise_share.py" "sqlite:///$dir/bakeoff.db" --across-cases; } > "$dir/noise.txt" 2>&1
+    head -8 "$dir/noise.txt"; grep -E "groups:" "$dir/noise.txt"
+  fi
   local budget=$(( $(left_s) - 50 ))
   [ "$budget" -gt 60 ] && timeout -k 5 $(( budget + 30 )) python3 "$R/benchmarks/tritongen_vs_inductor.py" \
     --dtypes bfloat16 float16 float32 --budget-s "$budget" > "$dir/dobench.txt" 2>&1

@@ -1,0 +1,193 @@
+"""Does the marker clock read the clock a compute-bound call ran at, whatever ran beside it? (GPU only; ~40 s.)
+
+The harness reads a call's SM clock from the marker spins just before and just after it (measure/marker_clock.py).
+Inside a power-capped kernel the clock may differ from the clock around it, and no marker can see that. Here a
+persistent bf16 matmul (Triton, one program per SM) reads `%clock64` and `%globaltimer` where each program starts
+and ends, so its cycles over its nanoseconds are the clock the kernel itself ran at. It is profiled as the harness
+profiles a paired case (`profile_device_time`: it and a neighbour interleaved, each call between markers, the L2
+flushed before each), after SUSTAIN_S of the pair back to back, beside neighbours that load the GPU differently:
+
+- `tiny`: a one-element add (the device idles between the matmul's calls),
+- `copy`: a 1 GiB device-to-device copy (memory-bound),
+- `gemm`: torch.mm on 8192^3 bf16 (cuBLAS: the pair holds the GPU at its power limit).
+
+Per neighbour: the matmul's span, the marker clock, the in-kernel clock, NVML's clock, and the span in cycles by
+the marker clock and by the in-kernel clock. Where the cycles by the in-kernel clock agree across neighbours and
+those by the marker clock do not, the matmul's time moved with its own clock and the markers misread it; where
+neither agrees, part of the call's time does not scale with the SM clock.
+
+    PYTHONPATH=. python3 benchmarks/kernel_clock_check.py [--json OUT.json] [--calls 60]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any, Sequence
+
+NEIGHBOURS = ("tiny", "copy", "gemm")
+SUSTAIN_S = 3.0  # the pair back to back before each pass: the power controller's clock settles within 2-3 s
+SIZE = 8192  # the matmul's M = N = K
+BM, BN, BK = 128, 256, 64
+
+
+def program_mhz(stamps: Sequence[Sequence[int]]) -> list[float]:
+    """Each program's clock in MHz from its (clock64 start, globaltimer ns start, clock64 end, globaltimer ns
+    end); programs whose timer did not advance are left out."""
+    return [(c1 - c0) / (t1 - t0) * 1e3 for c0, t0, c1, t1 in stamps if t1 > t0 and c1 > c0]
+
+
+def profiled_rows(calls_made: int, profiled: int) -> list[int]:
+    """Which of the matmul's calls (0, 1, ... in launch order) the pass profiled: one unprofiled call first, then
+    per profiled call the same number of lead-in calls and the profiled one (device_time.profile_device_time)."""
+    if profiled <= 0 or (calls_made - 1) % profiled:
+        raise ValueError(f"{calls_made} calls do not split into 1 + {profiled} equal groups")
+    group = (calls_made - 1) // profiled
+    return [1 + k * group + group - 1 for k in range(profiled)]
+
+
+def cycles_spread(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    """max / min - 1 over the neighbours' medians of `key` (None where one lacks it)."""
+    values = [r[key] for r in rows]
+    if any(v is None for v in values) or not values:
+        return None
+    return max(values) / min(values) - 1
+
+
+def summarise(name: str, spans_ms: Sequence[float], marker_mhz: Sequence[float], kernel_mhz: Sequence[float],
+              nvml_mhz: Sequence[float | None]) -> dict[str, Any]:
+    """One neighbour's row: medians of the matmul's span and clocks, and of its cycles (span x clock) by each."""
+    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    nv = [x for x in nvml_mhz if x]
+    return {"neighbour": name, "calls": len(spans_ms), "span_ms": med(spans_ms), "marker_mhz": med(marker_mhz),
+            "kernel_mhz": med(kernel_mhz), "nvml_mhz": med(nv),
+            "marker_mcycles": med([s * m / 1e3 for s, m in zip(spans_ms, marker_mhz)]),
+            "kernel_mcycles": med([s * k / 1e3 for s, k in zip(spans_ms, kernel_mhz)]),
+            "marker_over_kernel": med([m / k - 1 for m, k in zip(marker_mhz, kernel_mhz)])}
+
+
+def clocked_matmul_kernel() -> Any:
+    """The persistent matmul, its programs stamping their start and end (built here: needs Triton)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _stamp():
+        c = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+        t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+        return c, t
+
+    @triton.jit(do_not_specialize=["row"])
+    def clocked_matmul(a, b, c, stamps, row, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                       BK: tl.constexpr, PROGRAMS: tl.constexpr):
+        pid = tl.program_id(0)
+        c0, t0 = _stamp()
+        for tile in range(pid, (S // BM) * (S // BN), PROGRAMS):
+            rm = (tile // (S // BN)) * BM + tl.arange(0, BM)
+            rn = (tile % (S // BN)) * BN + tl.arange(0, BN)
+            rk = tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            for k in range(0, S, BK):
+                x = tl.load(a + rm[:, None] * S + (k + rk)[None, :])
+                y = tl.load(b + (k + rk)[:, None] * S + rn[None, :])
+                acc = tl.dot(x, y, acc)
+            tl.store(c + rm[:, None] * S + rn[None, :], acc.to(tl.bfloat16))
+        c1, t1 = _stamp()
+        out = stamps + (row * PROGRAMS + pid) * 4
+        tl.store(out, c0)
+        tl.store(out + 1, t0)
+        tl.store(out + 2, c1)
+        tl.store(out + 3, t1)
+
+    return clocked_matmul
+
+
+def neighbour_call(name: str) -> Any:
+    """The neighbour's TimedCall."""
+    import torch
+
+    from bakeoff.harness.measure.timing import TimedCall
+
+    sync = torch.cuda.synchronize
+    if name == "tiny":
+        one = torch.zeros(1, device="cuda")
+        return TimedCall("tiny", lambda: one + 1, sync)
+    if name == "copy":
+        src = torch.empty(2 ** 29, device="cuda", dtype=torch.int16)  # 1 GiB
+        dst = torch.empty_like(src)
+        return TimedCall("copy", lambda: dst.copy_(src), sync)
+    x = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16)
+    return TimedCall("gemm", lambda: torch.mm(x, x), sync)
+
+
+def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
+    """Sustain the matmul and `name` back to back, then profile them paired; the matmul's row for `name`."""
+    import torch
+
+    from bakeoff.harness.measure.clocks import ClockSampler
+    from bakeoff.harness.measure.device_time import profile_device_time
+    from bakeoff.harness.measure.timing import TimedCall
+
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    a, b = (torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    c = torch.empty_like(a)
+    stamps = torch.zeros((4 * calls * 10 + 16, programs, 4), device="cuda", dtype=torch.int64)
+    made = [0]
+
+    def matmul() -> None:
+        kernel[(programs,)](a, b, c, stamps, made[0] % stamps.shape[0], S=SIZE, BM=BM, BN=BN, BK=BK,
+                            PROGRAMS=programs, num_warps=8, num_stages=3)
+        made[0] += 1
+
+    pair = [TimedCall("matmul", matmul, torch.cuda.synchronize), neighbour_call(name)]
+    end = time.perf_counter() + SUSTAIN_S
+    while time.perf_counter() < end:
+        for t in pair:
+            t.call()
+    torch.cuda.synchronize()
+    made[0] = 0
+    with ClockSampler("cuda:0") as nv:
+        f = profile_device_time(pair, "cuda", calls, True)["matmul"]
+    if made[0] > stamps.shape[0]:
+        raise RuntimeError(f"{made[0]} matmul calls overran the {stamps.shape[0]} stamp rows")
+    rows = stamps[profiled_rows(made[0], len(f.span_samples_ms))].tolist()
+    kernel_mhz = [statistics.median(program_mhz(r)) for r in rows]
+    out = summarise(name, f.span_samples_ms, f.span_sm_clock_mhz or [], kernel_mhz, nv.at(f.windows_s))
+    out["marker_error"] = f.span_sm_clock_error
+    return out
+
+
+def print_table(rows: Sequence[dict[str, Any]]) -> None:
+    print(f"{'neighbour':9s} {'calls':>5s} {'span ms':>8s} {'marker':>7s} {'kernel':>7s} {'NVML':>6s} "
+          f"{'Mcyc marker':>11s} {'Mcyc kernel':>11s} {'marker/kernel':>13s}")
+    for r in rows:
+        f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+        print(f"{r['neighbour']:9s} {r['calls']:5d} {f(r['span_ms'], '8.4f')} {f(r['marker_mhz'], '7.1f')} "
+              f"{f(r['kernel_mhz'], '7.1f')} {f(r['nvml_mhz'], '6.0f')} {f(r['marker_mcycles'], '11.4f')} "
+              f"{f(r['kernel_mcycles'], '11.4f')} {f(r['marker_over_kernel'], '+13.2%')}")
+    for key, words in (("span_ms", "span (ms)"), ("marker_mcycles", "cycles by the marker clock"),
+                       ("kernel_mcycles", "cycles by the in-kernel clock")):
+        s = cycles_spread(rows, key)
+        print(f"across neighbours, {words}: " + ("-" if s is None else f"{s:.2%}"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--calls", type=int, default=60, help="profiled calls of the matmul per neighbour")
+    args = ap.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("kernel_clock_check: needs a CUDA GPU")
+    kernel = clocked_matmul_kernel()
+    rows = [one_pass(kernel, name, args.calls) for name in NEIGHBOURS]
+    print_table(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
