@@ -8,6 +8,7 @@ profiles a paired case (`profile_device_time`: it and a neighbour interleaved, e
 flushed before each), after SUSTAIN_S of the pair back to back, beside neighbours that load the GPU differently:
 
 - `tiny`: a one-element add (the device idles between the matmul's calls),
+- `spin`: one thread spinning 20M cycles (about 10 ms at low power: a slow, low-power neighbour's calls),
 - `copy`: a 1 GiB device-to-device copy (memory-bound),
 - `gemm`: torch.mm on 8192^3 bf16 (cuBLAS: the pair holds the GPU at its power limit).
 
@@ -26,7 +27,7 @@ import statistics
 import time
 from typing import Any, Sequence
 
-NEIGHBOURS = ("tiny", "copy", "gemm")
+NEIGHBOURS = ("tiny", "spin", "copy", "gemm")
 SUSTAIN_S = 3.0  # the pair back to back before each pass: the power controller's clock settles within 2-3 s
 SIZE = 8192  # the matmul's M = N = K
 BM, BN, BK = 128, 256, 64
@@ -113,6 +114,8 @@ def neighbour_call(name: str) -> Any:
     if name == "tiny":
         one = torch.zeros(1, device="cuda")
         return TimedCall("tiny", lambda: one + 1, sync)
+    if name == "spin":
+        return TimedCall("spin", lambda: torch.cuda._sleep(20_000_000), sync)
     if name == "copy":
         src = torch.empty(2 ** 29, device="cuda", dtype=torch.int16)  # 1 GiB
         dst = torch.empty_like(src)
