@@ -56,16 +56,19 @@ def cycles_spread(rows: Sequence[dict[str, Any]], key: str) -> float | None:
     return max(values) / min(values) - 1
 
 
-def summarise(name: str, spans_ms: Sequence[float], marker_mhz: Sequence[float], kernel_mhz: Sequence[float],
-              nvml_mhz: Sequence[float | None]) -> dict[str, Any]:
-    """One neighbour's row: medians of the matmul's span and clocks, and of its cycles (span x clock) by each."""
+def summarise(name: str, spans_ms: Sequence[float], marker_mhz: Sequence[float],
+              kernel_mhz: Sequence[float | None], nvml_mhz: Sequence[float | None]) -> dict[str, Any]:
+    """One neighbour's row: medians of the matmul's span and clocks, and of its cycles (span x clock) by each;
+    a call whose programs gave no in-kernel reading (None) is left out of the in-kernel figures."""
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
     nv = [x for x in nvml_mhz if x]
+    inside = [(s, k) for s, k in zip(spans_ms, kernel_mhz) if k]
+    paired = [(m, k) for m, k in zip(marker_mhz, kernel_mhz) if k]
     return {"neighbour": name, "calls": len(spans_ms), "span_ms": med(spans_ms), "marker_mhz": med(marker_mhz),
-            "kernel_mhz": med(kernel_mhz), "nvml_mhz": med(nv),
+            "kernel_mhz": med([k for _, k in inside]), "nvml_mhz": med(nv),
             "marker_mcycles": med([s * m / 1e3 for s, m in zip(spans_ms, marker_mhz)]),
-            "kernel_mcycles": med([s * k / 1e3 for s, k in zip(spans_ms, kernel_mhz)]),
-            "marker_over_kernel": med([m / k - 1 for m, k in zip(marker_mhz, kernel_mhz)])}
+            "kernel_mcycles": med([s * k / 1e3 for s, k in inside]),
+            "marker_over_kernel": med([m / k - 1 for m, k in paired])}
 
 
 def clocked_matmul_kernel() -> Any:
@@ -145,17 +148,17 @@ def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
 
     pair = [TimedCall("matmul", matmul, torch.cuda.synchronize), neighbour_call(name)]
     end = time.perf_counter() + SUSTAIN_S
-    while time.perf_counter() < end:
+    while time.perf_counter() < end:  # a pair at a time: the launch queue never runs seconds ahead of the clock
         for t in pair:
             t.call()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
     made[0] = 0
     with ClockSampler("cuda:0") as nv:
         f = profile_device_time(pair, "cuda", calls, True)["matmul"]
     if made[0] > stamps.shape[0]:
         raise RuntimeError(f"{made[0]} matmul calls overran the {stamps.shape[0]} stamp rows")
     rows = stamps[profiled_rows(made[0], len(f.span_samples_ms))].tolist()
-    kernel_mhz = [statistics.median(program_mhz(r)) for r in rows]
+    kernel_mhz = [statistics.median(m) if (m := program_mhz(r)) else None for r in rows]
     out = summarise(name, f.span_samples_ms, f.span_sm_clock_mhz or [], kernel_mhz, nv.at(f.windows_s))
     out["marker_error"] = f.span_sm_clock_error
     return out

@@ -35,3 +35,6 @@ def test_rows_put_the_span_in_cycles_by_each_clock_and_the_spread_across_neighbo
     # a pass without marker clocks: no cycles by the marker, no spread
     none = kc.summarise("copy", [1.0], [], [1900.0], [])
     assert none["marker_mcycles"] is None and kc.cycles_spread([tiny, none], "marker_mcycles") is None
+    # a call without an in-kernel reading is left out of the in-kernel figures only
+    part = kc.summarise("spin", [1.0, 2.0], [1900.0, 1900.0], [None, 1500.0], [])
+    assert part["kernel_mcycles"] == pytest.approx(3.0) and part["marker_mcycles"] == pytest.approx(2.85)
