@@ -164,3 +164,21 @@ def test_the_pruned_search_keeps_the_h200_winners_first(dtype):
         assert (firsts["matmul"]["BLOCK_K"], firsts["matmul"]["SPLIT"], firsts["matmul"]["num_warps"]) == (32, 1, 8)
     else:
         assert firsts["matmul"]["TMA"] == 2 and firsts["matmul"]["BLOCK_N"] == 256
+
+
+def test_a_warm_compile_of_a_pre_split_kernel_sets_the_allocator(monkeypatch):
+    """Configs from the cache file (a warm compile: no search) still set the allocator the device-built TMA
+    descriptors take their scratch from: float32 attention's pre-split twin says SPLIT and not TMA, and its warm
+    compile failed at the first launch ("no allocator was set") while the cold one, whose search set it, ran."""
+    set_for = []
+    monkeypatch.setattr(tune, "set_tma_allocator", lambda device: set_for.append(device))
+    monkeypatch.setattr(tune, "precompile", lambda module, src, cfg, dtypes: cfg)
+    plan = SimpleNamespace(buffer=lambda name: SimpleNamespace(dtype="float32"))
+    src = SimpleNamespace(params=("q",), variant="", split=None, scratch=lambda: (("q_hi", (64, 128)),))
+    split_attention = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "SPLIT": 1}
+    assert tune.compile_winners(plan, [src], [None], [split_attention], "cuda:0") == [split_attention]
+    assert set_for == ["cuda:0"]
+    set_for.clear()
+    tune.compile_winners(plan, [src], [None], [{"BLOCK": 1024, "num_warps": 4, "num_stages": 1}], "cuda:0")
+    assert set_for == []  # a plain kernel leaves Triton's allocator alone
+    assert tune.needs_allocator([SimpleNamespace(variant="", split={"planes": ()})])  # a source with a twin

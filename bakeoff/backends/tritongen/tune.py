@@ -76,6 +76,14 @@ def _write(path: Path, key: str, value: list[Config]) -> None:
     os.replace(tmp, path)
 
 
+def needs_allocator(sources: Sequence[KernelSource], configs: Sequence[Config] = ()) -> bool:
+    """Whether a kernel may build TMA descriptors on the device, whose scratch Triton takes from the allocator
+    `set_tma_allocator` sets: the TMA variants and the pre-split float32 twins (matmul's and attention's, whose
+    configs say SPLIT and not always TMA). Asked by the search and by the winners' compile alike, so a compile
+    whose configs come from the cache file (a warm compile: no search) sets it too."""
+    return any(s.variant == "tma" or s.split for s in sources) or any(c.get("TMA") or c.get("SPLIT") for c in configs)
+
+
 def set_tma_allocator(device: str) -> None:
     """Device-side TMA descriptors need scratch memory: take it from torch's caching allocator on `device`."""
     import torch
@@ -109,7 +117,7 @@ def _search(plan: Plan, sources: Sequence[KernelSource], modules: Sequence[Any],
     from bakeoff.backends.base import device_work
     from bakeoff.workloads.lower_torch import TORCH_DTYPES
 
-    if any(s.variant == "tma" or s.split for s in sources):
+    if needs_allocator(sources):
         set_tma_allocator(device)
     groups = search_groups(sources, dtype, device, wide)
     with device_work():
@@ -345,7 +353,7 @@ def compile_winners(plan: Plan, sources: Sequence[KernelSource], modules: Sequen
     """Compile each kernel under its config without launching (GPU); Triton's CompiledKernel per kernel."""
     from bakeoff.workloads.lower_torch import TORCH_DTYPES
 
-    if any(cfg.get("TMA") for cfg in configs):
+    if needs_allocator(sources, configs):
         set_tma_allocator(device)
     out = []
     for src, module, cfg in zip(sources, modules, configs):
