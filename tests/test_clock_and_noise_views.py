@@ -361,3 +361,25 @@ def test_a_history_point_is_noisy_by_its_headline_not_by_the_cases_summary():
     drift = "backend headline drifted during the case"
     assert point(**summary_only | {"headline_quality": "noisy", "headline_noise_reasons": [drift]}).noise == drift
     assert point(measurement_quality="noisy", noise_reasons=[HOST_LOAD]).noise == HOST_LOAD  # an older record
+
+
+# --- what each view says of a noisy headline, and of a warm compile that failed -----------------------------
+
+def test_the_wide_tables_noise_legend_speaks_of_the_headline_not_the_speedup():
+    # a noisy headline with a clean speedup: the wide noise column says noisy, its legend says whose samples
+    rec = gpu_rec(headline_quality="noisy", headline_noise_reasons=["backend headline IQR/median 0.2 missed"],
+                  speedup_quality="clean", speedup_noise_reasons=[])
+    legend = " ".join(wide_text([gpu_rec("eager", 2.0), rec]).split())
+    assert "noise: the headline's own samples were noisy" in legend and "paired samples" not in legend
+    compact = " ".join(render(CompactSummary([gpu_rec("eager", 2.0), rec])).split())
+    assert "2× ~" not in compact  # the compact mark is the speedup's, and it was clean
+
+
+def test_a_failed_warm_compile_is_said_in_show_and_in_the_reports_case_table():
+    rec = gpu_rec("tritongen", compile_s=2.88, compile_warm_s=None,
+                  warm_error="RuntimeError: Kernel requires a runtime memory allocation, but no allocator was set")
+    assert "2.88 / warm failed" in wide_text([gpu_rec("eager", 2.0), rec])
+    notes = " ".join(render(CompactSummary([gpu_rec("eager", 2.0), rec]), width=200).split())
+    assert "tritongen warm compile failed in gemm" in notes and "no allocator was set" in notes
+    html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, [rec])])
+    assert '<span title="RuntimeError: Kernel requires a runtime memory allocation' in html and ">failed</span>" in html

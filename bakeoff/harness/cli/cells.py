@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "mismatch": "red", "compile_error": "red",
-                "runtime_error": "red", "timeout": "yellow", "oom": "yellow", "crash": "red"}
+                "runtime_error": "red", "timeout": "yellow", "oom": "yellow", "crash": "red",
+                "warm compile failed": "yellow"}
 
 
 def fmt_ms(value: float | None) -> str:

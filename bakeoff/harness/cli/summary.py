@@ -119,7 +119,8 @@ def _compact_table(rows: list[_Row], backends: list[str], case_width: int, show_
 
 
 def _notes(records: list[dict[str, Any]], shown: set[str], all_skipped: dict[str, str]) -> list[Text]:
-    """Why cases failed or were skipped, one line per (backend, status, reason), and the hidden backends."""
+    """Why cases failed or were skipped, and where an ok case's warm compile failed, one line per (backend,
+    status, reason); and the hidden backends."""
     out: list[Text] = []
     for label, reason in all_skipped.items():
         out.append(Text.assemble(Text(label, style="bold"), Text(": every case skipped: ", style="dim"),
@@ -128,9 +129,12 @@ def _notes(records: list[dict[str, Any]], shown: set[str], all_skipped: dict[str
     for r in records:
         status = str(r.get("status") or "?")
         label = str(r.get("backend") or "")
+        reason = r.get("reason")
+        if status == "ok" and r.get("warm_error"):
+            status, reason = "warm compile failed", r.get("warm_error")
         if status == "ok" or label not in shown:
             continue
-        key = (label, status, str(r.get("reason") or "no reason recorded").strip().splitlines()[0][:300])
+        key = (label, status, str(reason or "no reason recorded").strip().splitlines()[0][:300])
         groups.setdefault(key, []).append(f"{r.get('workload')} [{r.get('shape')}, {r.get('dtype')}]")
     for (label, status, reason), cases in groups.items():
         where = cases[0] if len(cases) == 1 else f"{len(cases)} cases ({cases[0]} and {len(cases) - 1} more)"
@@ -210,12 +214,14 @@ def _num(value: Any, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def noisy_legend(noisy: list[dict[str, Any]]) -> str:
-    """What the noise mark means for these noisy records: the headline's own samples, or (records written before
-    the headline was judged on its own) the case's overall measurement."""
+def noisy_legend(noisy: list[dict[str, Any]], figure: str = "speedup") -> str:
+    """What the noise mark means for these noisy records: for `figure` "speedup" (the compact table's mark) the
+    speedup's paired samples where the records judge them, else the headline's own samples; for "headline" (the
+    wide table's noise column) the headline's own samples; for records written before the headline was judged on
+    its own, the case's overall measurement."""
     own = sum(judged_on_its_own(r) for r in noisy)
     new = "the headline's own samples were noisy (headline_noise_reasons in the record)"
-    if any(r.get("speedup_quality") is not None for r in noisy):
+    if figure == "speedup" and any(r.get("speedup_quality") is not None for r in noisy):
         new = ("the speedup's paired samples were noisy, for eager's own cases its latency's "
                "(speedup_noise_reasons, headline_noise_reasons in the record)")
     old = ("the case's measurement was noisy, host load included (noise_reasons; a record from before the headline "
@@ -263,6 +269,8 @@ def _compile(r: dict[str, Any]) -> str:
     if warm is not None:
         hit = r.get("cache_hit_warm")
         text += f" / {warm:.3g}" + ("" if hit is None else (" hit" if hit else " miss"))
+    elif r.get("warm_error"):
+        text += " / warm failed"
     return text
 
 
@@ -288,7 +296,7 @@ def _wide_caption(records: list[dict[str, Any]], typical_mhz: float | None) -> T
     parts = []
     noisy = [r for r in records if headline_quality(r) == "noisy"]
     if noisy:
-        parts.append(f"noise: {noisy_legend(noisy)}")
+        parts.append(f"noise: {noisy_legend(noisy, 'headline')}")
     if any(noise_word(r) == "others" for r in records):
         parts.append("others: the headline is clean, other figures were noisy (host load, the timer's samples: "
                      "noise_reasons)")

@@ -23,12 +23,12 @@ from bakeoff.results.report.decision import Speed, Verdict, speed_of, verdicts
 from bakeoff.results.report.html import esc
 
 TITLE = ("Speedup over eager (× faster; <b>bold</b> wins outright, ≈ ties within the 95% intervals, * noisy "
-         "headline, ✗ failed; blue faster, red slower; click a cell for its code)")
+         "speedup (its paired samples), ✗ failed; blue faster, red slower; click a cell for its code)")
 CSS = """
 #speedup table.hm{margin:4px 0 8px 0;font-size:12px}
 #speedup td.hm-cell,#speedup td.hm-fail{text-align:right;cursor:pointer;min-width:3.2em;white-space:nowrap}
 #speedup td.hm-fail{color:#c62828;text-align:center;font-size:14px}
-#speedup th.hm-x{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;max-height:9em}
+#speedup th.hm-x{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;max-height:9em;height:auto}
 #speedup th.hm-dt{text-align:center;border-left:2px solid #888}
 #speedup .hm-first{border-left:2px solid #888}
 #speedup td,#speedup th{padding:2px 5px;height:22px}

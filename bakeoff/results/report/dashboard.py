@@ -20,7 +20,7 @@ from bakeoff.results.report.history import METRICS, CaseHistory, History, Series
 from bakeoff.results.report.html import PLOTLY_FILE, Cell, esc, figure_div, page, table
 from bakeoff.results.report.lead import lead
 from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
-from bakeoff.results.report.trend import MIN_RISE, WINDOW
+from bakeoff.results.report.trend import MIN_BASELINE, MIN_RISE, WINDOW
 
 TITLES = {"headline_ms": "Latency, headline median (ms)", "compile_s": "Compile, cold (s)",
           "compile_warm_s": "Compile, warm (s)", "err_rel_l2_vs_fp64": "Error vs fp64 (relative L2)"}
@@ -145,8 +145,11 @@ def render_index(h: History, latest: RunData | None = None) -> str:
                  Cell(hardware_name(r.get("environment") or {})),
                  Cell(str(r.get("harness_rev"))), Cell(str(r.get("fingerprint"))), Cell(str(r.get("status")))]
                 for r in reversed(h.runs)]
-    body = [f"<h1>bakeoff dashboard</h1><p>{len(h.runs)} runs, {len(h.series)} series; "
-            f'<span class="{"bad" if n_reg else "ok"}" id="summary">{n_reg} regression(s)</span>, '
+    judged = sum(1 for s in h.series if s.points and s.points[-1].baseline is not None)
+    state = "bad" if n_reg else ("ok" if judged else "dim")
+    body = [f"<h1>bakeoff dashboard</h1><p>{len(h.runs)} runs, {len(h.series)} series, {judged} of them judged at "
+            f"their latest point (a point needs {MIN_BASELINE} earlier comparable runs to be judged); "
+            f'<span class="{state}" id="summary">{n_reg} regression(s)</span>, '
             f"{sum(1 for r in flags if r[0].text == 'suspicious')} suspicious.</p>"]
     if latest is not None:  # the decision first: the latest run's scoreboard, its heatmap one click away
         body += [_latest_head(latest), lead([latest]).scoreboard,

@@ -99,6 +99,8 @@ def _pct(c: dict[str, Any]) -> Cell:
 
 def _warm(c: dict[str, Any]) -> Cell:
     warm = fnum(c.get("compile_warm_s"))
+    if warm is None and c.get("warm_error"):  # the cold compile ran; the warm one did not: why, on hover
+        return Cell(f'<span title="{esc(c.get("warm_error"))}">failed</span>', None, "num warn", raw=True)
     if warm is None:
         return Cell("-", None, "num")
     hit = c.get("cache_hit_warm")
