@@ -383,3 +383,10 @@ def test_a_failed_warm_compile_is_said_in_show_and_in_the_reports_case_table():
     assert "tritongen warm compile failed in gemm" in notes and "no allocator was set" in notes
     html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, [rec])])
     assert '<span title="RuntimeError: Kernel requires a runtime memory allocation' in html and ">failed</span>" in html
+
+
+def test_the_reports_clock_column_names_nvmls_window_clock_where_the_headline_has_none():
+    older = gpu_rec("iree", sm_clock_mhz=1590.0)  # a store from before the headline's own clock
+    newer = gpu_rec("xla", headline_sm_clock_mhz_median=1468.0, sm_clock_mhz=1590.0)
+    html = runs_table_html([RunData({"run_id": "a", "fingerprint": "fp", "environment": {}}, [older, newer])])
+    assert html.count("1590 (NVML, window)") == 1 and ">1468</td>" in html  # the newer one: its headline's

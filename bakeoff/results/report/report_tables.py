@@ -20,6 +20,16 @@ def _n(value: Any, fmt: str, suffix: str = "") -> Cell:
     return Cell("-" if x is None else format(x, fmt) + suffix, x, "num")
 
 
+def _clock(c: dict[str, Any]) -> Cell:
+    """The headline's SM clock (MHz, the median over its samples); where the record has none (older stores, host
+    timing), NVML's median over the timing window, said so: it is the whole window's clock, not the headline's."""
+    mhz = headline_clock_mhz(c)
+    if mhz is not None:
+        return _n(mhz, ".0f")
+    window = fnum(c.get("sm_clock_mhz"))
+    return _n(None, ".0f") if window is None else Cell(f"{window:.0f} (NVML, window)", window, "num dim")
+
+
 def _status(c: dict[str, Any]) -> Cell:
     status = str(c.get("status") or "?")
     cls = "ok" if status == "ok" else ("dim" if status == "skipped" else "bad")
@@ -131,7 +141,7 @@ def runs_table_html(runs: list[RunData], case_of: dict[tuple[str, str, str, str]
             row += [_status(c), _noise(c), _latency(c, typical_mhz), _speedup(c),
                     _n(c.get("device_span_ms"), ".4g"), _n(c.get("device_ms"), ".4g"), _n(c.get("pipelined_ms"), ".4g"),
                     _n(c.get("host_latency_ms"), ".4g"), _n(c.get("latency_ms_median"), ".4g"),
-                    _n(headline_clock_mhz(c) or fnum(c.get("sm_clock_mhz")), ".0f"), _n(c.get("compile_s"), ".3g"), _warm(c),
+                    _clock(c), _n(c.get("compile_s"), ".3g"), _warm(c),
                     _n(c.get("compile_process_setup_s"), ".3g"), _n(c.get("err_rel_l2_vs_fp64"), ".2e"),
                     _n(c.get("err_ratio_vs_eager"), ".3g"), _n(c.get("kernel_count"), ".0f"), _pct(c),
                     _n(c.get("break_even_calls"), ",.0f"),
