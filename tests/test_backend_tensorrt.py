@@ -502,3 +502,18 @@ def test_sweep_profile_covers_every_swept_input_and_falls_back_where_the_export_
     for value in (16, 32, 16):
         per_shape.at(value, spec.bound_at(value), [])
     assert per_shape.compiles() == 2 and calls.names().count("build_serialized_network") == 2
+
+
+def test_a_cpu_run_says_tensorrt_does_not_run_on_the_cpu_before_that_it_is_not_installed(monkeypatch):
+    """Installing TensorRT would not make a CPU case run: the device is the reason given."""
+    from bakeoff.harness.config.schema import parse_config
+    from bakeoff.harness.plan.cases import plan_cases
+    from bakeoff.harness.plan.workloads import resolve_workloads
+
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
+    cfg, where = parse_config("name: t\ndevice: cpu\npreset: smoke\ndtypes: [float32]\nworkloads: [softmax]\n"
+                              "backends:\n  eager: {}\n  tensorrt: {}\n", "<t>")
+    cases = plan_cases(cfg, resolve_workloads(cfg, where, "smoke", "cpu"), "cpu")
+    assert {c.label: c.skip_reason for c in cases} == {"eager": None, "tensorrt": "tensorrt does not run on cpu"}
+    assert plan_cases(cfg, resolve_workloads(cfg, where, "smoke", "cuda"), "cuda")[1].skip_reason == \
+        "tensorrt not installed (pip install tensorrt-cu13)"

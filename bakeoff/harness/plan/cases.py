@@ -128,9 +128,12 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                 flops, nbytes = costs.flops(graph, w.grad), costs.step_min_bytes(graph, w.grad)
                 for name, backend in backends.items():
                     options = parsed[name]
-                    # A backend without a backward says so first: installing it would not make the case run.
-                    reason = (w.grad and _supports_grad(backend, graph, device.split(":")[0], dtype, options)) or \
-                        unavailable[name] or _supports(backend, graph, device.split(":")[0], dtype, options)
+                    # A backend without a backward, or without this device, says so first: installing it would
+                    # not make the case run.
+                    kind = device.split(":")[0]
+                    reason = (w.grad and _supports_grad(backend, graph, kind, dtype, options)) or \
+                        (None if kind in backend.devices else f"{backend.name} does not run on {kind}") or \
+                        unavailable[name] or _supports(backend, graph, kind, dtype, options)
                     sweep = None
                     if w.sweep is not None:
                         sweep = CaseSweep(w.sweep[0], tuple(w.sweep[1]), w.graph.to_json())
