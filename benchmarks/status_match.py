@@ -47,6 +47,9 @@ def main(old_path: str, new_path: str) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+        sys.exit(0)
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
