@@ -10,7 +10,8 @@ import pytest
 from browser import open_browser
 from bakeoff.results.record import CaseRecord, ColdOutput
 from bakeoff.results.report.data import RunData
-from bakeoff.results.report.decision import reason_class, scoreboard, speed_of, verdicts
+from bakeoff.results.report.decision import MIN_WIN_MARGIN_PCT, reason_class, scoreboard, speed_of, verdicts
+from bakeoff.results.report.decision_tables import scoreboard_table, verdict_table
 from bakeoff.results.report.report import render_report
 from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
 from bakeoff.results.speedup_interval import case_speedup_interval, interval_fields, speedup_interval
@@ -72,13 +73,76 @@ def test_overlapping_intervals_are_a_tie_and_clear_ones_a_win():
     w, v = verdicts([RunData({"run_id": "r"}, cases)])
     assert w.is_tie and w.winner is None and {s.backend for s in w.tied} == {"a", "b"}
     assert not v.is_tie and v.winner.backend == "a" and v.margin == pytest.approx(2.0 / 1.5)
-    board = {b.backend: b for b in scoreboard([w, v])}
+    board = {b.backend: b for b in scoreboard([w, v]).backends}
     assert (board["a"].won, board["a"].tied, board["b"].tied) == (1, 1, 1)
     assert board["c"].failed == {"compile_error": 1} and board["d"].skipped == {"not installed": 1}
     assert board["a"].geomean("float32") == pytest.approx((1.5 * 2.0) ** 0.5)
     # the weighted pick never names a winner inside the noise either
     rec_w = [r for r in recommend(cases, DEFAULT_WEIGHTS) if r.workload == "w"][0]
     assert rec_w.tied_with is not None and rec_w.shown.startswith("tie: ")
+
+
+def _ci(backend: str, speedup: float, low: float, high: float, workload: str = "w", **extra):
+    """A case whose stored 95% interval is [low, high]."""
+    return _case(backend, speedup, workload=workload, speedup_vs_eager_ci_low=low, speedup_vs_eager_ci_high=high,
+                 **extra)
+
+
+def test_a_lead_under_the_minimum_margin_is_a_tie_even_when_the_intervals_clear():
+    assert MIN_WIN_MARGIN_PCT == 3.0
+    cases = [_case("eager", 1.0), _ci("xla", 4.10, 4.09, 4.10), _ci("tritongen", 4.08, 4.08, 4.085),
+             _case("eager", 1.0, workload="v"), _ci("xla", 4.25, 4.24, 4.26, "v"),
+             _ci("tritongen", 4.08, 4.07, 4.09, "v"),
+             _case("eager", 1.0, workload="u"), _ci("xla", 1.30, 1.20, 1.40, "u"),
+             _ci("tritongen", 1.10, 1.05, 1.25, "u")]
+    close, clear, overlap = verdicts([RunData({"run_id": "r"}, cases)])
+    assert close.winner is None and close.text == "tie within 3%: xla, tritongen"
+    assert clear.winner.backend == "xla" and clear.text == "xla"  # +4.2%, intervals clear
+    assert overlap.winner is None and overlap.text == "tie: xla, tritongen"  # 18% apart, intervals overlap
+    board = {b.backend: b for b in scoreboard([close, clear, overlap]).backends}
+    assert (board["xla"].won, board["xla"].tied, board["tritongen"].tied) == (1, 2, 2)
+
+
+def test_eager_the_paired_baseline_takes_part_in_every_verdict():
+    # eager is no listed backend here: every speedup is over the eager timed beside each backend
+    cases = [_ci("iree", 0.81, 0.80, 0.81, "slow"), _ci("ort", 0.66, 0.66, 0.66, "slow"),
+             _ci("xla", 1.01, 0.99, 1.03, "even"), _ci("xla", 0.985, 0.98, 0.99, "close"),
+             _ci("xla", 1.50, 1.45, 1.55, "fast")]
+    slow, even, close, fast = verdicts([RunData({"run_id": "r"}, cases)])
+    assert slow.winner.is_baseline and slow.text == "eager (baseline) fastest"
+    assert slow.margin == pytest.approx(1 / 0.81)
+    assert even.winner is None and even.text == "not distinguishable from eager: xla"
+    assert close.winner is None and close.text == "not distinguishable from eager within 3%: xla"
+    assert fast.winner.backend == "xla" and fast.margin == pytest.approx(1.5)
+    board = scoreboard([slow, even, close, fast])
+    assert "eager" not in {b.backend for b in board.backends}  # the baseline is no backend of the scoreboard
+    assert {b.backend: b.won for b in board.backends} == {"xla": 1, "iree": 0, "ort": 0}
+    html = verdict_table([slow], [], False)
+    assert '<td data-v="eager" class="warn">eager (baseline) fastest</td>' in html
+    assert "eager (baseline) 1.00×" in html and "iree 0.81× [0.80–0.81]" in html  # fastest, then the runner-up
+
+
+def test_the_scoreboard_ranks_backends_over_the_cases_all_of_them_passed():
+    cases = []
+    for wl, a, b in (("w1", 2.0, 1.9), ("w2", 2.0, 1.9), ("w3", 0.25, None)):  # b never ran w3, where a is slow
+        cases += [_case("a", a, workload=wl), _case("d", 1.0, workload=wl, status="skipped", reason="no GPU")]
+        cases += [_case("b", b, workload=wl)] if b else []
+        cases += [_case("c", 1.2, workload=wl, status="ok" if wl != "w3" else "compile_error", reason="boom")]
+    cases.append(_case("a", 1.5, workload="w1", dtype="bfloat16"))
+    board = scoreboard(verdicts([RunData({"run_id": "r"}, cases)]))
+    assert [b.backend for b in board.backends] == ["a", "b", "c", "d"]  # a 2.0 over b 1.9 on w1, w2
+    assert board.common == {"float32": {("w1", "N=8"), ("w2", "N=8")}, "bfloat16": {("w1", "N=8")}}
+    by = {b.backend: b for b in board.backends}
+    assert board.common_geomean(by["a"], "float32") == pytest.approx(2.0)
+    assert by["a"].geomean("float32") == pytest.approx(1.0)  # its own cases: (2 · 2 · 0.25)^(1/3)
+    assert board.ranked_over == {("float32", ("w1", "N=8")), ("float32", ("w2", "N=8"))}  # b, c ran no bfloat16
+    assert by["b"].geomean("float32") == pytest.approx(1.9) and by["b"].lacking == {"float32": {"not run": 1},
+                                                                                   "bfloat16": {"not run": 1}}
+    assert by["c"].lacking == {"float32": {"failed": 1}, "bfloat16": {"not run": 1}}
+    assert by["d"].lacks("float32", "skipped") == 3 and board.common_geomean(by["d"], "float32") is None
+    html = scoreboard_table(board, ["float32", "bfloat16"])
+    assert "float32 × (2 common)" in html and ">1.90× 2/3: 1 not run<" in html
+    assert ">1.00× 3/3<" in html and ">- 0/3: 3 skipped<" in html
 
 
 def test_an_interval_without_samples_falls_back_to_the_stated_spread_rule():

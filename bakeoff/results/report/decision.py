@@ -1,17 +1,24 @@
 """The decision a report leads with: per workload the fastest backend, its margin over the runner-up, and a tie
-where their speedup intervals overlap; per backend a scoreboard (geomean speedup per dtype, wins, ties,
-failures, skips, compile times).
+where it is not clearly faster; per backend a scoreboard (geomean speedup per dtype over the cases every
+backend passed, wins, ties, failures, skips, cases not run, compile times).
 
 Each speedup's 95% interval is the record's (`speedup_vs_eager_ci_low`/`_high`, taken at measurement time);
 for older records without it, the same paired bootstrap over the stored samples (results/speedup_interval.py);
 without samples, the honest fallback `SPREAD_RULE` (the widest ratio the p20–p80 ranges allow). Eager's own
 speedup is 1 by definition, an exact interval.
+
+Eager always takes part in a verdict: speedups are over eager timed beside each backend, so where eager is only
+that paired baseline and not a listed backend, the verdict still holds it at exactly 1× (`BASELINE_SOURCE`). The
+fastest (eager included) wins only when its interval clears every other's and it is at least
+`MIN_WIN_MARGIN_PCT` faster than each; else the verdict is a tie naming everyone inside that reach, and a tie
+that takes in eager says the backends are not distinguishable from eager.
 """
 from __future__ import annotations
 
 import math
 import re
 import statistics
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +28,15 @@ from bakeoff.results.speedup_interval import case_speedup_interval
 
 SPREAD_RULE = ("p20–p80: eager's p20 over the backend's p80 to eager's p80 over the backend's p20 (no paired "
                "samples stored)")
-IntervalSource = str  # "bootstrap (stored)", "bootstrap (from samples)", "p20–p80", "exact" (eager)
+IntervalSource = str  # "bootstrap (stored)", "bootstrap (from samples)", "p20–p80", "exact" (eager), BASELINE_SOURCE
+BASELINE_SOURCE = "exact: eager, the baseline timed beside each backend"
+# The least a fastest backend must lead by, in percent of the runner-up's speedup, to win. The 95% intervals
+# are bootstraps within one run: they leave out what moves between runs on a GPU (clocks, placement, the
+# allocator, what the compiler chose), which is often a few percent, so a lead smaller than this is a tie
+# however narrow the intervals.
+MIN_WIN_MARGIN_PCT = 3.0
+CaseKey = tuple[str, str]  # (workload, shape): one case of a dtype
+LACK_KINDS = ("not run", "failed", "skipped")  # why a backend has no speedup for one of a dtype's cases
 
 
 @dataclass(frozen=True)
@@ -38,10 +53,30 @@ class Speed:
     def backend(self) -> str:
         return str(self.case.get("backend"))
 
+    @property
+    def is_baseline(self) -> bool:
+        """Eager held at 1× in a verdict where eager is not a listed backend (no case of its own)."""
+        return self.source == BASELINE_SOURCE
+
+
+def is_eager(case: dict[str, Any]) -> bool:
+    return str(case.get("adapter") or case.get("backend")) == "eager"
+
+
+def overlaps(top: Speed, other: Speed) -> bool:
+    """Whether a slower speed's interval reaches the faster one's."""
+    return other.high >= top.low
+
+
+def within_margin(top: Speed, other: Speed) -> bool:
+    """Whether the faster speed leads the slower by less than MIN_WIN_MARGIN_PCT."""
+    return top.speedup < other.speedup * (1 + MIN_WIN_MARGIN_PCT / 100)
+
 
 @dataclass(frozen=True)
 class Verdict:
-    """One (run, workload, shape, dtype): its passing speeds, fastest first, and who else ran."""
+    """One (run, workload, shape, dtype): its passing speeds, fastest first, eager among them (its own case or,
+    where it is only the paired baseline, a `BASELINE_SOURCE` speed at 1×), and who else ran."""
 
     run_label: str
     workload: str
@@ -52,20 +87,27 @@ class Verdict:
 
     @property
     def tied(self) -> tuple[Speed, ...]:
-        """Every passing backend whose interval overlaps the fastest one's (the fastest included); one entry
-        when the fastest wins outright."""
+        """The fastest and every passing speed not clearly slower: its interval overlaps the fastest one's or
+        the fastest leads it by under MIN_WIN_MARGIN_PCT. One entry when the fastest wins outright."""
         if not self.ranked:
             return ()
         top = self.ranked[0]
-        return tuple(s for s in self.ranked if s is top or s.high >= top.low)
+        return tuple(s for s in self.ranked if s is top or overlaps(top, s) or within_margin(top, s))
 
     @property
     def is_tie(self) -> bool:
         return len(self.tied) > 1
 
     @property
+    def tie_by_margin(self) -> bool:
+        """A tie that only the minimum margin makes for some member: its interval clears the fastest one's."""
+        top, *rest = self.tied or (None,)
+        return any(not overlaps(top, s) for s in rest)
+
+    @property
     def winner(self) -> Speed | None:
-        """The fastest backend when its interval clears every other's; None on a tie or with nothing passing."""
+        """The fastest speed (eager's, when no backend beats it) when it wins outright; None on a tie or with
+        nothing passing."""
         return self.ranked[0] if self.ranked and not self.is_tie else None
 
     @property
@@ -73,9 +115,19 @@ class Verdict:
         """The fastest speedup over the runner-up's (1.08 = 8% faster); None with fewer than two passing."""
         return self.ranked[0].speedup / self.ranked[1].speedup if len(self.ranked) > 1 else None
 
-
-def is_eager(case: dict[str, Any]) -> bool:
-    return str(case.get("adapter") or case.get("backend")) == "eager"
+    @property
+    def text(self) -> str:
+        """What the verdict says: the winning backend, 'eager (baseline) fastest', 'tie[ within 3%]: a, b',
+        'not distinguishable from eager[ within 3%]: a', or 'none passed'."""
+        if not self.ranked:
+            return "none passed"
+        if self.winner is not None:
+            return "eager (baseline) fastest" if is_eager(self.winner.case) else self.winner.backend
+        within = f" within {MIN_WIN_MARGIN_PCT:g}%" if self.tie_by_margin else ""
+        backends = [s.backend for s in self.tied if not is_eager(s.case)]
+        if len(backends) < len(self.tied):
+            return f"not distinguishable from eager{within}: {', '.join(backends)}"
+        return f"tie{within}: {', '.join(backends)}"
 
 
 def speed_of(case: dict[str, Any]) -> Speed | None:
@@ -103,8 +155,15 @@ def _spread_interval(case: dict[str, Any], sp: float) -> tuple[float, float]:
     return min(sp, e20 / b80), max(sp, e80 / b20)  # type: ignore[operator]
 
 
+def _baseline(workload: str, shape: str, dtype: str) -> Speed:
+    case = {"workload": workload, "shape": shape, "dtype": dtype, "backend": "eager", "adapter": "eager",
+            "status": "ok", "speedup_vs_eager": 1.0}
+    return Speed(case, 1.0, 1.0, 1.0, BASELINE_SOURCE)
+
+
 def verdicts(runs: list[RunData]) -> list[Verdict]:
-    """One Verdict per (run, workload, shape, dtype), in the order the cases were stored."""
+    """One Verdict per (run, workload, shape, dtype), in the order the cases were stored; eager joins as the
+    1× baseline wherever a backend passed and eager has no passing case of its own."""
     labels = run_labels(runs)
     out = []
     for r in runs:
@@ -113,10 +172,18 @@ def verdicts(runs: list[RunData]) -> list[Verdict]:
             groups.setdefault(case_key(c)[:3], []).append(c)
         for (wl, shape, dtype), members in groups.items():
             speeds = [s for c in members if (s := speed_of(c)) is not None]
+            if speeds and not any(is_eager(s.case) for s in speeds):
+                speeds.append(_baseline(wl, shape, dtype))
             speeds.sort(key=lambda s: -s.speedup)
             others = tuple(c for c in members if c.get("status") != "ok")
             out.append(Verdict(labels[r.run_id], wl, shape, dtype, tuple(speeds), others))
     return out
+
+
+def geomean(xs: Iterable[float]) -> float | None:
+    """The geometric mean; None for no values."""
+    logs = [math.log(x) for x in xs]
+    return math.exp(sum(logs) / len(logs)) if logs else None
 
 
 @dataclass
@@ -124,7 +191,9 @@ class BackendScore:
     """One backend's line of the scoreboard."""
 
     backend: str
-    speedups: dict[str, list[float]] = field(default_factory=dict)  # dtype -> passing speedups
+    run_label: str = ""
+    speedups: dict[str, dict[CaseKey, float]] = field(default_factory=dict)  # dtype -> case -> passing speedup
+    lacking: dict[str, dict[str, int]] = field(default_factory=dict)  # dtype -> LACK_KINDS kind -> cases
     won: int = 0
     tied: int = 0
     failed: dict[str, int] = field(default_factory=dict)  # status -> count
@@ -133,9 +202,27 @@ class BackendScore:
     warm_s: list[float] = field(default_factory=list)
     cases: int = 0
 
-    def geomean(self, dtype: str) -> float | None:
-        xs = self.speedups.get(dtype) or []
-        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+    def geomean(self, dtype: str, over: Collection[CaseKey] | None = None) -> float | None:
+        """Geomean speedup over the dtype's passing cases, only those in `over` when given."""
+        xs = self.speedups.get(dtype) or {}
+        return geomean(x for k, x in xs.items() if over is None or k in over)
+
+    def geomean_over(self, cases: Collection[tuple[str, CaseKey]] | None) -> float | None:
+        """Geomean speedup over its passing (dtype, case) pairs of all dtypes, only those in `cases` when given."""
+        return geomean(x for d, xs in self.speedups.items() for k, x in xs.items() if cases is None or (d, k) in cases)
+
+    def passed(self, dtype: str) -> int:
+        return len(self.speedups.get(dtype) or {})
+
+    def lacks(self, dtype: str, kind: str | None = None) -> int:
+        """How many of the dtype's cases it has no speedup for (of one LACK_KINDS kind when given)."""
+        counts = self.lacking.get(dtype) or {}
+        return counts.get(kind, 0) if kind else sum(counts.values())
+
+    def count_lacking(self, dtype: str, kind: str, n: int = 1) -> None:
+        """Counts `n` more of the dtype's cases without a speedup, for the LACK_KINDS reason `kind`."""
+        counts = self.lacking.setdefault(dtype, {})
+        counts[kind] = counts.get(kind, 0) + n
 
     @property
     def cold_median_s(self) -> float | None:
@@ -146,33 +233,74 @@ class BackendScore:
         return statistics.median(self.warm_s) if self.warm_s else None
 
 
-def scoreboard(verdicts_: list[Verdict], several_runs: bool = False) -> list[BackendScore]:
-    """Per backend (with the run's label when several runs are shown): its figures over every verdict, in
-    order of its geomean speedup over all dtypes, fastest first."""
+@dataclass(frozen=True)
+class Scoreboard:
+    """The backends' lines, ranked, and the cases their geomeans are compared over."""
+
+    backends: list[BackendScore]  # fastest first by the geomean over `ranked_over`, then by their own cases'
+    common: dict[str, frozenset[CaseKey]]  # dtype -> the cases every backend with a passing one there passed
+    ranked_over: frozenset[tuple[str, CaseKey]]  # (dtype, case) every backend with a passing case passed
+
+    def common_geomean(self, b: BackendScore, dtype: str) -> float | None:
+        """`b`'s geomean over the dtype's common cases: the figure the backends are compared by."""
+        return b.geomean(dtype, self.common.get(dtype, frozenset()))
+
+
+def scoreboard(verdicts_: list[Verdict], several_runs: bool = False) -> Scoreboard:
+    """Per backend (with the run's label when several runs are shown) its figures over every verdict, ranked by
+    the geomean over the cases, of every dtype, that all backends with a passing case passed."""
     board: dict[str, BackendScore] = {}
+    dtype_cases: dict[tuple[str, str], set[CaseKey]] = {}  # (run label, dtype) -> its cases
 
     def score(case: dict[str, Any], label: str) -> BackendScore:
         name = f"{case.get('backend')} · {label}" if several_runs and label else str(case.get("backend"))
-        return board.setdefault(name, BackendScore(name))
+        return board.setdefault(name, BackendScore(name, label))
 
     for v in verdicts_:
-        tied = {id(s) for s in v.tied} if v.is_tie else set()
-        for s in v.ranked:
-            b = score(s.case, v.run_label)
-            b.cases += 1
-            b.speedups.setdefault(v.dtype, []).append(s.speedup)
-            b.won += s is v.winner
-            b.tied += id(s) in tied
-            _compile_times(b, s.case)
-        for c in v.others:
-            b = score(c, v.run_label)
-            b.cases += 1
-            if c.get("status") == "skipped":
-                cls = reason_class(c.get("reason"))
-                b.skipped[cls] = b.skipped.get(cls, 0) + 1
-            else:
-                b.failed[str(c.get("status"))] = b.failed.get(str(c.get("status")), 0) + 1
-    return sorted(board.values(), key=lambda b: -_overall(b))
+        dtype_cases.setdefault((v.run_label, v.dtype), set()).add((v.workload, v.shape))
+        _tally(v, score)
+    for b in board.values():
+        for (label, dtype), keys in dtype_cases.items():
+            missing = len(keys) - b.passed(dtype) - b.lacks(dtype) if label == b.run_label else 0
+            if missing > 0:
+                b.count_lacking(dtype, "not run", missing)
+    dtypes = {d for b in board.values() for d in b.speedups}
+    common = {d: _all_passed(b.speedups.get(d) for b in board.values()) for d in dtypes}
+    ranked_over = _all_passed({(d, k): x for d, xs in b.speedups.items() for k, x in xs.items()}
+                              for b in board.values())
+    ranked = sorted(board.values(), key=lambda b: (-(b.geomean_over(ranked_over) or 0.0),
+                                                   -(b.geomean_over(None) or 0.0)))
+    return Scoreboard(ranked, common, ranked_over)
+
+
+def _all_passed(passing: Iterable[dict[Any, float] | None]) -> frozenset[Any]:
+    """The keys common to every non-empty mapping of passing speedups."""
+    sets = [frozenset(xs) for xs in passing if xs]
+    return frozenset.intersection(*sets) if sets else frozenset()
+
+
+def _tally(v: Verdict, score: Callable[[dict[str, Any], str], BackendScore]) -> None:
+    """Adds one verdict's cases to their backends' lines (eager's baseline, not a listed backend, to none)."""
+    tied = {id(s) for s in v.tied} if v.is_tie else set()
+    for s in v.ranked:
+        if s.is_baseline:
+            continue
+        b = score(s.case, v.run_label)
+        b.cases += 1
+        b.speedups.setdefault(v.dtype, {})[(v.workload, v.shape)] = s.speedup
+        b.won += s is v.winner
+        b.tied += id(s) in tied
+        _compile_times(b, s.case)
+    for c in v.others:
+        b = score(c, v.run_label)
+        b.cases += 1
+        if c.get("status") == "skipped":
+            b.count_lacking(v.dtype, "skipped")
+            cls = reason_class(c.get("reason"))
+            b.skipped[cls] = b.skipped.get(cls, 0) + 1
+        else:
+            b.count_lacking(v.dtype, "failed")
+            b.failed[str(c.get("status"))] = b.failed.get(str(c.get("status")), 0) + 1
 
 
 def _compile_times(b: BackendScore, case: dict[str, Any]) -> None:
@@ -182,11 +310,6 @@ def _compile_times(b: BackendScore, case: dict[str, Any]) -> None:
         b.cold_s.append(cold)
     if warm is not None:
         b.warm_s.append(warm)
-
-
-def _overall(b: BackendScore) -> float:
-    xs = [x for v in b.speedups.values() for x in v]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
 # (pattern in the reason, its class): the first that matches names a skip's class on the scoreboard

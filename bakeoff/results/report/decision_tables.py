@@ -1,8 +1,10 @@
-"""The two tables a report leads with: the scoreboard (one line per backend) and the per-workload verdict (the
-winner and its margin, or a tie), each reason one click away (report/decision.py computes them)."""
+"""The two tables a report leads with: the scoreboard (one line per backend, compared over the cases all of them
+passed) and the per-workload verdict (the winner and its margin, eager, or a tie), each reason one click away
+(report/decision.py computes them)."""
 from __future__ import annotations
 
-from bakeoff.results.report.decision import BackendScore, Speed, Verdict
+from bakeoff.results.report.decision import (LACK_KINDS, MIN_WIN_MARGIN_PCT, BackendScore, Scoreboard, Speed,
+                                             Verdict, is_eager)
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.weights import Recommendation
 
@@ -19,22 +21,51 @@ def _counts(counts: dict[str, int]) -> Cell:
     return Cell(", ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])), n, "num warn")
 
 
-def scoreboard_table(board: list[BackendScore], dtypes: list[str]) -> str:
-    """Per backend: geomean speedup over eager per dtype, cases won, tied, failed and skipped (reason class),
-    median cold and warm compile."""
-    headers = (["backend"] + [f"geomean × {d}" for d in dtypes] +
-               ["won", "tied", "failed", "skipped", "cold compile s (median)", "warm compile s (median)"])
+SCOREBOARD_NOTE = (
+    "<style>#scoreboard td{white-space:nowrap}</style>"
+    '<p class="note">× eager: the geomean speedup over the dtype\'s <b>common</b> cases (passed by every backend '
+    "that passed any), the ranking; <b>own</b>: over the cases the backend passed, with their count and why it "
+    "lacks the rest.</p>")
+
+
+def scoreboard_table(board: Scoreboard, dtypes: list[str]) -> str:
+    """Per backend: geomean speedup over eager per dtype over the common cases (the ranking), the same over its
+    own passing cases with what it lacks, cases won, tied, failed and skipped (reason class), not run, median
+    cold and warm compile."""
+    headers = (["backend"] + [f"{d} × ({len(board.common.get(d, ()))} common)" for d in dtypes] +
+               [f"{d} own" for d in dtypes] +
+               ["won", "tied", "failed", "skipped", "not run", "cold compile s (median)", "warm compile s (median)"])
     body = []
-    for b in board:
-        geo = [b.geomean(d) for d in dtypes]
-        body.append([Cell(b.backend, b.backend)] +
-                    [Cell("-" if g is None else f"{g:.2f}×", g, "num " + ("ok" if g and g > 1 else "")) for g in geo] +
+    for b in board.backends:
+        not_run = sum(b.lacks(d, "not run") for d in b.lacking)
+        not_run_cell = Cell(str(not_run), not_run, "num warn" if not_run else "num dim")
+        body.append([Cell(b.backend, b.backend)] + [_geomean(board.common_geomean(b, d)) for d in dtypes] +
+                    [_own(b, d) for d in dtypes] +
                     [_num(b.won, "d"), _num(b.tied, "d"), _counts(b.failed), _counts(b.skipped),
-                     _num(b.cold_median_s, ".3g"), _num(b.warm_median_s, ".3g")])
-    return table(headers, body, table_id="scoreboard")
+                     not_run_cell, _num(b.cold_median_s, ".3g"), _num(b.warm_median_s, ".3g")])
+    return SCOREBOARD_NOTE + table(headers, body, table_id="scoreboard")
+
+
+def _geomean(g: float | None) -> Cell:
+    return Cell("-" if g is None else f"{g:.2f}×", g, "num " + ("ok" if g and g > 1 else ""))
+
+
+def _own(b: BackendScore, dtype: str) -> Cell:
+    """'1.52× 9/11: 2 not run', or '1.51× 11/11': its geomean over the cases of the dtype it passed."""
+    g, passed = b.geomean(dtype), b.passed(dtype)
+    total = passed + b.lacks(dtype)
+    if not total:
+        return Cell("-", None, "num dim")
+    lacking = ", ".join(f"{n} {kind}" for kind in LACK_KINDS if (n := b.lacks(dtype, kind)))
+    figure = "-" if g is None else f"{g:.2f}×"
+    if not lacking:
+        return Cell(f"{figure} {total}/{total}", g, "num")
+    return Cell(f"{figure} {passed}/{total}: {lacking}", g, "num warn")
 
 
 def _speed(s: Speed | None) -> str:
+    if s is not None and s.is_baseline:
+        return "eager (baseline) 1.00×"
     return "-" if s is None else f"{s.backend} {s.speedup:.2f}× [{s.low:.2f}–{s.high:.2f}]"
 
 
@@ -43,8 +74,8 @@ def _verdict_cell(v: Verdict) -> Cell:
         failed = ", ".join(f"{c.get('backend')} {c.get('status')}" for c in v.others)
         return Cell(f"none passed ({failed})", "", "bad")
     if v.winner is not None:
-        return Cell(v.winner.backend, v.winner.backend, "ok")
-    return Cell("tie: " + ", ".join(s.backend for s in v.tied), "tie", "warn tie")
+        return Cell(v.text, v.winner.backend, "warn" if is_eager(v.winner.case) else "ok")
+    return Cell(v.text, "tie", "warn tie")
 
 
 def _why(v: Verdict, rec: Recommendation | None) -> Cell:
@@ -58,9 +89,19 @@ def _why(v: Verdict, rec: Recommendation | None) -> Cell:
                 None, raw=True)
 
 
+VERDICT_NOTE = (
+    "<style>#verdicts td.num{white-space:nowrap}</style>"
+    '<p class="note">The fastest <b>wins</b> only when its 95% interval clears every other\'s, eager\'s exact 1× '
+    "included (eager is the baseline each backend was timed beside), and it leads each by at least "
+    f"{MIN_WIN_MARGIN_PCT:g}%: the intervals are taken within one run and leave out what changes from run to "
+    f"run on a GPU. Else the verdict is a tie (\"tie within {MIN_WIN_MARGIN_PCT:g}%\" where only the margin "
+    "makes it); a tie that takes in eager reads \"not distinguishable from eager\", and where no backend reaches "
+    "eager it reads \"eager (baseline) fastest\".</p>")
+
+
 def verdict_table(verdicts_: list[Verdict], recs: list[Recommendation], several_runs: bool) -> str:
-    """Per workload/shape/dtype: the winner (or 'tie: ...' when the leaders' 95% intervals overlap), its
-    speedup with the interval, its margin over the runner-up, the runner-up, the weighted pick."""
+    """Per workload/shape/dtype: the verdict (Verdict.text: the winner, eager, or a tie), the fastest speedup
+    with its interval, its margin over the runner-up, the runner-up, the weighted pick."""
     by_key = {(r.run_label, r.workload, r.shape, r.dtype): r for r in recs}
     headers = (["run"] if several_runs else []) + [
         "workload", "shape", "dtype", "verdict", "fastest × eager [95%]", "margin", "runner-up × eager [95%]",
@@ -78,4 +119,4 @@ def verdict_table(verdicts_: list[Verdict], recs: list[Recommendation], several_
                 Cell(rec.shown if rec else "-", rec.shown if rec else None,
                      "warn" if rec and rec.tied_with else ""), _why(v, rec)]
         body.append(row)
-    return table(headers, body, table_id="verdicts")
+    return VERDICT_NOTE + table(headers, body, table_id="verdicts")
