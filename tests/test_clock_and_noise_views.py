@@ -322,9 +322,53 @@ def test_compare_notes_the_headlines_noise_not_the_hosts():
                     headline_noise_reasons=["SM clock dropped to 1110 MHz during the headline's samples"])
     (case,) = compare([gpu_rec()], [noisy]).regressions
     assert case.noisy == ["candidate: SM clock dropped to 1110 MHz during the headline's samples"]
+    # a record written before the headline was judged on its own: the case's reasons, less what cannot move a
+    # CUPTI span (host load, the run's own gated workers, the timer's samples)
+    timer = "backend IQR/median 0.464 missed the target 0.05 (9.28x)"
+    gated = "3 gated worker(s) of this run used the GPU during timing (pid 1, 2, 3)"
     old = {k: v for k, v in host_only.items() if k not in ("headline_quality", "headline_noise_reasons")}
-    (case,) = compare([gpu_rec()], [old]).regressions
-    assert case.noisy == [f"candidate: {HOST_LOAD}"]
+    for reasons in ([HOST_LOAD], [HOST_LOAD, timer, gated]):
+        (case,) = compare([gpu_rec()], [old | {"noise_reasons": reasons}]).regressions
+        cases_text = to_text(compare([gpu_rec()], [old | {"noise_reasons": reasons}])).split("\n\n", 1)[1]
+        assert case.noisy == [] and not case.suspect and "host load" not in cases_text and "REGRESSION" in cases_text
+    outsider = "1 other process(es) used the GPU during timing (pid 7)"
+    (case,) = compare([gpu_rec()], [old | {"noise_reasons": [HOST_LOAD, outsider]}]).regressions
+    assert case.noisy == [f"candidate: {outsider}"] and case.suspect
+    # the same reasons beside a headline that is the timer's figure on the host clock all count
+    timer_head = {"headline_method": "host-clock+sync+flush", "timing_method": "host-clock+sync+flush"}
+    (case,) = compare([gpu_rec(**timer_head)], [old | timer_head | {"noise_reasons": [HOST_LOAD, timer]}]).regressions
+    assert case.noisy == [f"candidate: {HOST_LOAD}; {timer}"]
+
+
+def test_a_side_without_the_headline_clock_uses_nvmls_window_clock_said_so():
+    """An older base record has no headline clock but NVML's median over the timing window: cycle space with
+    that clock, labelled (NVML), instead of time space alone."""
+    base = gpu_rec(sm_clock_mhz=1980.0)
+    cand = gpu_rec(median_ms=1.08, seed=1, headline_sm_clock_mhz_median=1830.0, sm_clock_mhz=1900.0)
+    lat = by_metric(compare([base], [cand]).cases[0])["headline_ms"]
+    assert lat.verdict == "clock" and lat.why == "explained by the SM clock: 1980 MHz (NVML) → 1830 MHz"
+    assert (lat.base_clock_mhz, lat.base_clock_source, lat.candidate_clock_source) == (1980.0, "NVML", "headline")
+    slower = gpu_rec(median_ms=1.20, seed=1, headline_sm_clock_mhz_median=1830.0)
+    cmp = compare([base], [slower])
+    assert by_metric(cmp.cases[0])["headline_ms"].verdict == "regressed"
+    assert "cycles +10.5% at 1980 (NVML) → 1830 MHz) REGRESSED" in to_text(cmp)
+    assert "at 1980 → 1830 MHz (NVML)" in to_text(compare([gpu_rec(headline_sm_clock_mhz_median=1980.0)],
+                                                           [gpu_rec(median_ms=1.2, seed=1, sm_clock_mhz=1830.0)]))
+
+
+def test_a_latency_that_moved_while_the_speedup_held_says_so():
+    """+20% at the same clock with the speedup over eager unchanged: still a regression, and the line says that
+    eager, timed beside it at the same clock, moved alike; no such note where the speedup fell with it."""
+    base = gpu_rec(headline_sm_clock_mhz_median=1980.0, speedup_vs_eager=1.5)
+    cand = gpu_rec(median_ms=1.2, seed=1, headline_sm_clock_mhz_median=1980.0, speedup_vs_eager=1.52)
+    cmp = compare([base], [cand])
+    (case,) = cmp.regressions
+    lat = by_metric(case)["headline_ms"]
+    assert lat.note == ("speedup over eager held (+1.3%, within 5%): eager, timed beside it at the same clock, "
+                        "moved alike")
+    assert f"REGRESSED; {lat.note}" in to_text(cmp) and lat.note in to_markdown(cmp)
+    fell = gpu_rec(median_ms=1.2, seed=1, headline_sm_clock_mhz_median=1980.0, speedup_vs_eager=1.25)
+    assert by_metric(compare([base], [fell]).cases[0])["headline_ms"].note is None
 
 
 # --- the clock-settle trace (benchmarks/validate_timing.py --clock-settle) -----------------------------------

@@ -1,7 +1,8 @@
 """Compare what is comparable: every record carries graph, options and timing digests; compare and the
 dashboard list pairs whose digests or timing method differ as not comparable (why) and never count them as
-regressions; `compare X X` says it compares a run with itself; noisy cases are marked, and so is a regression
-that rests on one; the recommendation uses the speedup column's paired figures and says when it rests on noise.
+regressions, and say why (options equal as stored: the backend's defaults changed); `compare X X` says it
+compares a run with itself; noisy cases are marked, and a regression that rests on a noisy headline is suspect,
+still counted; the recommendation uses the speedup column's paired figures and says when it rests on noise.
 Synthetic stores (made up, tests only, as report_history.py) plus two real CPU runs through the CLI."""
 from __future__ import annotations
 
@@ -77,17 +78,49 @@ def test_records_without_digests_are_still_compared():
     assert len(_cmp([old], [_rec(median_ms=1.3, seed=1)]).regressions) == 1
 
 
-def test_a_regression_resting_on_a_noisy_case_says_so():
-    noisy = _rec(median_ms=1.3, seed=1, measurement_quality="noisy",
-                 noise_reasons=["host load: other processes used 1.4 of 2 CPU(s) (69%, limit 10%) during timing"])
-    cmp = _cmp([_rec(measurement_quality="clean", noise_reasons=[])], [noisy])
+CPU_METHOD = "host-clock+sync+flush"
+RUN_DELAY = "host load: the timing thread waited for a CPU 45% of the timing window (limit 5%)"
+
+
+def test_a_regression_resting_on_a_noisy_headline_is_suspect_and_still_counted():
+    """A CPU headline (host clock) marked noisy by host load: the regression is 'suspect (noisy: ...)', not a plain
+    REGRESSION, and still counted, so the exit code stays 1 (nightly CI must not pass a real regression)."""
+    cpu = {"device": "cpu", "headline_method": CPU_METHOD}
+    noisy = _rec(median_ms=1.3, seed=1, method=CPU_METHOD, measurement_quality="noisy", noise_reasons=[RUN_DELAY],
+                 headline_quality="noisy", headline_noise_reasons=[RUN_DELAY], **cpu)
+    cmp = _cmp([_rec(method=CPU_METHOD, measurement_quality="clean", noise_reasons=[], **cpu)], [noisy])
     (case,) = cmp.regressions
-    assert case.noisy == ["candidate: host load: other processes used 1.4 of 2 CPU(s) (69%, limit 10%) during timing"]
-    from bakeoff.results.report.compare_format import to_markdown, to_text
+    lat = {m.metric: m for m in case.changes}["headline_ms"]
+    assert lat.verdict == "suspect" and lat.why == f"noisy: candidate: {RUN_DELAY}"
+    assert case.regressed and case.suspect and case.noisy == [f"candidate: {RUN_DELAY}"]
+    from bakeoff.results.report.compare_format import to_json, to_markdown, to_text
     text = to_text(cmp)
-    assert "REGRESSION gemm_synth" in text and "(rests on a noisy measurement: candidate: host load" in text
+    assert "SUSPECT    gemm_synth" in text and "REGRESSION gemm_synth" not in text
+    assert f"suspect (noisy: candidate: {RUN_DELAY})" in text
+    assert "(rests on a noisy measurement: candidate: host load" in text
+    assert text.splitlines()[0].startswith("1 regression(s) (1 suspect: a noisy headline, still counted)")
     assert "1 measured noisy" in text.splitlines()[0]
-    assert "rests on a noisy measurement" in to_markdown(cmp)
+    assert "rests on a noisy measurement" in to_markdown(cmp) and json.loads(to_json(cmp))["regressions"] == 1
+    # the same host load beside a device-timed headline (CUDA events on a GPU) cannot move it: a plain regression
+    gpu = _cmp([_rec()], [_rec(median_ms=1.3, seed=1, measurement_quality="noisy", noise_reasons=[RUN_DELAY])])
+    (case,) = gpu.regressions
+    assert not case.suspect and case.noisy == [] and "REGRESSION gemm_synth" in to_text(gpu)
+
+
+def test_options_equal_as_stored_but_not_as_digested_say_the_defaults_changed():
+    """Both records store `options: {}` but their digests (defaults filled in) differ: the backend's defaults
+    changed with the harness; still not comparable."""
+    base = _rec(options={}, options_digest="c66e991541bc777f")
+    cand = _rec(options={}, options_digest="eda9e5d948043d5b")
+    runs = [RunData({"run_id": r, "fingerprint": "fp", "harness_rev": rev, "environment": environment(0)}, [x])
+            for r, rev, x in (("a", "0b46e22", base), ("b", "cb2403b", cand))]
+    (case,) = compare_runs(*runs, Thresholds()).cases
+    assert case.status_verdict == "not comparable" and not case.regressed
+    assert case.not_comparable == ["backend options differ: the backend's defaults changed (harness revision "
+                                   "0b46e22 → cb2403b): the stored options are equal ({}) but their digest with "
+                                   "defaults filled in is not (c66e991541bc777f → eda9e5d948043d5b)"]
+    (case,) = _cmp([base], [cand]).cases  # no revisions known: the defaults, without where they changed
+    assert case.not_comparable[0].startswith("backend options differ: the backend's defaults changed: the stored")
 
 
 def test_compare_with_itself_says_so():

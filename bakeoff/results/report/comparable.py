@@ -32,12 +32,29 @@ def _dict_diff(a: Any, b: Any) -> str:
     return ", ".join(f"{k} {a.get(k, '(unset)')} → {b.get(k, '(unset)')}" for k in keys)
 
 
-def _why(field: str, base: dict[str, Any], cand: dict[str, Any]) -> str:
+def _options_why(base: dict[str, Any], cand: dict[str, Any], revisions: tuple[Any, Any]) -> str:
+    """What differs in the backend options: the stored options by name; where they are equal, the digest covers
+    the defaults the harness filled in (not stored), so the backend's defaults changed, with the harness
+    revisions where they differ; else the digests alone."""
+    named = _dict_diff(base.get("options"), cand.get("options"))
+    if named:
+        return "backend options differ: " + named
+    digests = f"{base.get('options_digest')} → {cand.get('options_digest')}"
+    stored = base.get("options"), cand.get("options")
+    if not all(isinstance(o, dict) for o in stored):  # not stored on a side: nothing to tell
+        return f"backend options differ: options digest {digests}"
+    rev_b, rev_c = revisions
+    moved = f" (harness revision {rev_b} → {rev_c})" if rev_b and rev_c and rev_b != rev_c else ""
+    return (f"backend options differ: the backend's defaults changed{moved}: the stored options are equal "
+            f"({_canon(stored[0])}) but their digest with defaults filled in is not ({digests})")
+
+
+def _why(field: str, base: dict[str, Any], cand: dict[str, Any], revisions: tuple[Any, Any]) -> str:
     b, c = base.get(field), cand.get(field)
     if field == "graph_digest":
         return f"the bound graph differs (digest {b} → {c})"
     if field == "options_digest":
-        return "backend options differ: " + (_dict_diff(base.get("options"), cand.get("options")) or f"{b} → {c}")
+        return _options_why(base, cand, revisions)
     if field == "timing_digest":
         named = _dict_diff(base.get("timing_settings"), cand.get("timing_settings"))
         return "timing settings differ: " + (named or f"digest {b} → {c}")
@@ -46,11 +63,13 @@ def _why(field: str, base: dict[str, Any], cand: dict[str, Any]) -> str:
     return f"{field} differs: {b} → {c}"
 
 
-def incomparable(metric: str, base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
-    """Why `metric` of `base` and `cand` may not be compared; [] when it may."""
+def incomparable(metric: str, base: dict[str, Any], cand: dict[str, Any],
+                 revisions: tuple[Any, Any] = (None, None)) -> list[str]:
+    """Why `metric` of `base` and `cand` may not be compared; [] when it may. `revisions`, the harness revision
+    each record was written by where known, helps say why options whose stored values are equal differ."""
     out = []
     for field in COMPARABLE_BY.get(metric, SAME_CASE):
         b, c = base.get(field), cand.get(field)
         if b is not None and c is not None and _canon(b) != _canon(c):
-            out.append(_why(field, base, cand))
+            out.append(_why(field, base, cand, revisions))
     return out

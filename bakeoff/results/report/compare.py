@@ -2,15 +2,23 @@
 over eager, compile time cold and warm, numeric error, status, cases the candidate lacks, and what changed in the
 environment.
 
-The clock: where both records carry the SM clock over the headline's samples, latency is also compared in cycle
-space (time × clock; nvbench keeps the SM clock beside its times for this): a latency change that would count, but
-whose cycles moved by less than the minimum change, is the clock's doing, verdict "clock", never a regression or
-an improvement. The time-space figure stays beside it. Memory-bound calls do not follow the SM clock, so for them
-this can only spare a change that coincided with a clock change of the same size. Older stores: time space alone.
+The clock: where both sides have an SM clock, latency is also compared in cycle space (time × clock; nvbench keeps
+the SM clock beside its times for this): a latency change that would count, but whose cycles moved by less than
+the minimum change, is the clock's doing, verdict "clock", never a regression or an improvement. The time-space
+figure stays beside it. A side's clock is the median over the headline's samples, else (records written before
+it) NVML's median over the timing window, labelled "(NVML)" (compare_latency.py). Memory-bound calls do not
+follow the SM clock, so for them this can only spare a change that coincided with a clock change of the same
+size. The CPU: time space alone.
+
+Noise: a latency regression where either side's headline is noisy, by a reason that can move the headline's method
+(compare_latency.latency_noise: never host load beside a device-timed span), is "suspect": still counted (a real
+regression measured under load must not pass), and said apart with its reasons.
 
 The speedup over eager (eager timed interleaved, in one process, at the same clock) is judged by the same minimum
 change; where both records carry its 95% interval and the intervals overlap, the change is not significant. It
-is shown, never counted: eager's own change (a new torch) moves every speedup.
+is shown, never counted: eager's own change (a new torch) moves every speedup. Where the latency moved but the
+speedup stayed within the minimum change, the latency carries a note saying so: eager, timed beside the backend
+at the same clock, moved alike, which points at what both share (the GPU's clock) rather than the backend.
 
 Noise floors: a compile time must move by the relative minimum AND by at least `compile_abs_s` seconds (0.5 s by
 default; eager's "compile" is its first call, milliseconds, so its jitter is never a regression), and errors vs
@@ -24,10 +32,13 @@ from typing import Any
 from scipy.stats import mannwhitneyu
 
 from bakeoff.results.report.comparable import incomparable
+from bakeoff.results.report.compare_latency import (clock_text, latency_clock, latency_kcycles, latency_noise,
+                                                    latency_noise_notes)
 from bakeoff.results.report.data import RunData, case_key, fnum, headline_samples, metric_value, unit_roundoff
 from bakeoff.results.report.envdiff import EnvChange, env_diff
-from bakeoff.results.report.headline_facts import (headline_clock_mhz, headline_kcycles, headline_noise_note,
-                                                   intervals_overlap, speedup_interval, speedup_noise_note)
+from bakeoff.results.report.headline_facts import intervals_overlap, speedup_interval, speedup_noise_note
+
+COUNTED = ("regressed", "suspect")  # the metric verdicts that make a case a regression (exit 1)
 
 
 @dataclass(frozen=True)
@@ -51,10 +62,12 @@ class Thresholds:
 class MetricChange:
     """One metric of one case. `rel` = candidate / base − 1; `p_value` only for latency (two-sided U test);
     verdict: regressed, improved, unchanged, not significant (changed by more than the minimum but p ≥ alpha,
-    or the speedup's 95% intervals overlap), clock (a latency change the SM clock explains), rose / fell (the
-    speedup, never counted), not comparable (the two records measured different things: `why`; never a
-    regression). Latency carries each side's headline SM clock (MHz) and `cycles_rel`, the change of time ×
-    clock, where both records have one; the speedup its 95% intervals, where both have them."""
+    or the speedup's 95% intervals overlap), clock (a latency change the SM clock explains), suspect (a latency
+    regression where a side's headline is noisy: `why`; counted like regressed), rose / fell (the speedup, never
+    counted), not comparable (the two records measured different things: `why`; never a regression). Latency
+    carries each side's SM clock (MHz) with its source (compare_latency: "headline" or "NVML") and `cycles_rel`,
+    the change of time × clock, where both sides have one, and `note` where the speedup over eager held while it
+    moved; the speedup its 95% intervals, where both have them."""
 
     metric: str
     base: float | None
@@ -68,6 +81,9 @@ class MetricChange:
     cycles_rel: float | None = None
     base_interval: tuple[float, float] | None = None
     candidate_interval: tuple[float, float] | None = None
+    base_clock_source: str | None = None
+    candidate_clock_source: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +109,13 @@ class CaseComparison:
 
     @property
     def regressed(self) -> bool:
-        return self.status_verdict == "regressed" or any(c.verdict == "regressed" for c in self.changes)
+        return self.status_verdict == "regressed" or any(c.verdict in COUNTED for c in self.changes)
+
+    @property
+    def suspect(self) -> bool:
+        """A regression by suspect latency changes alone (a noisy headline): still counted, said apart."""
+        return (self.regressed and self.status_verdict != "regressed"
+                and not any(c.verdict == "regressed" for c in self.changes))
 
     @property
     def improved(self) -> bool:
@@ -162,6 +184,9 @@ def _threshold_change(metric: str, base: Any, cand: Any, minimum: float, absolut
 
 
 def _latency_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange | None:
+    """The headline latency: by the minimum change and the U test in time space, then in cycle space where both
+    sides have a clock ("clock" where the clock explains the change), then "suspect" where a regression rests
+    on a noisy headline (compare_latency.latency_noise)."""
     change = _threshold_change("headline_ms", metric_value(base, "headline_ms"), metric_value(cand, "headline_ms"),
                                t.latency)
     if change is None:
@@ -173,16 +198,40 @@ def _latency_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -
     verdict = change.verdict
     if verdict != "unchanged" and (p is None or p >= t.alpha):
         verdict = "not significant"
-    clock_b, clock_c = headline_clock_mhz(base), headline_clock_mhz(cand)
-    if clock_b is None or clock_c is None:  # older stores, the CPU: time space alone
-        return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, p)
-    kc_b, kc_c = headline_kcycles(base), headline_kcycles(cand)  # each call's own clock where recorded
+    change = _in_cycles(replace(change, verdict=verdict, p_value=p), base, cand, t)
+    noise = latency_noise_notes(base, cand)
+    if change.verdict == "regressed" and noise:
+        return replace(change, verdict="suspect", why="noisy: " + "; ".join(noise))
+    return change
+
+
+def _in_cycles(change: MetricChange, base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange:
+    """`change` with each side's clock and the change in SM cycles where both sides have a clock; verdict
+    "clock" where the time-space change would count but the cycles moved by less than the minimum."""
+    (clock_b, source_b), (clock_c, source_c) = latency_clock(base), latency_clock(cand)
+    if clock_b is None or clock_c is None or change.rel is None:  # the CPU: time space alone
+        return change
+    kc_b, kc_c = latency_kcycles(base, source_b), latency_kcycles(cand, source_c)  # each call's clock where recorded
     cycles_rel = kc_c / kc_b - 1 if kc_b and kc_c else (1 + change.rel) * clock_c / clock_b - 1
-    why = None
+    verdict, why = change.verdict, change.why
     if verdict in ("regressed", "improved") and abs(cycles_rel) < t.latency:
-        verdict, why = "clock", f"explained by the SM clock: {clock_b:.0f} MHz → {clock_c:.0f} MHz"
-    return MetricChange(change.metric, change.base, change.candidate, change.rel, verdict, p, why, clock_b, clock_c,
-                        cycles_rel)
+        verdict = "clock"
+        why = f"explained by the SM clock: {clock_text(clock_b, source_b)} → {clock_text(clock_c, source_c)}"
+    return replace(change, verdict=verdict, why=why, base_clock_mhz=clock_b, candidate_clock_mhz=clock_c,
+                   cycles_rel=cycles_rel, base_clock_source=source_b, candidate_clock_source=source_c)
+
+
+def _speedup_held(changes: list[MetricChange], t: Thresholds) -> list[MetricChange]:
+    """`changes` with a note on a latency that moved (by the minimum change) while the speedup over eager stayed
+    within it: eager, timed interleaved at the same clock, moved alike."""
+    by = {c.metric: c for c in changes}
+    lat, sp = by.get("headline_ms"), by.get("speedup_vs_eager")
+    if (lat is None or sp is None or lat.rel is None or sp.rel is None or sp.verdict != "unchanged"
+            or lat.verdict in ("unchanged", "not comparable")):
+        return changes
+    note = (f"speedup over eager held ({sp.rel * 100:+.1f}%, within {t.latency:.0%}): eager, timed beside it "
+            "at the same clock, moved alike")
+    return [replace(c, note=note) if c is lat else c for c in changes]
 
 
 def _speedup_change(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> MetricChange | None:
@@ -234,36 +283,39 @@ def _noisy(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     where the two were judged apart."""
     out = []
     for side, rec in (("base", base), ("candidate", cand)):
-        latency, speedup = headline_noise_note(rec), speedup_noise_note(rec)
+        latency = "; ".join(latency_noise(rec)) or None  # only what can move the headline's method
         if rec.get("speedup_quality") is None:  # not judged apart: one note, as older stores have it
             out += [f"{side}: {latency}"] if latency is not None else []
             continue
+        speedup = speedup_noise_note(rec)
         out += [f"{side} latency: {latency}"] if latency is not None else []
         out += [f"{side} speedup: {speedup}"] if speedup is not None else []
     return out
 
 
-def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds) -> CaseComparison:
+def compare_case(base: dict[str, Any], cand: dict[str, Any], t: Thresholds,
+                 revisions: tuple[Any, Any] = (None, None)) -> CaseComparison:
     """One matched case. Metrics are compared only when both runs passed; a status change says the rest.
     A case whose graph or options differ is not comparable at all; a metric whose timing settings, method or
-    inputs differ is listed as not comparable; neither is ever a regression."""
+    inputs differ is listed as not comparable; neither is ever a regression. `revisions`: the harness revision
+    of each run, to say why options with equal stored values differ."""
     bs, cs = str(base.get("status")), str(cand.get("status"))
-    whole = incomparable("status", base, cand)  # the graph or the options (SAME_CASE)
+    whole = incomparable("status", base, cand, revisions)  # the graph or the options (SAME_CASE)
     if whole:
         return CaseComparison(case_key(cand), bs, cs, "not comparable", [], cand.get("reason"), whole,
                               _noisy(base, cand))
-    changes: list[MetricChange | None] = []
+    changes: list[MetricChange] = []
     if bs == "ok" and cs == "ok":
-        changes = [_latency_change(base, cand, t), _speedup_change(base, cand, t),
-                   _threshold_change("compile_s", base.get("compile_s"), cand.get("compile_s"), t.compile_cold,
-                                     t.compile_abs_s),
-                   _threshold_change("compile_warm_s", base.get("compile_warm_s"), cand.get("compile_warm_s"),
-                                     t.compile_warm, t.compile_abs_s),
-                   _error_change(base, cand, t)]
+        found = [_latency_change(base, cand, t), _speedup_change(base, cand, t),
+                 _threshold_change("compile_s", base.get("compile_s"), cand.get("compile_s"), t.compile_cold,
+                                   t.compile_abs_s),
+                 _threshold_change("compile_warm_s", base.get("compile_warm_s"), cand.get("compile_warm_s"),
+                                   t.compile_warm, t.compile_abs_s),
+                 _error_change(base, cand, t)]
         if base.get("cache_hit_warm") is True and cand.get("cache_hit_warm") is False:
-            changes.append(MetricChange("cache_hit_warm", 1.0, 0.0, None, "regressed"))
-        changes = [_comparable_only(c, base, cand) for c in changes]
-    return CaseComparison(case_key(cand), bs, cs, _status_verdict(bs, cs), [c for c in changes if c is not None],
+            found.append(MetricChange("cache_hit_warm", 1.0, 0.0, None, "regressed"))
+        changes = _speedup_held([c for c in (_comparable_only(c, base, cand) for c in found) if c is not None], t)
+    return CaseComparison(case_key(cand), bs, cs, _status_verdict(bs, cs), changes,
                           cand.get("reason"), [], _noisy(base, cand))
 
 
@@ -280,7 +332,8 @@ def compare_runs(base: RunData, cand: RunData, t: Thresholds = Thresholds(), all
     `base` that `cand` lacks, as status "missing" (a regression unless `allow_missing`)."""
     b = {case_key(c): c for c in base.cases}
     c = {case_key(x): x for x in cand.cases}
-    cases = [compare_case(b[k], c[k], t) for k in c if k in b]
+    revisions = tuple(r.run.get("harness_rev") or r.env.get("harness_rev") for r in (base, cand))
+    cases = [compare_case(b[k], c[k], t, revisions) for k in c if k in b]
     cases += [missing_case(b[k], allow_missing) for k in b if k not in c]
     return Comparison(base.run, cand.run, t, cases, [k for k in b if k not in c], [k for k in c if k not in b],
                       env_diff(base.env, cand.env), allow_missing)
