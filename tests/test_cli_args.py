@@ -116,3 +116,25 @@ def test_resume_of_a_run_still_held_is_exit_2(tmp_path):
     assert store.run(run_id)["resumes"] == 0 and store.lease_holder(run_id) is None  # released at its end
     with RunLease(store).held(run_id):
         pass
+
+
+def test_preset_option_no_workload_has_is_exit_2_naming_the_flag(tmp_path):
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    proc = bakeoff("run", "c.yaml", "--preset", "huge", "--db", f"sqlite:///{tmp_path / 's.db'}", cwd=tmp_path)
+    refused(proc, tmp_path, "c.yaml: preset: --preset 'huge' is not a preset of workload softmax (smoke, cpu, gpu)")
+
+
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # no CUDA device visible, whatever the host has
+
+
+def test_calibrate_on_cuda_without_a_gpu_is_exit_2_before_the_store(tmp_path):
+    proc = bakeoff("calibrate", "--device", "cuda", "--db", f"sqlite:///{tmp_path / 's.db'}", cwd=tmp_path,
+                   timeout=120, env=NO_GPU)
+    refused(proc, tmp_path, "--device cuda: device cuda asked for, but no CUDA device is visible")
+    assert "Traceback" not in proc.stderr
+
+
+def test_doctor_on_cuda_without_a_gpu_is_exit_2(tmp_path):
+    proc = bakeoff("doctor", "--device", "cuda:0", cwd=tmp_path, timeout=120, env=NO_GPU)
+    refused(proc, tmp_path, "--device cuda:0: device cuda:0 asked for, but no CUDA device is visible")
+    assert "fingerprint" not in proc.stdout

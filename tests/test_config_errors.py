@@ -4,6 +4,7 @@ import os
 import pytest
 
 from conftest import bakeoff
+from bakeoff.harness.run.orchestrator import Filters, plan_run
 
 GOOD_HEAD = "name: t\ndevice: cpu\npreset: smoke\n"
 
@@ -32,7 +33,8 @@ CASES = [
     ("zero dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes:\n      - {M: 0, N: 8}\n", 7, "positive integer"),
     ("huge shape", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: 1000000, N: 1000000}]\n", 6, "too large"),
     ("missing dim", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: [{M: 4}]\n", 6, "not given"),
-    ("unknown preset", GOOD_HEAD + "workloads:\n  - name: softmax\n    preset: huge\n", 6, "no preset 'huge'"),
+    ("unknown preset", GOOD_HEAD + "workloads:\n  - name: softmax\n    preset: huge\n", 6,
+     "workloads.0.preset: 'huge' is not a preset of workload softmax (smoke, cpu, gpu)"),
     ("negative timeout", GOOD_HEAD + "workloads: [softmax]\ntimeout_s: -1\n", 5, "timeout_s"),
     ("unknown timing key", GOOD_HEAD + "workloads: [softmax]\ntiming:\n  budget: 3\n", 6, "unknown key 'budget'"),
     ("not a mapping", "- softmax\n- eager\n", 1, "mapping"),
@@ -178,6 +180,38 @@ CASES += [
     ("string for a number", GOOD_HEAD + W + "backends:\n  tritongen: {max_row_block: '64'}\n", 6,
      "valid integer (got '64')"),
 ]
+
+
+def init_of(spec: str) -> str:
+    """A config whose only workload is softmax with its input x filled by `spec` (a YAML flow mapping), line 6."""
+    return GOOD_HEAD + f"workloads:\n  - name: softmax\n    init: {{x: {spec}}}\n"
+
+
+# A preset a workload lacks is the error of what chose it; an init keeps its YAML types as every section does;
+# the label `eager` is the baseline's.
+CASES += [
+    ("config preset a workload lacks", "name: t\ndevice: cpu\npreset: huge\n" + W, 3,
+     "preset: 'huge' is not a preset of workload softmax (smoke, cpu, gpu)"),
+    ("string for an init number", init_of("{dist: normal, std: '4'}"), 6,
+     "init.x.std: Input should be a valid number (got '4')"),
+    ("strings as init values", init_of("{values: ['1', '2']}"), 6,
+     "init.x.values.0: Input should be a valid number (got '1')"),
+    ("string for an outlier share", init_of('{dist: mix, outlier_share: "0.5"}'), 6,
+     "init.x.outlier_share: Input should be a valid number (got '0.5')"),
+    ("YAML 1.1 boolean for cast", init_of("{file: x.npy, cast: yes}"), 6,
+     "init.x.cast: Input should be a valid boolean (got 'yes')"),
+    ("eager label for another backend", GOOD_HEAD + W + "backends:\n  eager: {backend: inductor}\n", 6,
+     "backends.eager.backend: the label 'eager' is reserved for the eager baseline; give backend 'inductor' "
+     "another label"),
+]
+
+
+def test_strict_inits_still_take_ints_and_explicit_non_finite_values():
+    cfg = GOOD_HEAD + ("workloads:\n  - name: softmax\n    init: {x: {dist: mix, mean: 10000, std: 2, outlier_share: 0}}\n"
+                       "  - name: layernorm_gelu\n    init: {x: {values: [1, .inf, -.inf, .nan]}, w: {dist: uniform, "
+                       "low: -1, high: 1}}\nbackends: [eager]\n")
+    assert {c.workload for c in plan_run(cfg, "c.yaml", Filters()).cases} == {"softmax", "layernorm_gelu"}
+
 
 @pytest.mark.parametrize("what,text,line,needle", CASES, ids=[c[0] for c in CASES])
 def test_bad_config_exits_2_with_file_line_field(tmp_path, what, text, line, needle):

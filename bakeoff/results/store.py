@@ -6,7 +6,8 @@ orchestrator whose lease was taken over writes nothing more. Each record (result
 its own transaction, so a case is either entirely in the store or not at all, and (run, case) is unique: a
 second insert of the same case is refused, not duplicated. Several runs may write one database at once (SQLite in WAL mode with a busy
 timeout; PostgreSQL through `postgresql+psycopg://`). Opening a store creates or upgrades its schema under
-an exclusive lock. Names from configs reach SQL only as bound parameters (Core).
+an exclusive lock (a SQLite file, and its folders, are created): a command that only reads checks
+`require_store` first. Names from configs reach SQL only as bound parameters (Core).
 """
 from __future__ import annotations
 
@@ -47,6 +48,27 @@ def engine_url(url: str) -> str:
     return url
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL; None for an in-memory database, another database or a malformed URL
+    (opening the store reports that one)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # sqlalchemy.exc.ArgumentError, ValueError: not a URL
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def require_store(url: str | None) -> None:
+    """Raise StoreError when `url` (None: the default store) names a SQLite file that does not exist. The
+    commands that only read the store call this before opening it, since opening creates a missing store;
+    the commands that write (run, calibrate) create it."""
+    file = sqlite_file(url or default_url())
+    if file is not None and not file.is_file():
+        raise StoreError(f"no results store at {file}: run `bakeoff run` first, or check --db")
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
@@ -70,12 +92,14 @@ _INIT_ATTEMPTS = 5
 
 
 class Store:
-    """A results database. `url` is any SQLAlchemy URL; SQLite files and folders are created on first use."""
+    """A results database. `url` is any SQLAlchemy URL; SQLite files and folders are created on first use
+    (see `require_store`)."""
 
     def __init__(self, url: str | None = None) -> None:
         self.url = engine_url(url or default_url())
-        if self.url.startswith("sqlite:///") and not self.url.startswith("sqlite:///:memory:"):
-            Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        file = sqlite_file(self.url)
+        if file is not None:
+            file.parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = create_engine(self.url, future=True)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)

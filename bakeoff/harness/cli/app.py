@@ -1,7 +1,8 @@
 """The `bakeoff` command line. Thin: each command parses arguments and calls one function.
 
 Exit codes: 0 success; 1 a run or comparison found failures/regressions where a command says so;
-2 bad input (config, arguments, unknown run) with nothing written.
+2 bad input (config, arguments, unknown run, a results store that does not exist for a command that only
+reads one, a --device this host cannot present) with nothing written.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from bakeoff.harness.measure.environment import environment
 from bakeoff.harness.plan.from_config import resolve_device
 from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
 from bakeoff.harness.supervise.gate_policy import REQUESTABLE as GATE_POLICIES
+from bakeoff.harness.supervise.slots import DeviceUnavailable, local_slots
 from bakeoff.results.errors import LeaseLost, StoreError
 from bakeoff.workloads.suite import every_workload
 
@@ -34,6 +36,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split
 WIDE_HELP = "One row per case with every column (spread, compile times, errors), at its natural width"
 list_app = typer.Typer(help="List workloads or backends.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
+
 register_report_commands(app)  # report, compare, dashboard
 
 
@@ -44,6 +47,19 @@ def _check_device_option(device: str | None) -> None:
             check_device(device)
         except ValueError:
             fail(f"--device must be {DEVICE_HELP}, not {device!r}")
+
+
+def _device_here(device: str) -> str:
+    """--device checked and resolved ('auto': what this host has); a device this host cannot present exits 2
+    with the check and message of `run --device` (the local executor's slots)."""
+    _check_device_option(device)
+    dev = resolve_device(device)
+    if dev.startswith("cuda"):
+        try:
+            local_slots(dev, 1)
+        except DeviceUnavailable as exc:
+            fail(f"--device {device}: {exc}")
+    return dev
 
 
 @app.command()
@@ -113,7 +129,7 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
         planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
         runner = executor_for(planned, spec)
         try:
-            store = open_store(db)
+            store = open_store(db, create=True)
         except BaseException:
             runner.close()
             raise
@@ -146,13 +162,13 @@ def list_backends(options: bool = typer.Option(False, "--options",
 
 
 @app.command()
-def show(run_id: Optional[str] = typer.Argument(None, help="Run id (latest when omitted)"),
+def show(run_id: Optional[str] = typer.Argument(None, help="Run id, or 'latest' (the default)"),
          wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
          db: Optional[str] = DB_OPTION) -> None:
     """Print a run's summary table."""
     store = open_store(db)
     try:
-        run_id = run_id or store.latest_run_id()
+        run_id = store.latest_run_id() if run_id in (None, "latest") else run_id
         run = store.run(run_id)
     except StoreError as exc:
         fail(str(exc))
@@ -196,8 +212,8 @@ def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
     records = store.records(run_id)
     try:
         text = export_records(records, format, output)
-    except OSError as exc:
-        fail(f"{output}: cannot write: {exc.strerror}")
+    except OSError as exc:  # pandas and pyarrow raise theirs without strerror
+        fail(f"{output}: cannot write: {exc.strerror or exc}")
     if text is not None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
@@ -208,8 +224,7 @@ def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
 @app.command()
 def doctor(device: str = typer.Option("auto", "--device", help=DEVICE_HELP)) -> None:
     """Print the environment and what each backend needs (plugins that cannot be used, and why)."""
-    _check_device_option(device)
-    env = environment(resolve_device(device))
+    env = environment(_device_here(device))
     for key, value in env.items():
         console.print(Text.assemble((key, "bold"), ": ", json.dumps(value) if isinstance(value, dict | list)
                                     else str(value)))
@@ -227,16 +242,15 @@ def calibrate(device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
                                                         help=f"Matmul dtypes: {', '.join(CASE_DTYPES)} (default: all)"),
               db: Optional[str] = DB_OPTION) -> None:
     """Measure and store the device's ceilings (copy GB/s, matmul TFLOP/s per dtype) for its fingerprint."""
-    _check_device_option(device)
+    dev = _device_here(device)  # before the store is opened: a device that is not here writes nothing
     for name in dtype or []:
         if name not in CASE_DTYPES:
             fail(f"--dtype must be one of {', '.join(CASE_DTYPES)}, not {name!r}")
     from bakeoff.harness.measure.calibrate import measure_ceilings  # torch: loaded by this command only
 
-    dev = resolve_device(device)
     env = environment(dev)
     dtypes = list(dict.fromkeys(dtype)) if dtype else list(CASE_DTYPES)
-    store = open_store(db)
+    store = open_store(db, create=True)
     values = measure_ceilings(dev, dtypes)
     store.add_ceilings(env["fingerprint"], dev, values, env)
     spec = {name.removeprefix("spec_"): value for name, value, _, _ in values if name.startswith("spec_")}

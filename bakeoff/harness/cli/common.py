@@ -41,11 +41,15 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def open_store(db: str | None):
-    """The results store at `db` (the default when None); a bad URL or unreachable server exits 2 naming it."""
-    from bakeoff.results.store import Store  # SQLAlchemy: loaded by the commands that open a store only
+def open_store(db: str | None, create: bool = False):
+    """The results store at `db` (the default when None); a bad URL or unreachable server exits 2 naming it, and
+    so does a SQLite file that does not exist unless `create` (the commands that write: run, calibrate), since
+    opening one creates it: a command that only reads never leaves an empty store behind a mistyped --db."""
+    from bakeoff.results.store import Store, require_store  # SQLAlchemy: loaded by the commands that open a store
 
     try:
+        if not create:
+            require_store(db)
         return Store(db)
     except StoreError as exc:
         fail(str(exc))

@@ -12,6 +12,8 @@ from bakeoff.harness.config.yaml_lines import LocatedYaml
 
 # The option that picks the backend of a label; every other key goes to the backend's Options.
 BACKEND_KEY = "backend"
+# The baseline's label: records, summaries and reports take the cases labelled so for eager's own.
+BASELINE = "eager"
 
 
 def _raw_list_duplicates(where: LocatedYaml) -> None:
@@ -33,13 +35,17 @@ def _raw_options(where: LocatedYaml, label: str) -> Any:
 def check_backends(backends: dict[str, dict[str, Any]], where: LocatedYaml) -> None:
     """Keys of `backends` are labels: a backend's name, or any label with `backend: NAME` among its options
     (so one backend can run under several option sets, e.g. inductor default and max-autotune). Each
-    label's other options are validated against its backend's Options model."""
+    label's other options are validated against its backend's Options model. The label `eager` is the
+    baseline's: it names the eager backend only."""
     _raw_list_duplicates(where)
     for label, opts in backends.items():
         adapter = opts.get(BACKEND_KEY, label)
         path = ("backends", label) + ((BACKEND_KEY,) if BACKEND_KEY in opts else ())
         if not isinstance(adapter, str):
             raise where.error(path, f"`backend` must be a backend's name, got {shown(adapter)}")
+        if label == BASELINE and adapter != BASELINE:
+            raise where.error(path, f"the label {BASELINE!r} is reserved for the eager baseline; give backend "
+                                    f"{shown(adapter)} another label")
         try:
             cls = backend_class(adapter)
         except UnknownBackend:

@@ -36,7 +36,7 @@ def _no_bool(v: Any) -> Any:
     return v
 
 
-# A finite number. YAML 1.1 reads `1e4` (no dot) as a string; pydantic reads that string as the number.
+# A finite number (an int is one too; a string such as '4' is not: the models are strict).
 Num = Annotated[float, BeforeValidator(_no_bool), Field(allow_inf_nan=False)]
 # Explicit values may be infinite or NaN on purpose (.inf, -.inf, .nan in YAML).
 AnyNum = Annotated[float, BeforeValidator(_no_bool)]
@@ -44,7 +44,9 @@ Positive = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, allow_inf_nan
 
 
 class _Init(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Strict like every other section (config/strict.py): '4' is not 4, `yes` is not true. Not Strict itself:
+    # explicit values may be infinite or NaN (AnyNum).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     def to_init(self) -> tuple:
         """The canonical init (workloads/inits.py); files are resolved by `resolve_inits` instead."""

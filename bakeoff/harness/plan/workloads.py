@@ -15,7 +15,7 @@ from bakeoff.workloads.suite import every_workload
 
 from bakeoff.harness.config.inputs import resolve_inits
 from bakeoff.harness.config.schema import MAX_DIM, MAX_INPUT_BYTES, Config, WorkloadConfig
-from bakeoff.harness.config.yaml_lines import LocatedYaml, clip
+from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, clip
 
 
 class ResolvedWorkload(BaseModel):
@@ -136,6 +136,21 @@ def _ordered(dims: dict[str, int], order: list[str]) -> dict[str, int]:
     return {k: dims[k] for k in order if k in dims} | dims
 
 
+def _no_preset(w: WorkloadConfig, label: str, presets: dict, cfg: Config, where: LocatedYaml, path: tuple,
+               device: str) -> ConfigError:
+    """The error of entry `w` run at a preset `label` it lacks, blamed on what chose that preset: the entry's
+    own `preset`, else the config's `preset` line, else --preset (a preset neither the config's nor its
+    `auto` one on `device`, as plan/from_config.py resolves it); an `auto` preset the entry lacks is the entry's."""
+    what = (f"{clip(label, 40)!r} is not a preset of workload {w.name} ({', '.join(presets) or 'it has none'})"
+            + ("; give `shapes` or `presets`" if w.expr else ""))
+    if w.preset:
+        return where.error(path + ("preset",), what)
+    own = cfg.preset if cfg.preset != "auto" else ("cpu" if device == "cpu" else "gpu")
+    if label != own:
+        return ConfigError(where.file, None, "preset", f"--preset {what}")
+    return where.error(("preset",) if cfg.preset != "auto" else path, what)
+
+
 def default_dtypes(device: str) -> list[str]:
     """The dtypes of a config that names none: float32 on the CPU, bfloat16 on CUDA."""
     return ["float32"] if device.split(":")[0] == "cpu" else ["bfloat16"]
@@ -175,9 +190,7 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
         else:
             label = w.preset or preset
             if label not in presets:
-                raise where.error(path + (("preset",) if w.preset else ()),
-                                  f"workload {w.name!r} has no preset {label!r}; it has {sorted(presets)}"
-                                  + ("; give `shapes` or `presets`" if w.expr else ""))
+                raise _no_preset(w, label, presets, cfg, where, path, device)
             dims = _swept(graph, dict(presets[label]), sweep, where, path)
             shapes = [(label, _ordered(dims, order))]
         dtypes = list(w.dtypes or cfg.dtypes or default_dtypes(device))
