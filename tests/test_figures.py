@@ -301,3 +301,15 @@ def test_timing_options_are_checked_at_load():
     for bad in ("sustained_s: -1", "profile_calls: 1"):
         with pytest.raises(ConfigError, match=bad.split(":")[0]):
             parse_config(base % bad, "<t>")
+
+
+def test_a_weighted_pick_slower_than_eager_says_so_where_eager_was_only_the_baseline():
+    from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
+
+    slow = [{**_record("iree", 1.0, 1.0), "speedup_vs_eager": 0.81}, {**_record("xla", 1.3, 1.3), "speedup_vs_eager": 0.62}]
+    [rec] = recommend(slow, DEFAULT_WEIGHTS)
+    assert rec.backend == "iree" and "slower than eager (0.81×)" in rec.reason
+    [fast] = recommend([{**slow[0], "speedup_vs_eager": 1.2}, slow[1]], DEFAULT_WEIGHTS)
+    assert "slower than eager" not in fast.reason
+    eager = {**_record("eager", 0.81, 0.81), "speedup_vs_eager": 1.0}  # eager a candidate: the weights chose
+    assert all("slower than eager" not in r.reason for r in recommend(slow + [eager], DEFAULT_WEIGHTS))

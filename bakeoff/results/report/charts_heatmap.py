@@ -19,11 +19,12 @@ from plotly.colors import sample_colorscale
 from bakeoff.results.report.charts_common import rows
 from bakeoff.results.report.data import RunData, case_label, headline_ms, run_labels, series_name
 from bakeoff.results.report.headline_facts import speedup_noise_note, speedup_quality
-from bakeoff.results.report.decision import Speed, Verdict, speed_of, verdicts
+from bakeoff.results.report.decision import MIN_WIN_MARGIN_PCT, Speed, Verdict, speed_of, verdicts
 from bakeoff.results.report.html import esc
 
-TITLE = ("Speedup over eager (× faster; <b>bold</b> wins outright, ≈ ties within the 95% intervals, * noisy "
-         "speedup (its paired samples), ✗ failed; blue faster, red slower; click a cell for its code)")
+TITLE = ("Speedup over eager (× faster; <b>bold</b> wins outright, ≈ ties: within the 95% intervals or "
+         f"{MIN_WIN_MARGIN_PCT:g}%, * noisy speedup (its paired samples), ✗ failed; blue faster, red slower; click "
+         "a cell for its code)")
 CSS = """
 #speedup table.hm{margin:4px 0 8px 0;font-size:12px}
 #speedup td.hm-cell,#speedup td.hm-fail{text-align:right;cursor:pointer;min-width:3.2em;white-space:nowrap}

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bakeoff.results.report.charts_heatmap import speedup_heatmap
 from bakeoff.results.report.data import RunData
-from bakeoff.results.report.decision import Verdict, scoreboard, verdicts
+from bakeoff.results.report.decision import MIN_WIN_MARGIN_PCT, Verdict, scoreboard, verdicts
 from bakeoff.results.report.decision_tables import scoreboard_table, verdict_table
 from bakeoff.results.report.weights import Recommendation
 from bakeoff.results.speedup_interval import LEVEL
@@ -23,7 +23,8 @@ class Lead:
     def verdict_section(self, recs: list[Recommendation], several_runs: bool) -> str:
         ties = sum(v.is_tie for v in self.verdicts)
         return (f"<h2>Per workload</h2><p class=\"note\">{len(self.verdicts)} workload/shape/dtype groups; {ties} "
-                f"tie(s): the fastest backend's {LEVEL:.0%} interval overlaps another's, so none is named.</p>"
+                f"tie(s): the fastest's {LEVEL:.0%} interval overlaps another's or it leads by under "
+                f"{MIN_WIN_MARGIN_PCT:g}%, so none is named.</p>"
                 + verdict_table(self.verdicts, recs, several_runs))
 
 

@@ -15,7 +15,7 @@ from bakeoff.results.report.charts_quality import error_chart, roofline
 from bakeoff.results.report.charts_sweep import sweep_html
 from bakeoff.results.report.code_view import CODE_CSS, CODE_JS, code_section
 from bakeoff.results.report.data import RunData, hardware_name, load_run, run_labels
-from bakeoff.results.report.decision import SPREAD_RULE
+from bakeoff.results.report.decision import MIN_WIN_MARGIN_PCT, SPREAD_RULE
 from bakeoff.results.report.html import PlotlyJs, esc, filter_box, fold, lazy_figure_div, page
 from bakeoff.results.report.lead import lead
 from bakeoff.results.report.report_tables import environment_table, fingerprint_warning, runs_table_html
@@ -92,11 +92,15 @@ def _method(weights: dict[str, float]) -> str:
         f"worker. Its <b>{LEVEL:.0%} interval</b> is a paired bootstrap ({RESAMPLES} resamples, fixed seed) of "
         "eager's median over the backend's median across the interleaved sample pairs, stored with the record "
         "at measurement time or, for older records, computed the same way from their stored samples; without "
-        f"samples the rule is {esc(SPREAD_RULE)}. Eager's own speedup is exactly 1. A workload's fastest backend "
-        "<b>wins</b> only when its interval lies above every other backend's; where they overlap the verdict is a "
-        "<b>tie</b> and names every backend inside it. The <b>margin</b> is the fastest speedup over the "
-        "runner-up's. The <b>scoreboard</b> counts wins and ties per backend, failures by status, skips by their "
-        "reason's class; its geomean is over the passing cases of each dtype; compile is the graph's own cold time "
+        f"samples the rule is {esc(SPREAD_RULE)}. Eager's own speedup is exactly 1, and eager takes part in every "
+        "verdict, as the paired baseline where it is not a listed backend. A workload's fastest backend <b>wins</b> "
+        f"only when its interval lies above every other's and it leads each by at least {MIN_WIN_MARGIN_PCT:g}% "
+        "(the intervals are taken within one run and leave out what moves between runs); else the verdict is a "
+        "<b>tie</b> naming every backend inside that reach, or says eager was fastest or not distinguishable. The "
+        "<b>margin</b> is the fastest speedup over the runner-up's. The <b>scoreboard</b> counts wins and ties per "
+        "backend, failures by status, skips by their reason's class; backends are ranked by the geomean over the "
+        "cases of each dtype that every backend passed, each one's geomean over its own passing cases and what it "
+        "lacks beside it; compile is the graph's own cold time "
         "to its first result (compile_total_s) and the warm time in a fresh process with the caches.</p>"
         '<p class="note">The <b>weighted pick</b> is the passing backend with the lowest score = Σ weight × '
         "ln(value / best value among passing backends) over latency (1 / speedup vs eager), the cold time to the "

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from bakeoff.results.report.data import case_key, first_result_s, fnum, headline_method, headline_ms, unit_roundoff
-from bakeoff.results.report.decision import speed_of
+from bakeoff.results.report.decision import is_eager, speed_of
 from bakeoff.results.report.headline_facts import speedup_noise_note, speedup_quality
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
@@ -140,9 +140,18 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
         noisy = tuple(str(c.get("backend")) for _, c, _ in ranked[:2] if speedup_quality(c) == "noisy")
         tie = _inside_noise(ranked, weights["latency"]) if paired else None
         out.append(Recommendation(wl, shape, dtype, run_label, str(pick.get("backend")), score,
-                                  _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2]), noisy,
-                                  tie))
+                                  _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2])
+                                  + _slower_than_eager(pick, members), noisy, tie))
     return out
+
+
+def _slower_than_eager(pick: dict[str, Any], members: list[dict[str, Any]]) -> str:
+    """' — slower than eager (0.81×), ...' where the pick's latency loses to eager, timed beside it, and eager is
+    not among the candidates (only the paired baseline): the weights chose among slower backends."""
+    sp = fnum(pick.get("speedup_vs_eager"))
+    if sp is None or sp >= 1 or any(is_eager(c) for c in members):
+        return ""
+    return f" — slower than eager ({sp:.2f}×), the baseline timed beside it, which the weights could not pick"
 
 
 def _inside_noise(ranked: list, w_latency: float) -> str | None:
