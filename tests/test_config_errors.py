@@ -43,6 +43,8 @@ CASES = [
     ("expr without inputs", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x'\n", 5, "needs `inputs`"),
     ("unknown op keyword", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'gelu(x, mode=1)'\n    inputs: {x: [N]}\n    shapes: [{N: 4}]\n",
      6, "no attribute 'mode'"),
+    ("expr named as a built-in", GOOD_HEAD + "workloads:\n  - name: softmax\n    expr: 'relu(x)'\n    inputs: {x: [N]}\n"
+     "    shapes: [{N: 4}]\n", 5, "'softmax' is a built-in workload"),
 ]
 
 

@@ -163,6 +163,8 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
     for i, w in enumerate(cfg.workloads):
         path: tuple = ("workloads", i)
         if w.expr is not None:
+            if w.name in suite:  # its records would share the built-in's series in compare and the dashboard
+                raise where.error(path + ("name",), f"{w.name!r} is a built-in workload; give this expr its own name")
             try:
                 graph = parse_expr(w.expr, w.inputs or {}, w.name)
             except ExprError as exc:
