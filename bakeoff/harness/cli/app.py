@@ -29,6 +29,7 @@ from bakeoff.harness.plan.from_config import resolve_device
 from bakeoff.harness.run.executors import EXECUTORS, ExecutorError, ExecutorSpec
 from bakeoff.harness.supervise.gate_policy import REQUESTABLE as GATE_POLICIES
 from bakeoff.harness.supervise.slots import DeviceUnavailable, local_slots
+from bakeoff.results.case_order import in_config_order
 from bakeoff.results.errors import LeaseLost, StoreError
 from bakeoff.workloads.suite import every_workload
 
@@ -100,9 +101,10 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     _check_device_option(device)
     filters = (tuple(backend) if backend else None, tuple(workload) if workload else None, device, preset, gate)
     store, run_id = _start_or_resume(config, filters, resume, ExecutorSpec(executor, jobs, ray_address), db)
-    records = store.records(run_id)
+    run = store.run(run_id)
+    records = in_config_order(store.records(run_id), run.get("config_text"))
     print_summary(console, records, title=f"run {run_id}", wide=wide)
-    _print_totals(store.run(run_id), records)
+    _print_totals(run, records)
     bad = [r for r in records if r["status"] not in ("ok", "skipped")]
     print_fields([f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok",
                   f"{sum(r['status'] == 'skipped' for r in records)} skipped", f"{len(bad)} failed",
@@ -176,7 +178,7 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id, or 'latest' 
     print_fields([f"run {run_id} ({run['status']})", f"config {run['config_name']}",
                   f"device {run['device']} ({env.get('gpu_name') or env.get('cpu_model')})",
                   f"fingerprint {run['fingerprint']}", f"harness {run['harness_rev']}"])
-    records = store.records(run_id)
+    records = in_config_order(store.records(run_id), run.get("config_text"))
     print_summary(console, records, title=f"run {run_id}", wide=wide)
     _print_totals(run, records)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bakeoff.results.case_order import in_config_order
 from bakeoff.results.stored_record import StoredRecord
 
 # A case is the same across runs when these match (the backend is the config's label).
@@ -34,8 +35,10 @@ def load_run(store: Any, run_id: str) -> RunData:
     """A run with its typed and flattened records and the newest ceilings measured on its hardware."""
     run = store.run(run_id)
     records = store.case_records(run_id)
+    flat = {id(f): (f, r) for r in records for f in [r.flat()]}
+    ordered = in_config_order([f for f, _ in flat.values()], run.get("config_text"))  # not completion order
     ceilings = store.latest_ceilings(run.get("environment") or {})
-    return RunData(run, [r.flat() for r in records], ceilings, records)
+    return RunData(run, ordered, ceilings, [flat[id(f)][1] for f in ordered])
 
 
 def case_key(case: dict[str, Any]) -> tuple[str, str, str, str]:
