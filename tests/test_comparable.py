@@ -107,6 +107,20 @@ def test_a_regression_resting_on_a_noisy_headline_is_suspect_and_still_counted()
     assert not case.suspect and case.noisy == [] and "REGRESSION gemm_synth" in to_text(gpu)
 
 
+def test_the_noise_notes_name_the_candidate_first_and_host_load_before_its_symptoms():
+    """A CI log cuts long notes: the candidate (the run asked about) and the cause (host load) come first, the
+    base's and the spread's after."""
+    cpu = {"device": "cpu", "headline_method": CPU_METHOD}
+    spread = "backend IQR/median 0.31 (limit 0.05)"
+    base = _rec(method=CPU_METHOD, measurement_quality="noisy", noise_reasons=[spread], headline_quality="noisy",
+                headline_noise_reasons=[spread], **cpu)
+    cand = _rec(median_ms=1.3, seed=1, method=CPU_METHOD, measurement_quality="noisy",
+                noise_reasons=[spread, RUN_DELAY], headline_quality="noisy",
+                headline_noise_reasons=[spread, RUN_DELAY], **cpu)
+    (case,) = _cmp([base], [cand]).regressions
+    assert case.noisy == [f"candidate: {RUN_DELAY}; {spread}", f"base: {spread}"]
+
+
 def test_options_equal_as_stored_but_not_as_digested_say_the_defaults_changed():
     """Both records store `options: {}` but their digests (defaults filled in) differ: the backend's defaults
     changed with the harness; still not comparable."""

@@ -103,10 +103,10 @@ def _noise_text(c: CaseComparison) -> str:
         return ""
     lead = "rests on a noisy measurement" if c.regressed else "noisy"
     notes = c.noisy
-    base, cand = "base", "candidate"  # each note starts with its side ('base: ...', 'candidate speedup: ...')
-    if (len(notes) == 2 and notes[0].startswith(base) and notes[1].startswith(cand)
-            and notes[0][len(base):] == notes[1][len(cand):]):  # the same on both sides (a run with itself)
-        notes = [f"base and candidate{notes[0][len(base):]}"]
+    cand, base = "candidate", "base"  # each note starts with its side ('candidate: ...', 'base speedup: ...')
+    if (len(notes) == 2 and notes[0].startswith(cand) and notes[1].startswith(base)
+            and notes[0][len(cand):] == notes[1][len(base):]):  # the same on both sides (a run with itself)
+        notes = [f"base and candidate{notes[0][len(cand):]}"]
     return f" ({lead}: {textwrap.shorten('; '.join(notes), NOISE_CHARS, placeholder=' …')})"  # cut between words
 
 
