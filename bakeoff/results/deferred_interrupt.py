@@ -12,6 +12,10 @@ that arrives is delivered again, once, to whatever handler was in place before (
 KeyboardInterrupt; the orchestrator's cleanup ignores it), so nesting and `_thread.interrupt_main` behave
 as without the deferral, only later. A store write normally takes milliseconds; one waiting for another
 process's lock holds Ctrl-C back for at most the busy timeout.
+
+SIGTERM is held the same way while a Python handler is in place for it: during a run the orchestrator makes
+SIGTERM stop the run as Ctrl-C does (harness/run/orchestrator.py). Under its default disposition SIGTERM
+still ends the process at once.
 """
 from __future__ import annotations
 
@@ -23,16 +27,22 @@ from typing import Iterator
 
 @contextmanager
 def sigint_deferred() -> Iterator[None]:
-    """SIGINT inside the block is held and delivered again, to the previous handler, as the block ends."""
+    """SIGINT (and SIGTERM, where Python handles it) inside the block is held and delivered again, to the
+    previous handler, as the block ends."""
     # Off the main thread, or under a handler installed outside Python (which could not be put back): as is.
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
         yield
         return
+    held = [signal.SIGINT]
+    if callable(signal.getsignal(signal.SIGTERM)):  # the orchestrator's, during a run
+        held.append(signal.SIGTERM)
     arrived: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: arrived.append(signum))
+    previous = {signum: signal.signal(signum, lambda got, _frame: arrived.append(got)) for signum in held}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if arrived:
-            signal.raise_signal(signal.SIGINT)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in held:
+            if signum in arrived:
+                signal.raise_signal(signum)

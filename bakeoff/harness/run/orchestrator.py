@@ -2,8 +2,9 @@
 
 It is the only writer of the store. Cases run on `--jobs N` local worker slots or on a Ray cluster
 (harness/run/executors); each record is committed in its own transaction and its artifacts are moved into
-place only after that (harness/supervise/staging.py). Ctrl-C stops every worker, keeps every finished record, marks
-the run interrupted and says how to resume; `--resume RUN_ID` runs only the cases without a record.
+place only after that (harness/supervise/staging.py). Ctrl-C, or SIGTERM (a CI job's timeout or cancel), stops every
+worker, keeps every finished record, marks the run interrupted and says how to resume; `--resume RUN_ID` runs only
+the cases without a record, in the environment the run started in (harness/run/resume_check.py).
 A run is held by one orchestrator at a time through its lease in the store (harness/run/lease_heartbeat.py), wherever
 the orchestrators start; each record is a CaseRecord (results/record.py), built from the case and what its
 workers returned by run/assemble.py. Planning (config to cases) is plan/from_config.py's.
@@ -11,6 +12,7 @@ workers returned by run/assemble.py. Planning (config to cases) is plan/from_con
 from __future__ import annotations
 
 import signal
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +34,7 @@ from bakeoff.harness.run.assemble import build_record
 from bakeoff.harness.run.executors import DeviceError, Executor, ExecutorError, ExecutorSpec, make_executor
 from bakeoff.harness.run.lease_heartbeat import LeaseError, RunBusyError, RunLease  # noqa: F401  (the CLI's errors)
 from bakeoff.harness.run.progress import RunProgress
+from bakeoff.harness.run.resume_check import check_same_environment
 from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
 from bakeoff.harness.supervise.staging import discard, publish, recover
 
@@ -60,7 +63,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
 
     `attempt` is stored with each record (1 for a run's first session, k for its (k-1)-th resume). With
     `lease`, every write checks it; once it is lost (LeaseLost) the workers are stopped and nothing more is
-    written. Returns the run's final status; on Ctrl-C marks it interrupted and re-raises KeyboardInterrupt."""
+    written. Returns the run's final status; on Ctrl-C or SIGTERM marks it interrupted and raises KeyboardInterrupt."""
     token = lease.token if lease is not None else None
     done = store.done_case_ids(run_id)
     recover(work_dir, cases, done)
@@ -82,15 +85,15 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 on_record(record)
             progress.finished(case, record.flat())
 
-    with RunProgress(console, todo) as progress:  # a bar on a terminal, a line per case elsewhere
+    with _sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
         try:
             for case in todo:
                 if case.skip_reason:
                     write(case, {"status": "skipped", "reason": case.skip_reason})
             for case, result in executor.run([c for c in todo if not c.skip_reason], work_dir, on_start=started):
                 write(case, result)
-        except KeyboardInterrupt:  # Ctrl-C, or the lease's heartbeat found the lease lost
-            with _sigint_ignored():  # a second Ctrl-C must not cut the cleanup short
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or the lease's heartbeat found the lease lost
+            with _signals_ignored():  # a second Ctrl-C or SIGTERM must not cut the cleanup short
                 executor.stop()
                 try:
                     if lease is not None:
@@ -116,12 +119,31 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
 
 
 @contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _signals_ignored() -> Iterator[None]:
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM in the block raises KeyboardInterrupt, so that a run stopped by a CI job's timeout or cancel (or
+    `kill`) is interrupted as by Ctrl-C; only the main thread can set a handler (elsewhere: as is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _db_hint(store: Store) -> str:
@@ -237,6 +259,7 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
         except ExecutorError as exc:
             raise ExecutorError(f"run {run_id} ran on {device}; cannot resume it here: {exc}") from None
         try:
+            check_same_environment(run, executor.environment(device))
             console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
                           f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
             attempt = store.start_resume(run_id, lease=lease.token)

@@ -1,0 +1,76 @@
+"""A run stopped by SIGTERM (a CI job's timeout or cancel) ends as Ctrl-C ends it, and a resume in another
+environment than the run's (other code, another torch) is refused."""
+from __future__ import annotations
+
+import signal
+
+from cli_process import count_records, start_bakeoff, wait_for_records, workers_left
+from conftest import bakeoff
+from bakeoff.harness.measure.environment import environment
+from bakeoff.harness.run.resume_check import environment_changes
+from bakeoff.results.deferred_interrupt import sigint_deferred
+from bakeoff.results.store import Store
+
+WORKLOADS = ["ew_sigmoid_relu", "layernorm_gelu", "rmsnorm", "softmax"]
+CONFIG = f"""
+name: signals
+device: cpu
+preset: smoke
+dtypes: [float32]
+workloads: [{", ".join(WORKLOADS)}]
+backends: [eager]
+timing: {{warmup_s: 0.01, budget_s: 0.05, min_reps: 3}}
+compile: {{warm: false}}
+timeout_s: 300
+"""
+
+
+def test_sigterm_interrupts_the_run_as_ctrl_c_does(tmp_path):
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    db_file = tmp_path / "r.db"
+    proc = start_bakeoff("run", "c.yaml", "--db", f"sqlite:///{db_file}", cwd=tmp_path)
+    wait_for_records(db_file, 1, proc)
+    proc.send_signal(signal.SIGTERM)  # the orchestrator alone, as `kill -TERM PID`
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out and "Resume with: bakeoff run --resume" in out, out
+    run_id = out.split("Resume with: bakeoff run --resume ")[1].split()[0]
+    assert not workers_left(tmp_path)
+    assert 1 <= count_records(db_file) < len(WORKLOADS)
+    store = Store(f"sqlite:///{db_file}")
+    assert store.run(run_id)["status"] == "interrupted" and store.lease_holder(run_id) is None
+
+
+def test_sigterm_handled_by_python_waits_for_the_store_write():
+    got: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: got.append(signum))
+    try:
+        with sigint_deferred():  # as around each store transaction
+            signal.raise_signal(signal.SIGTERM)
+            assert got == []
+        assert got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_resume_in_another_environment_is_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("BAKEOFF_HARNESS_REV", "39d18f7")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(db)
+    run_id = store.create_run(config_name="signals", config_path="c.yaml", config_text=CONFIG, device="cpu",
+                              environment={**environment("cpu"), "filters": {}}, n_cases=len(WORKLOADS))
+    proc = bakeoff("run", "--resume", run_id, "--db", db, cwd=tmp_path, timeout=120,
+                   env={"BAKEOFF_HARNESS_REV": "39d18f7+dirty"})
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert (f"cannot resume run {run_id}: harness_rev 39d18f7 -> 39d18f7+dirty: resuming would mix records of "
+            "two environments; start a new run") in " ".join(proc.stderr.split()), proc.stderr
+    run = store.run(run_id)
+    assert run["resumes"] == 0 and run["status"] == "running" and store.lease_holder(run_id) is None
+    assert count_records(tmp_path / "r.db") == 0
+
+
+def test_environment_changes_name_each_field_and_package():
+    old = {"harness_rev": "a", "python": "3.11.9", "versions": {"torch": "2.4.0", "jax": None}}
+    new = {"harness_rev": "a", "python": "3.11.9", "versions": {"torch": "2.5.1", "jax": "0.4.30"}}
+    assert environment_changes(old, new) == ["jax None -> 0.4.30", "torch 2.4.0 -> 2.5.1"]
+    assert environment_changes(old, old) == []
