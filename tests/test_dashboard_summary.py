@@ -28,3 +28,19 @@ def test_the_summary_counts_the_series_judged_at_their_latest_point():
     judged = _series([Point("r0", 0, 1.0, {}), Point("r1", 1, 1.0, {}, baseline=1.0, limit=1.05)])
     h = History(runs, [young, judged], [])
     assert "2 series, 1 of them judged" in _summary(h) and 'class="ok" id="summary"' in render_index(h)
+
+
+def test_the_command_line_summary_counts_accuracy_and_status_flags_as_regressions():
+    from bakeoff.results.report.dashboard import summary_line
+    from bakeoff.results.report.history import CaseHistory
+    from bakeoff.results.report.trend import Flag
+
+    runs = [{"run_id": f"r{i}", "environment": {}} for i in range(2)]
+    step = Series("softmax", "M=8", "float32", "eager", "hw", "GPU", "headline_ms",
+                  [Point("r0", 0, 1.0, {}), Point("r1", 1, 2.0, {}, baseline=1.0, limit=1.05, breach=True)],
+                  Flag("suspicious", "last run breaches once"))
+    flip = CaseHistory(("softmax", "M=8", "float32", "xla"), "hw", "GPU", [("r0", "ok"), ("r1", "mismatch")],
+                       Flag("accuracy", "ok → mismatch"))
+    h = History(runs, [step], [flip])
+    assert summary_line(h) == "1 regression(s), 1 suspicious, 1 of 1 series judged"
+    assert "1 regression(s)" in _summary(h)

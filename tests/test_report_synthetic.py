@@ -28,11 +28,13 @@ def _points(values: list[float]) -> list[Point]:
 
 
 def test_rule_flags_a_step_and_not_noise():
-    for seed in range(200):  # ±8% uniform noise, no shift: never two breaches at the end
+    false = []  # ±8% uniform noise, no shift: two breaches at the end in at most 1% of the series
+    for seed in range(200):  # (a breach stays out of the next baseline, so a low window lasts a night longer)
         rng = random.Random(seed)
         noisy = [1.0 * (1 + rng.uniform(-0.08, 0.08)) for _ in range(20)]
         flag = flag_series(judge(_points(noisy), "headline_ms"))
-        assert flag is None or flag.kind == "suspicious", (seed, flag)
+        false += [seed] if flag is not None and flag.kind == "regression" else []
+    assert len(false) <= 2, false
     flat = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.0]
     step = flag_series(judge(_points(flat + [1.3, 1.3]), "headline_ms"))
     assert step is not None and step.kind == "regression" and "1.30×" in step.text
@@ -55,6 +57,7 @@ def test_dashboard_flags_the_planted_regression_and_names_the_environment_change
     work, h = history
     proc = bakeoff("dashboard", "-o", str(tmp_path / "site"), "--db", h.url, cwd=work, check=True)
     assert "3 workload page(s)" in proc.stdout
+    assert re.search(r"^2 regression\(s\), 0 suspicious, \d+ of \d+ series judged$", proc.stdout, re.M), proc.stdout
     index = (tmp_path / "site" / "index.html").read_text()
     rows = _flag_rows(index)
     regress = [r for r in rows if REGRESS[0] in r and "headline_ms" in r]
@@ -67,6 +70,13 @@ def test_dashboard_flags_the_planted_regression_and_names_the_environment_change
     page = (tmp_path / "site" / f"workload-{REGRESS[0]}.html").read_text()
     assert "⚠ regression" in page or "\\u26a0 regression" in page  # the flagged series' name (JSON-escaped)
     assert (tmp_path / "site" / "plotly.min.js").stat().st_size > 1_000_000
+
+
+def test_dashboard_fails_on_regression_when_asked(history, tmp_path):
+    work, h = history
+    proc = bakeoff("dashboard", "-o", str(tmp_path / "site"), "--db", h.url, "--fail-on-regression", cwd=work)
+    assert proc.returncode == 1 and "2 regression(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert (tmp_path / "site" / "index.html").exists()  # the site is written all the same
 
 
 def test_compare_exits_1_on_the_planted_regression(history):

@@ -135,15 +135,26 @@ def compare(base: str = typer.Argument(..., help="Base run id, or previous: the 
 
 
 def dashboard(output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),
+              fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
+                                                      help="Exit 1 when any series is a regression or any case "
+                                                           "went from ok to a failure (accuracy, status); "
+                                                           "suspicious series alone do not fail"),
               db: Optional[str] = DB_OPTION) -> None:
-    """Write a static site of trend charts over the store's history, regressions flagged."""
-    from bakeoff.results.report.dashboard import build_dashboard  # plotly: loaded by this command only
+    """Write a static site of trend charts over the store's history, regressions flagged. Prints a summary line
+    (N regression(s), M suspicious, K of S series judged); with --fail-on-regression, exit code 1 when N > 0,
+    for a CI gate."""
+    from bakeoff.results.report.dashboard import build_dashboard, summary, summary_line  # plotly: this command only
+    from bakeoff.results.report.history import load_history
 
     store = open_store(db)
     if not store.runs(limit=1):
         fail(f"no runs in {store.url} yet: start one with `bakeoff run`")
-    pages = build_dashboard(store, output)
+    h = load_history(store)
+    pages = build_dashboard(store, output, h)
+    console.print(summary_line(h), markup=False, highlight=False)
     console.print(f"wrote {output}/index.html and {len(pages) - 1} workload page(s)", markup=False, highlight=False)
+    if fail_on_regression and summary(h)["regressions"]:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

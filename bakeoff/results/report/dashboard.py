@@ -20,7 +20,7 @@ from bakeoff.results.report.history import METRICS, CaseHistory, History, Series
 from bakeoff.results.report.html import PLOTLY_FILE, Cell, esc, figure_div, page, table
 from bakeoff.results.report.lead import lead
 from bakeoff.results.report.weights import DEFAULT_WEIGHTS, recommend
-from bakeoff.results.report.trend import MIN_BASELINE, MIN_RISE, WINDOW
+from bakeoff.results.report.trend import COMPILE_ABS_S, MIN_BASELINE, MIN_RISE, WINDOW, clip
 
 TITLES = {"headline_ms": "Latency, headline median (ms)", "compile_s": "Compile, cold (s)",
           "compile_warm_s": "Compile, warm (s)", "err_rel_l2_vs_fp64": "Error vs fp64 (relative L2)"}
@@ -52,7 +52,8 @@ def trend_figure(series: list[Series], metric: str) -> go.Figure | None:
         label = s.name + (f" ⚠ {s.flag.kind}" if s.flag else "")
         hover = [f"{s.name}<br>run {p.run_id}<br>harness {p.env.get('harness_rev')}<br>{p.value:.4g}"
                  + (f"<br>baseline {p.baseline:.4g}, limit {p.limit:.2f}×" if p.baseline else "<br>(no baseline yet)")
-                 + (f"<br>{esc(p.note)}" if p.note else "") + (f"<br>noisy: {esc(p.noise[:200])}" if p.noise else "")
+                 + (f"<br>{esc(p.note)}" if p.note else "")
+                 + (f"<br>noisy: {esc(clip(p.noise, 200))}" if p.noise else "")
                  for p in s.points]
         fig.add_trace(go.Scatter(x=[p.started_at for p in s.points], y=[p.value for p in s.points],
                                  mode="lines+markers", name=label, hovertext=hover, hoverinfo="text",
@@ -107,9 +108,11 @@ FLAG_HEADERS = ["flag", "workload", "series", "metric", "latest", "baseline", "w
 
 def _rule_note() -> str:
     return (f'<p class="note">A point breaches when value / baseline &gt; 1 + max(T, 3·MAD/baseline), baseline = '
-            f"median of the series' previous {WINDOW} comparable runs (at least 3: the same bound graph and backend "
-            "options, and for latency the same timing settings and method; a change of them starts a new baseline "
-            "and is never a regression). Two breaches in a row at the end = "
+            f"median of the series' previous {WINDOW} comparable runs (at least {MIN_BASELINE}: the same bound graph "
+            "and backend options, and for latency the same timing settings and method; a change of them starts a "
+            "new baseline and is never a regression). Breaches in a row stay out of the baseline, so a step stays "
+            "flagged run after run; once a value is back within its limit they count again. A compile time must "
+            f"also rise by at least {COMPILE_ABS_S:g} s. Two breaches in a row at the end = "
             "regression, one = suspicious; ok → mismatch (accuracy) or ok → another failure is flagged at once. "
             "A series is one workload, shape, dtype and backend on one kind of device (hardware only, so a driver "
             "or library change stays inside the series and is named). A flag resting on a measurement marked "
@@ -134,9 +137,25 @@ def render_latest(run: RunData) -> str:
     return page(f"bakeoff: latest run {run.run_id}", "\n".join(body), "file")
 
 
+def summary(h: History) -> dict[str, int]:
+    """regressions (accuracy and status flags included), suspicious, judged (series judged at their latest
+    point) and series: the index's summary and the `dashboard` command's line."""
+    kinds = [s.flag.kind for s in h.series if s.flag] + [c.flag.kind for c in h.cases if c.flag]
+    return {"regressions": sum(SEVERITY[k] == 0 for k in kinds), "suspicious": kinds.count("suspicious"),
+            "judged": sum(1 for s in h.series if s.points and s.points[-1].baseline is not None),
+            "series": len(h.series)}
+
+
+def summary_line(h: History) -> str:
+    n = summary(h)
+    return (f"{n['regressions']} regression(s), {n['suspicious']} suspicious, {n['judged']} of {n['series']} "
+            "series judged")
+
+
 def render_index(h: History, latest: RunData | None = None) -> str:
     flags = _flag_rows(h.series, h.cases, link=True)
-    n_reg = sum(1 for r in flags if r[0].text in ("regression", "accuracy", "status"))
+    counts = summary(h)
+    n_reg, judged = counts["regressions"], counts["judged"]
     workloads = sorted({s.workload for s in h.series} | {c.key[0] for c in h.cases})
     wl_rows = [[_wl_cell(w, True), Cell(str(sum(s.workload == w for s in h.series)), None, "num"),
                 Cell(str(sum(bool(s.flag) for s in h.series if s.workload == w)
@@ -145,12 +164,11 @@ def render_index(h: History, latest: RunData | None = None) -> str:
                  Cell(hardware_name(r.get("environment") or {})),
                  Cell(str(r.get("harness_rev"))), Cell(str(r.get("fingerprint"))), Cell(str(r.get("status")))]
                 for r in reversed(h.runs)]
-    judged = sum(1 for s in h.series if s.points and s.points[-1].baseline is not None)
     state = "bad" if n_reg else ("ok" if judged else "dim")
     body = [f"<h1>bakeoff dashboard</h1><p>{len(h.runs)} runs, {len(h.series)} series, {judged} of them judged at "
             f"their latest point (a point needs {MIN_BASELINE} earlier comparable runs to be judged); "
             f'<span class="{state}" id="summary">{n_reg} regression(s)</span>, '
-            f"{sum(1 for r in flags if r[0].text == 'suspicious')} suspicious.</p>"]
+            f"{counts['suspicious']} suspicious.</p>"]
     if latest is not None:  # the decision first: the latest run's scoreboard, its heatmap one click away
         body += [_latest_head(latest), lead([latest]).scoreboard,
                  f'<p><a href="{LATEST_PAGE}" id="latest-link">speedup heatmap and per-workload verdicts →</a></p>']
@@ -177,10 +195,11 @@ def render_workload(h: History, workload: str) -> tuple[str, int]:
     return page(f"bakeoff: {workload}", "\n".join(body), "file"), charts
 
 
-def build_dashboard(store: Any, out_dir: Path) -> dict[str, int]:
+def build_dashboard(store: Any, out_dir: Path, h: History | None = None) -> dict[str, int]:
     """Write the site into `out_dir`; returns {file name: number of charts on it} of the index and the workload
-    pages (the latest run's page, LATEST_PAGE, is written beside them when the store has a run)."""
-    h = load_history(store)
+    pages (the latest run's page, LATEST_PAGE, is written beside them when the store has a run). `h`: the
+    store's history, if already loaded."""
+    h = h if h is not None else load_history(store)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / PLOTLY_FILE).write_text(get_plotlyjs())
     latest = load_run(store, h.runs[-1]["run_id"]) if h.runs else None
