@@ -186,6 +186,7 @@ def test_compare_says_noise_reasons_once_when_both_sides_share_them_and_cuts_bet
     reasons = "; ".join(f"host load: the timing thread waited for a CPU {k}% of the timing window" for k in range(9))
     same = _noise_text(SimpleNamespace(noisy=[f"base: {reasons}", f"candidate: {reasons}"], regressed=False))
     assert same.startswith(" (noisy: base and candidate: host load: the timing thread waited") and "; candidate:" not in same
+    assert _noise_text(SimpleNamespace(noisy=[f"candidate: {reasons}", f"base: {reasons}"], regressed=False)) == same
     assert same.endswith(" …)") and len(same) <= NOISE_CHARS + len(" (noisy: )")
     words = set(reasons.replace(";", " ").split()) | {"base", "and", "candidate:", "…", "noisy:"}
     assert all(w in words for w in same.strip(" ()").replace(";", " ").split()), same  # no word cut in half

@@ -103,10 +103,10 @@ def _noise_text(c: CaseComparison) -> str:
         return ""
     lead = "rests on a noisy measurement" if c.regressed else "noisy"
     notes = c.noisy
-    cand, base = "candidate", "base"  # each note starts with its side ('candidate: ...', 'base speedup: ...')
-    if (len(notes) == 2 and notes[0].startswith(cand) and notes[1].startswith(base)
-            and notes[0][len(cand):] == notes[1][len(base):]):  # the same on both sides (a run with itself)
-        notes = [f"base and candidate{notes[0][len(cand):]}"]
+    sides = ("candidate", "base")  # each note starts with its side ('candidate: ...', 'base speedup: ...')
+    rest = [next((n[len(side):] for side in sides if n.startswith(side)), None) for n in notes]
+    if len(notes) == 2 and rest[0] is not None and rest[0] == rest[1] and notes[0][:4] != notes[1][:4]:
+        notes = [f"base and candidate{rest[0]}"]  # the same on both sides (a run with itself)
     return f" ({lead}: {textwrap.shorten('; '.join(notes), NOISE_CHARS, placeholder=' …')})"  # cut between words
 
 
