@@ -280,12 +280,10 @@ def _comparable_only(change: MetricChange | None, base: dict[str, Any], cand: di
 def _noisy(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     """'side latency: reasons' for each side whose headline latency is noisy (its own samples; the case's
     measurement for older records) and 'side speedup: reasons' for each whose speedup is (its paired ratios),
-    where the two were judged apart; the candidate's first (the run a nightly job asks about), and on each side
-    host load before the rest (the cause, where the rest are its symptoms: spread, drift)."""
+    where the two were judged apart; the candidate's first, as latency_noise_notes orders them."""
     out = []
     for side, rec in (("candidate", cand), ("base", base)):
-        reasons = sorted(latency_noise(rec), key=lambda r: not r.startswith("host load"))  # stable otherwise
-        latency = "; ".join(reasons) or None  # only what can move the headline's method
+        latency = "; ".join(latency_noise(rec)) or None  # only what can move the headline's method
         if rec.get("speedup_quality") is None:  # not judged apart: one note, as older stores have it
             out += [f"{side}: {latency}"] if latency is not None else []
             continue

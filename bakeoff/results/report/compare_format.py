@@ -103,9 +103,10 @@ def _noise_text(c: CaseComparison) -> str:
         return ""
     lead = "rests on a noisy measurement" if c.regressed else "noisy"
     notes = c.noisy
-    sides = ("candidate", "base")  # each note starts with its side ('candidate: ...', 'base speedup: ...')
-    rest = [next((n[len(side):] for side in sides if n.startswith(side)), None) for n in notes]
-    if len(notes) == 2 and rest[0] is not None and rest[0] == rest[1] and notes[0][:4] != notes[1][:4]:
+    # each note starts with its side ('candidate: ...', 'base speedup: ...')
+    sides = [next((s for s in ("candidate", "base") if n.startswith(s)), "") for n in notes]
+    rest = [n[len(s):] for n, s in zip(notes, sides)]
+    if len(notes) == 2 and set(sides) == {"candidate", "base"} and rest[0] == rest[1]:
         notes = [f"base and candidate{rest[0]}"]  # the same on both sides (a run with itself)
     return f" ({lead}: {textwrap.shorten('; '.join(notes), NOISE_CHARS, placeholder=' …')})"  # cut between words
 

@@ -81,17 +81,20 @@ def moves_headline(reason: str, rec: dict[str, Any]) -> bool:
 
 
 def latency_noise(rec: dict[str, Any]) -> list[str]:
-    """The reasons a side's headline latency is noisy, those that can move its method only; [] when it is not
-    noisy (clean, 'clock', or noisy only by what cannot move it)."""
+    """The reasons a side's headline latency is noisy, those that can move its method only, host load before the
+    rest (the cause, where the rest are its symptoms: spread, drift); [] when it is not noisy (clean, 'clock', or
+    noisy only by what cannot move it)."""
     if headline_quality(rec) != "noisy":
         return []
     reasons = rec.get("headline_noise_reasons") if judged_on_its_own(rec) else rec.get("noise_reasons")
     if not reasons:
         return ["noisy"]
-    return [str(r) for r in reasons if moves_headline(str(r), rec)]
+    return sorted((str(r) for r in reasons if moves_headline(str(r), rec)),
+                  key=lambda r: not r.startswith(HOST_LOAD))  # stable otherwise
 
 
 def latency_noise_notes(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
-    """'base: reasons', 'candidate: reasons' for each side whose latency is noisy (latency_noise)."""
-    return [f"{side}: {'; '.join(noise)}" for side, noise in (("base", latency_noise(base)),
-                                                               ("candidate", latency_noise(cand))) if noise]
+    """'candidate: reasons', 'base: reasons' for each side whose latency is noisy (latency_noise), the candidate
+    first: the run a nightly job asks about, whose reasons a cut line must keep."""
+    return [f"{side}: {'; '.join(noise)}" for side, noise in (("candidate", latency_noise(cand)),
+                                                               ("base", latency_noise(base))) if noise]
