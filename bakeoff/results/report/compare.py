@@ -37,6 +37,7 @@ from bakeoff.results.report.compare_latency import (clock_text, latency_clock, l
 from bakeoff.results.report.data import RunData, case_key, fnum, headline_samples, metric_value, unit_roundoff
 from bakeoff.results.report.envdiff import EnvChange, env_diff
 from bakeoff.results.report.headline_facts import intervals_overlap, speedup_interval, speedup_noise_note
+from bakeoff.results.report.trend import COMPILE_ABS_S
 
 COUNTED = ("regressed", "suspect")  # the metric verdicts that make a case a regression (exit 1)
 
@@ -53,7 +54,7 @@ class Thresholds:
     compile_cold: float = 0.15
     alpha: float = 0.01
     error_factor: float = 2.0
-    compile_abs_s: float = 0.5
+    compile_abs_s: float = COMPILE_ABS_S
     error_floor: float = 1.0
 
 

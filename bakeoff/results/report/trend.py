@@ -32,8 +32,8 @@ from bakeoff.results.report.headline_facts import headline_noise_note
 MIN_RISE = {"headline_ms": 0.05, "compile_warm_s": 0.10, "compile_s": 0.15, "err_rel_l2_vs_fp64": 1.0}
 WINDOW = 14
 MIN_BASELINE = 3  # fewer previous values than this: no judgement
-# A compile time must also rise by this many seconds to breach. Mirrors compare.Thresholds.compile_abs_s (a
-# dataclass default there, not a constant; importing compare would load scipy wherever the history is read).
+# A compile time must also rise by this many seconds to breach (eager's "compile" is its first call: milliseconds
+# of jitter); compare's default floor (compare.Thresholds.compile_abs_s) is this one.
 COMPILE_ABS_S = 0.5
 COMPILE_METRICS = ("compile_s", "compile_warm_s")
 REASON_CHARS = 160  # a flag quotes at most this much of a reason
