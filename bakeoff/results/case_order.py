@@ -30,19 +30,14 @@ def config_lists(config_text: str | None) -> tuple[list[str], list[str], list[st
 def in_config_order(records: Sequence[dict[str, Any]], config_text: str | None) -> list[dict[str, Any]]:
     """`records` sorted by the config's workload, shape (first seen), dtype and backend order."""
     workloads, dtypes, backends = config_lists(config_text)
-    seen: dict[tuple[str, str], dict[str, int]] = {}
+    listed = {"workload": workloads, "shape": [], "dtype": dtypes, "backend": backends}
+    first: dict[str, dict[str, int]] = {key: {} for key in listed}  # each value's first-seen position
+    for r in records:
+        for key, seen in first.items():
+            seen.setdefault(str(r.get(key) or ""), len(seen))
 
-    def rank(kind: str, listed: list[str], value: Any) -> tuple[int, int]:
-        value = str(value or "")
-        if value in listed:
-            return 0, listed.index(value)
-        first = seen.setdefault((kind, ""), {})
-        return 1, first.setdefault(value, len(first))
+    def rank(r: dict[str, Any], key: str) -> tuple[int, int]:
+        value = str(r.get(key) or "")
+        return (0, listed[key].index(value)) if value in listed[key] else (1, first[key][value])
 
-    for r in records:  # first-seen positions, fixed before sorting
-        for kind, key in (("workload", "workload"), ("shape", "shape"), ("dtype", "dtype"), ("backend", "backend")):
-            rank(kind, [], r.get(key))
-    return sorted(records, key=lambda r: (rank("workload", workloads, r.get("workload")),
-                                          rank("shape", [], r.get("shape")),
-                                          rank("dtype", dtypes, r.get("dtype")),
-                                          rank("backend", backends, r.get("backend"))))
+    return sorted(records, key=lambda r: tuple(rank(r, key) for key in listed))
