@@ -8,9 +8,10 @@ from bakeoff.results.report.data import (RunData, fnum, hardware_name, headline_
                                          run_labels)
 from bakeoff.results.report.envdiff import describe, env_diff
 from bakeoff.results.report.headline_facts import (CLOCK_APART_REL, clock_limits, clock_limits_note,
-                                                   headline_clock_mhz, headline_quality, noise_word,
+                                                   headline_quality, noise_word,
                                                    noise_word_reasons, outside_kernels_ms, shown_clock_mhz,
                                                    typical_clock_mhz)
+from bakeoff.results.report.compare_latency import NVML_WINDOW, latency_clock
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.decision import speed_of
 
@@ -23,11 +24,10 @@ def _n(value: Any, fmt: str, suffix: str = "") -> Cell:
 def _clock(c: dict[str, Any]) -> Cell:
     """The headline's SM clock (MHz, the median over its samples); where the record has none (older stores, host
     timing), NVML's median over the timing window, said so: it is the whole window's clock, not the headline's."""
-    mhz = headline_clock_mhz(c)
-    if mhz is not None:
-        return _n(mhz, ".0f")
-    window = fnum(c.get("sm_clock_mhz"))
-    return _n(None, ".0f") if window is None else Cell(f"{window:.0f} (NVML, window)", window, "num dim")
+    mhz, source = latency_clock(c)
+    if source == NVML_WINDOW:
+        return Cell(f"{mhz:.0f} (NVML, window)", mhz, "num dim")
+    return _n(mhz, ".0f")
 
 
 def _status(c: dict[str, Any]) -> Cell:
