@@ -156,13 +156,18 @@ class Backend(ABC):
         """Version string of the underlying compiler, or None if not installed."""
         return None
 
+    def device_refusal(self, device: str) -> str | None:
+        """Why this backend cannot run on `device` (a kind: cpu, cuda), None when it can. The planner asks it
+        before `available()`: installing a backend would not make it run on a device it lacks."""
+        return None if device in self.devices else f"{self.name} does not run on {device}"
+
     def supports(self, graph: Graph, device: str, dtype: str, options: BackendOptions | None = None) -> str | None:
         """None when this backend can run `graph` on `device` in `dtype` with the case's `options` (an
         instance of `Options`; None: the defaults), else why not (becomes `skipped`). Runs at planning time, in
         the orchestrator: it must not raise (if it does, the planner treats it as None and the case's compile
         records the failure)."""
-        if device not in self.devices:
-            return f"{self.name} does not run on {device}"
+        if (why := self.device_refusal(device)) is not None:
+            return why
         if dtype not in self.dtypes:
             return f"{self.name} does not support {dtype}"
         return None

@@ -132,7 +132,7 @@ def plan_cases(cfg: Config, workloads: list[ResolvedWorkload], device: str) -> l
                     # not make the case run.
                     kind = device.split(":")[0]
                     reason = (w.grad and _supports_grad(backend, graph, kind, dtype, options)) or \
-                        (None if kind in backend.devices else f"{backend.name} does not run on {kind}") or \
+                        backend.device_refusal(kind) or \
                         unavailable[name] or _supports(backend, graph, kind, dtype, options)
                     sweep = None
                     if w.sweep is not None:
