@@ -120,7 +120,8 @@ def _jax_device(device: str) -> Any:
         try:
             gpus = jax.devices("gpu")
         except RuntimeError as e:
-            raise RuntimeError(f"xla: jax has no GPU backend here ({e}); pip install 'jax[cuda13]'") from e
+            raise RuntimeError(f"xla: jax has no GPU backend here ({e}); pip install 'jax[cuda13]' (the "
+                               "project's `cuda` extra)") from e
         return gpus[index]
     raise ValueError(f"xla: unknown device {device!r}")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,7 @@ from bakeoff.harness.cli.backend_table import backend_rows, backends_table, opti
 from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store, print_fields
 from bakeoff.harness.cli.overhead import elapsed_line, elapsed_s, totals_line
 from bakeoff.harness.cli.report_commands import register as register_report_commands
+from bakeoff.harness.cli.run_id_file import run_id_writer
 from bakeoff.harness.cli.summary import print_summary
 from bakeoff.harness.config.schema import BUILTIN_CONFIG_PATH, CASE_DTYPES, DEVICE_HELP, check_device, default_config_text
 from bakeoff.harness.config.source import read_config_file
@@ -83,6 +84,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
                                            "device while a case times), beside_compiles (other cases' device "
                                            "work waits, their host-side compiles do not) or timers_only (only "
                                            "timing phases are serialized)"),
+        run_id_file: Optional[Path] = typer.Option(None, "--run-id-file",
+                                                   help="Write the run's id to this file once the run is in the "
+                                                        "store (for the CI steps after it: compare, report)"),
         db: Optional[str] = DB_OPTION) -> None:
     """Run a benchmark config and print its summary table.
 
@@ -100,7 +104,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         fail(f"--jobs must be at least 1, not {jobs}")
     _check_device_option(device)
     filters = (tuple(backend) if backend else None, tuple(workload) if workload else None, device, preset, gate)
-    store, run_id = _start_or_resume(config, filters, resume, ExecutorSpec(executor, jobs, ray_address), db)
+    on_created = run_id_writer(run_id_file) if run_id_file is not None else None
+    store, run_id = _start_or_resume(config, filters, resume, ExecutorSpec(executor, jobs, ray_address), db,
+                                     on_created)
     run = store.run(run_id)
     records = in_config_order(store.records(run_id), run.get("config_text"))
     print_summary(console, records, title=f"run {run_id}", wide=wide)
@@ -112,9 +118,10 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
 
 
 def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, spec: ExecutorSpec,
-                     db: str | None) -> tuple[Any, str]:
+                     db: str | None, on_created: Callable[[str], None] | None = None) -> tuple[Any, str]:
     """The run started from `config` narrowed by `filters` (or the run `resume` finished): its store and id.
-    Everything wrong with the config is found before the store is opened."""
+    Everything wrong with the config is found before the store is opened. `on_created(run_id)` as the run is
+    recorded (a resumed run: before it resumes)."""
     # The orchestrator and the run's lease bring SQLAlchemy (and the store): loaded when a run starts only.
     from bakeoff.harness.run.lease_heartbeat import LeaseError, stale_after_s
     from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
@@ -123,6 +130,9 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
         stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
         if resume:
             store = open_store(db)
+            store.run(resume)  # an unknown run id is refused before its id is written anywhere
+            if on_created is not None:
+                on_created(resume)
             return store, resume_run(store, resume, console, spec)
         if config is not None:
             text, path = read_config_file(config), str(config)
@@ -135,7 +145,7 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
         except BaseException:
             runner.close()
             raise
-        return store, start_run(store, planned, console, runner, spec)
+        return store, start_run(store, planned, console, runner, spec, on_created)
     except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
         # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
         fail(str(exc))

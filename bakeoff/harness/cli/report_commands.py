@@ -2,6 +2,7 @@
 `register(app)` adds them to the main typer app (harness/cli.py)."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -11,6 +12,10 @@ import typer
 from bakeoff.harness.cli.common import DB_OPTION, console, err_console, fail, open_store
 from bakeoff.results.errors import StoreError
 from bakeoff.results.hardware import hardware_id
+
+
+class NoPreviousRun(StoreError):
+    """'previous' names no run: the candidate is the first complete run of its config on its hardware."""
 
 
 def previous_run(store, run_id: str) -> dict | None:
@@ -41,7 +46,7 @@ def resolve_run(store, ref: str, relative_to: str | None = None) -> str:
         found = previous_run(store, anchor)
         if found is None:
             run = store.run(anchor)
-            raise StoreError(f"'previous': no complete run of config {run.get('config_name')!r} on the same "
+            raise NoPreviousRun(f"'previous': no complete run of config {run.get('config_name')!r} on the same "
                              f"hardware started before run {anchor} in {store.url}")
         return found["run_id"]
     store.run(ref)
@@ -104,6 +109,10 @@ def compare(base: str = typer.Argument(..., help="Base run id, or previous: the 
                                                    "count as equal"),
             allow_missing: bool = typer.Option(False, "--allow-missing",
                                                help="Cases of BASE missing from CANDIDATE are not regressions"),
+            allow_no_base: bool = typer.Option(False, "--allow-no-base",
+                                               help="When BASE is 'previous' and CANDIDATE is the first complete "
+                                                    "run of its config on its hardware (a first night), say so "
+                                                    "and exit 0 instead of 2"),
             output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the output here"),
             db: Optional[str] = DB_OPTION) -> None:
     """Compare two runs case by case; exit code 1 when anything regressed (a case of BASE missing from
@@ -119,19 +128,56 @@ def compare(base: str = typer.Argument(..., help="Base run id, or previous: the 
         fail("minimum changes and floors must be >= 0, --alpha in (0, 1), --error-factor >= 1")
     store = open_store(db)
     c = _resolve(store, candidate)
-    b = _resolve(store, base, relative_to=c)
+    b = _base(store, base, c, allow_no_base)
+    if b is None:
+        _write(no_base_text(format, store.run(c)), output)
+        return
     if b == c:  # on stderr: stdout stays the comparison (json, markdown) alone
         err_console.print(f"note: base {base!r} and candidate {candidate!r} are the same run, {c}: it is compared "
                           "with itself, so nothing can have changed", markup=False, highlight=False)
     cmp = compare_runs(load_run(store, b), load_run(store, c),
                        Thresholds(min_latency, min_warm, min_cold, alpha, error_factor, min_compile_s, error_floor),
                        allow_missing)
-    text = FORMATS[format](cmp)
-    sys.stdout.write(text + "\n")
-    if output is not None:
-        output.write_text(text + "\n")
+    _write(FORMATS[format](cmp), output)
     if cmp.regressions:
         raise typer.Exit(1)
+
+
+def _base(store, base: str, candidate: str, allow_no_base: bool) -> str | None:
+    """The base run's id; None when `base` is 'previous', there is none and `allow_no_base`; else exit 2."""
+    try:
+        return resolve_run(store, base, relative_to=candidate)
+    except NoPreviousRun as exc:
+        if allow_no_base:
+            return None
+        fail(str(exc))
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def no_base_text(format: str, run: dict) -> str:
+    """What `compare --allow-no-base` prints, in `format`, when the candidate `run` (a store.run() row) has no
+    earlier complete run of its config on its hardware."""
+    candidate, status = run["run_id"], run["status"]
+    then = ("it will be the base of the next comparison" if status == "complete" else
+            f"it is {status}, so it will not be a base")
+    note = (f"nothing to compare: no complete run of config {run.get('config_name')!r} on this hardware started "
+            f"before run {candidate}; {then}")
+    if format == "json":
+        return json.dumps({"base": None, "candidate": candidate, "regressions": 0, "note": note}, indent=2)
+    if format == "markdown":
+        return f"### bakeoff compare: no baseline yet\n\n{note[0].upper()}{note[1:]}."
+    return note
+
+
+def _write(text: str, output: Path | None) -> None:
+    """A comparison's text to stdout and, with -o, to that file (an unwritable file exits 2)."""
+    sys.stdout.write(text + "\n")
+    if output is not None:
+        try:
+            output.write_text(text + "\n")
+        except OSError as exc:
+            fail(f"{output}: cannot write: {exc.strerror}")
 
 
 def dashboard(output: Path = typer.Option(Path("site"), "-o", "--output", help="Folder for the static site"),

@@ -169,9 +169,10 @@ def executor_for(planned: PlannedRun, spec: ExecutorSpec) -> Executor:
 
 
 def start_run(store: Store, planned: PlannedRun, console: Console, executor: Executor,
-              spec: ExecutorSpec = ExecutorSpec()) -> str:
+              spec: ExecutorSpec = ExecutorSpec(), on_created: Callable[[str], None] | None = None) -> str:
     """Record the run (planned by `plan_run`, its executor made by `make_executor`) with its lease held by
-    this process from the start, run every case; returns the run id."""
+    this process from the start, run every case; returns the run id. `on_created(run_id)` is called once the
+    run is in the store, before its first case (so a run cut short still named itself)."""
     device, cases = planned.device, planned.cases
     try:
         lease = RunLease(store)
@@ -180,6 +181,8 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
                                   config_text=planned.config_text, device=device,
                                   environment=_with_filters(env, planned.filters), n_cases=len(cases),
                                   lease=lease.claim)
+        if on_created is not None:
+            on_created(run_id)
     except BaseException:
         executor.close()
         raise
