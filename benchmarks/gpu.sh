@@ -134,7 +134,8 @@ suite() {
   local limit=${SUITE_S:-$(( $(left_s) - ${AGREE_S:-120} - 40 ))}
   echo "the run gets ${limit} s, --jobs $JOBS"
   local t0; t0=$(date +%s)
-  BAKEOFF_GATE_TRACE="$OUT/gate.trace" run_limited "$limit" "$OUT/run.log" "${args[@]}" --jobs "$JOBS" "$@"
+  BAKEOFF_GATE_TRACE="$OUT/gate.trace" run_limited "$limit" "$OUT/run.log" "${args[@]}" --jobs "$JOBS" \
+    --run-id-file "$OUT/run_id.txt" "$@"
   local run_s=$(( $(date +%s) - t0 ))
   local agree=()
   if [ "${AGREE_S:-120}" -gt 0 ] && [ "$(left_s)" -gt 60 ]; then
@@ -143,7 +144,8 @@ suite() {
     echo "do_bench agreement exited $?"
     agree=(--agreement "$OUT/do_bench_agreement.json" --agreement-log "$OUT/do_bench_agreement.txt")
   fi
-  local run_id; run_id=$(python3 -c "from bakeoff.results.store import Store; print(Store().latest_run_id())")
+  [ -s "$OUT/run_id.txt" ] || { echo "the run recorded nothing" >&2; exit 1; }
+  local run_id; run_id=$(cat "$OUT/run_id.txt")
   python3 "$R/benchmarks/harness_overhead.py" --run-id "$run_id" --gate-trace "$OUT/gate.trace" > "$OUT/overhead.txt" 2>&1
   tail -c 5000 "$OUT/overhead.txt"
   B show "$run_id" > "$OUT/show.txt" 2>&1
