@@ -13,12 +13,18 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
 
 import doc_text
 from cli_parse import command_of, is_usage_error, option_names, parse, top_commands
 from doc_text import REPO, Doc
 from script_args import check_scripts
+from bakeoff.harness.config.schema import CompileConfig, ConfigError, TimingConfig, load_config
+from bakeoff.harness.plan.from_config import resolve_preset
+from bakeoff.harness.plan.workloads import resolve_workloads
+from bakeoff.workloads.ir import bind_dim
 
 SHELL = ("bash", "sh", "shell", "")
 TOP_COMMANDS = top_commands()
@@ -116,7 +122,8 @@ def check_bakeoff(m: Mention) -> list[str]:
             try:
                 parse(concrete)
             except Exception as exc:  # noqa: BLE001 (a usage error is the finding; anything else too)
-                problems.append(f"{where} as `bakeoff {' '.join(concrete)}`: {exc}")
+                kind = "" if is_usage_error(exc) or isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
+                problems.append(f"{where} as `bakeoff {' '.join(concrete)}`: {kind}{exc}")
         return problems
     except (AssertionError, KeyError) as exc:
         return [f"{where}: {exc}"]
@@ -134,18 +141,20 @@ def test_every_bakeoff_command_in_the_docs_parses():
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("wrong", [
-    "bakeoff run CONFIG --job 8",  # a misspelt option
-    "bakeoff compare previous",  # a missing argument
-    "bakeoff run --jobs many",  # a value of the wrong type
-    "bakeoff list backend",  # an unknown command
-    "bakeoff show RUN_ID [--wide] [--all]",  # an unknown option in an optional part
-    "bakeoff export RUN_ID --format csv|json -x FILE",  # an unknown option after alternatives
-    "bakeoff run --resume WHICH_RUN",  # a placeholder without a kind
+@pytest.mark.parametrize("wrong, says", [
+    ("bakeoff run CONFIG --job 8", "No such option: --job"),  # a misspelt option
+    ("bakeoff compare previous", "Missing parameter: candidate"),  # a missing argument
+    ("bakeoff run --jobs many", "valid integer"),  # a value of the wrong type
+    ("bakeoff list backend", "has no command 'backend'"),  # an unknown command
+    ("bakeoff show RUN_ID [--wide] [--all]", "No such option: --all"),  # an unknown option in an optional part
+    ("bakeoff export RUN_ID --format csv|json -x FILE", "No such option: -x"),  # after alternatives
+    ("bakeoff run --resume WHICH_RUN", "placeholder WHICH_RUN has no value"),  # a placeholder without a kind
+    ("bakeoff run configs/h100.yaml --jobs 8", "no file configs/h100.yaml"),  # a config the repository lacks
 ])
-def test_a_wrong_command_is_caught(wrong):
+def test_a_wrong_command_is_caught(wrong, says):
     (words,) = doc_text.commands(wrong)
-    assert check_bakeoff(Mention("planted", wrong, tuple(words), True))
+    problems = check_bakeoff(Mention("planted", wrong, tuple(words), True))
+    assert problems and all(says in p for p in problems), problems
 
 
 def test_a_wrong_option_named_inline_is_caught():
@@ -202,7 +211,9 @@ def gpu_jobs() -> set[str]:
 
 def check_scripts_named(found: list[Mention]) -> list[str]:
     """What is wrong with these script mentions: an option the script's parser lacks, an argument list it
-    refuses, a gpu.sh job it does not have."""
+    refuses, a gpu.sh job it does not have. Not checked mechanically, for want of a parser to hold them against:
+    the arguments of a script that reads `sys.argv` itself (status_match.py; the docs may name no option of
+    it), and gpu.sh's arguments after the job (a config it names must exist, as in every command)."""
     problems, argvs = [], {}
     for m in found:
         if m.words[0] == "gpu.sh":
@@ -260,8 +271,10 @@ def test_a_wrong_script_option_is_caught():
 # item and a table row are paragraphs) or a folder above that: `harness/cli/app.py`, `tritongen/` then
 # `fusion.py`. A path whose first folder is not the name of any folder here is another project's
 # (`torch/_inductor/cpu_vec_isa.py`) and not checked. One that does not resolve but that the repository's
-# .gitignore ignores is written at run time (`results/artifacts/`, `site/`).
-FOLDER_NAMES = {p.name for p in REPO.rglob("*") if p.is_dir() and not {".git", ".venv"} & set(p.parts)}
+# .gitignore ignores is written at run time (`results/artifacts/`, `site/`). Code blocks count: a command's
+# script (`benchmarks/X.py`) and config (`configs/X.yaml`) are paths like any other.
+FOLDER_NAMES = {part for f in subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True,
+                                             check=True).stdout.split() for part in Path(f).parts[:-1]}
 
 # Stale names in files this test may not fix itself (each owned elsewhere): the test fails once one is fixed,
 # so the entry goes with the fix.
@@ -292,7 +305,11 @@ def unresolved_paths(doc: Doc) -> list[str]:
     """The paths `doc` names that are not in the repository (see above)."""
     home = (REPO / doc.name).parent
     missing = []
-    for paragraph in (doc_text.paragraphs(doc.text) if doc.markdown else re.split(r"\n\s*\n", doc.text)):
+    if doc.markdown:  # the prose's paragraphs, then each code block as one (its commands and comments)
+        paragraphs = doc_text.paragraphs(doc.text) + [body for _, body in doc_text.fenced_blocks(doc.text)]
+    else:
+        paragraphs = re.split(r"\n\s*\n", doc.text)
+    for paragraph in paragraphs:
         context: list[Path] = []
         for token in doc_text.path_tokens(paragraph):
             if "/" in token and token.split("/")[0] not in FOLDER_NAMES:
@@ -318,6 +335,140 @@ def test_every_file_the_docs_name_exists():
 def test_a_missing_file_is_caught():
     text = ("- `bakeoff/harness/run/`: `orchestrator.py`, `executors/` (`local.py`, `slurm.py`).\n"
             "- The store (results/store.py, results/report/compares.py) and `harness/cli_report.py`; the data in\n"
-            "  `results/artifacts/`, the code of `torch/_inductor/codecache.py`; see docs/SCALE.md.\n")
-    assert unresolved_paths(Doc("docs/PLANTED.md", text, True)) == ["slurm.py", "results/report/compares.py",
-                                                                     "harness/cli_report.py", "docs/SCALE.md"]
+            "  `results/artifacts/`, the code of `torch/_inductor/codecache.py`; see docs/SCALE.md.\n\n"
+            "```bash\npython benchmarks/noise_shares.py sqlite:///results/bakeoff.db   # see docs/SCALING.md\n```\n")
+    assert unresolved_paths(Doc("docs/PLANTED.md", text, True)) == [
+        "slurm.py", "results/report/compares.py", "harness/cli_report.py", "docs/SCALE.md",
+        "benchmarks/noise_shares.py"]
+
+
+# `FILE.md, "TITLE"` cites a section: TITLE (case and line breaks aside) is in a heading of FILE or in the bold
+# lead of one of its paragraphs (`**date · machine · TITLE**`).
+CITATION = re.compile(r"([\w./-]+\.md)`?,? [\"“]([^\"”]+)[\"”]")
+
+
+def _sections(path: Path) -> str:
+    lines = path.read_text().splitlines()
+    leads = [line for line in lines if line.startswith("#")] + re.findall(r"\*\*(.+?)\*\*", path.read_text(), re.S)
+    return " ".join(" ".join(leads).split()).lower()
+
+
+def missing_sections(doc: Doc) -> list[str]:
+    out = []
+    for file, title in CITATION.findall(" ".join(doc.text.split())):
+        path = _resolve(file, [REPO, REPO / "bakeoff", (REPO / doc.name).parent])
+        if path is None:
+            out.append(f"{file} (no such file)")
+        elif title.lower() not in _sections(path):
+            out.append(f'{file}, "{title}"')
+    return out
+
+
+def test_every_section_the_docs_cite_exists():
+    cited = [(d.name, m) for d in doc_text.docs() for m in missing_sections(d)]
+    assert not cited, "\n".join(f"{name}: no section {m}" for name, m in cited)
+    planted = Doc("docs/PLANTED.md", 'See docs/WORKLOADS.md, "Training steps", and docs/MEASUREMENT.md,\n'
+                                     '"Shape sweeps"; docs/EVIDENCE.md, "The timing gate".', True)
+    assert missing_sections(planted) == ['docs/MEASUREMENT.md, "Shape sweeps"']
+
+
+# --- configs ---------------------------------------------------------------------------------------------------
+# Each YAML block of the docs is a config or a part of one, loaded and planned (bakeoff/harness/config's
+# load_config, then the workloads resolved at the config's preset on the CPU, or on CUDA for a CUDA config) as
+# a user's file would be. The files its `file:` inits name are the user's: the test writes each first, a .npy
+# of zeros in the shape and dtype the input has at the entry's first shape (a float32 stand-in where NumPy lacks
+# the dtype), so what is checked is the YAML, not a file the docs cannot ship.
+
+def _plan(path: Path) -> list:
+    cfg, where, _ = load_config(path)
+    device = "cpu" if cfg.device == "auto" else cfg.device.split(":")[0]
+    return resolve_workloads(cfg, where, resolve_preset(cfg.preset, device), device)
+
+
+def _write_inputs(text: str, folder: Path) -> None:
+    """Write the files the `file:` inits of config `text` name (see above), found by planning it without them."""
+    doc = yaml.safe_load(text)
+    wanted = {}
+    for entry in doc.get("workloads") or []:
+        for name, spec in ((entry.get("init") or {}) if isinstance(entry, dict) else {}).items():
+            if isinstance(spec, dict) and "file" in spec:
+                wanted[(entry["name"], name)] = spec["file"]
+                entry["init"] = {k: v for k, v in entry["init"].items() if k != name}
+    if not wanted:
+        return
+    (folder / "plain.yaml").write_text(yaml.safe_dump(doc))
+    for workload in _plan(folder / "plain.yaml"):
+        nodes = {n.attr("name"): n for n in workload.graph.inputs}
+        for (name, input_name), file in wanted.items():
+            if name == workload.name and input_name in nodes:  # else loading the config says so
+                node, dims = nodes[input_name], workload.shapes[0][1]
+                dtype = node.dtype if node.dtype != "T" else workload.dtypes[0]
+                shape = tuple(bind_dim(d, dims) for d in node.shape)
+                (folder / file).parent.mkdir(parents=True, exist_ok=True)
+                np.save(folder / file, np.zeros(shape, dtype=dtype if dtype in ("float32", "float16") else "float32"))
+
+
+def load_example(text: str, folder: Path) -> list:
+    """Plan YAML `text` as a config file in `folder` would be (see above); ConfigError says what is wrong."""
+    _write_inputs(text, folder)
+    (folder / "example.yaml").write_text(text)
+    return _plan(folder / "example.yaml")
+
+
+def yaml_examples() -> list[tuple[str, str]]:
+    return [(d.name, body) for d in doc_text.docs() if d.markdown
+            for lang, body in doc_text.fenced_blocks(d.text) if lang in ("yaml", "yml")]
+
+
+def test_every_yaml_example_and_shipped_config_loads(tmp_path):
+    examples = yaml_examples()
+    assert len(examples) >= 2
+    for i, (name, body) in enumerate(examples):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        try:
+            assert load_example(body, folder), name
+        except ConfigError as exc:
+            raise AssertionError(f"the YAML example in {name} does not load: {exc}") from None
+    for config in sorted((REPO / "configs").glob("*.yaml")):
+        assert _plan(config), config
+
+
+@pytest.mark.parametrize("wrong, words", [
+    ("timing: {warmup_s: 0.2, flush_l3: true}\n", "flush_l3"),  # a field the section lacks
+    ("backends:\n  inductor: {mdoe: max-autotune}\n", "mdoe"),  # an option the backend lacks
+    ("workloads:\n  - name: layernorm_gelu\n    init:\n      x: {dist: gaussian}\n", "gaussian"),
+    ("workloads:\n  - name: gemm_bias_gelu\n    shapes: [{M: 64, K: 64}]\n", "N"),  # a dim left out
+    ("workloads:\n  - name: softmax\n    init:\n      y: {file: y.npy}\n", "no input 'y'"),  # a wrong input
+])
+def test_a_wrong_yaml_example_is_caught(tmp_path, wrong, words):
+    text = ("workloads: [softmax]\n" if not wrong.startswith("workloads") else "") + wrong
+    with pytest.raises(ConfigError, match=words):
+        load_example(text, tmp_path)
+
+
+# Inline spans `timing.FIELD` or `compile.FIELD` (optionally `: VALUE`) name a field of that config section.
+SECTIONS = {"timing": TimingConfig, "compile": CompileConfig}
+
+
+def check_fields(text: str) -> list[str]:
+    problems = []
+    for span in doc_text.inline_spans(text):
+        m = re.fullmatch(r"(timing|compile)\.(\w+)(?::\s*(.+))?", span)
+        if not m or m.group(2) in doc_text.PATH_EXTENSIONS:  # `timing.py` is a file
+            continue
+        model = SECTIONS[m.group(1)]
+        if m.group(2) not in model.model_fields:
+            problems.append(f"`{span}`: {m.group(1)} has no field {m.group(2)} ({', '.join(model.model_fields)})")
+        elif m.group(3) and "|" not in m.group(3):
+            try:
+                model.model_validate({m.group(2): yaml.safe_load(m.group(3))})
+            except ValueError as exc:
+                problems.append(f"`{span}`: {exc}")
+    return problems
+
+
+def test_every_config_field_named_inline_exists():
+    found = [(d.name, p) for d in doc_text.docs() if d.markdown for p in check_fields(d.text)]
+    assert not found, "\n".join(f"{name}: {p}" for name, p in found)
+    assert len(check_fields("`timing.sustained_s: auto`, `timing.profile_call`, `compile.warm: maybe`")) == 2
