@@ -133,7 +133,7 @@ def commands(line: str) -> list[list[str]]:
     out = []
     for part in _split_top(line, ("&&", ";", " | ")):
         part = re.sub(r"\s>\s*\S+", "", part)  # a redirect
-        words = shlex.split(part.replace("[", " [ ").replace("]", " ] ").replace(" | ", " | "))
+        words = shlex.split(part.replace("[", " [ ").replace("]", " ] "))
         while words and (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]) or words[0] == "nice"):
             words.pop(0)
         if words:

@@ -372,6 +372,20 @@ def test_every_section_the_docs_cite_exists():
     assert missing_sections(planted) == ['docs/MEASUREMENT.md, "Shape sweeps"']
 
 
+# An environment variable of bakeoff's own (`BAKEOFF_*`) that the docs name is read somewhere in bakeoff/ or
+# benchmarks/.
+def unknown_variables(text: str) -> list[str]:
+    code = "\n".join(p.read_text() for folder in ("bakeoff", "benchmarks") for p in (REPO / folder).rglob("*")
+                     if p.suffix in (".py", ".sh"))
+    named = sorted(set(re.findall(r"\bBAKEOFF_[A-Z0-9_]*[A-Z0-9]\b", text)))
+    return [v for v in named if not re.search(rf"\b{v}\b", code)]
+
+
+def test_every_environment_variable_the_docs_name_exists():
+    assert not [(d.name, v) for d in doc_text.docs() for v in unknown_variables(d.text)]
+    assert unknown_variables("`BAKEOFF_GATE_SCOPE=host`, `BAKEOFF_GATE_SCOP=host`") == ["BAKEOFF_GATE_SCOP"]
+
+
 # --- configs ---------------------------------------------------------------------------------------------------
 # Each YAML block of the docs is a config or a part of one, loaded and planned (bakeoff/harness/config's
 # load_config, then the workloads resolved at the config's preset on the CPU, or on CUDA for a CUDA config) as
