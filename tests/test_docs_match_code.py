@@ -6,6 +6,7 @@ placeholders and alternatives, and what it expands to, is in tests/doc_text.py. 
 planted wrong name."""
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -273,8 +274,11 @@ def test_a_wrong_script_option_is_caught():
 # (`torch/_inductor/cpu_vec_isa.py`) and not checked. One that does not resolve but that the repository's
 # .gitignore ignores is written at run time (`results/artifacts/`, `site/`). Code blocks count: a command's
 # script (`benchmarks/X.py`) and config (`configs/X.yaml`) are paths like any other.
-FOLDER_NAMES = {part for f in subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True,
-                                             check=True).stdout.split() for part in Path(f).parts[:-1]}
+@functools.cache
+def folder_names() -> set[str]:
+    """The name of every folder that holds a file of the repository."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True, check=True)
+    return {part for f in files.stdout.split() for part in Path(f).parts[:-1]}
 
 # Stale names in files this test may not fix itself (each owned elsewhere): the test fails once one is fixed,
 # so the entry goes with the fix.
@@ -312,7 +316,7 @@ def unresolved_paths(doc: Doc) -> list[str]:
     for paragraph in paragraphs:
         context: list[Path] = []
         for token in doc_text.path_tokens(paragraph):
-            if "/" in token and token.split("/")[0] not in FOLDER_NAMES:
+            if "/" in token and token.split("/")[0] not in folder_names():
                 continue
             hit = _resolve(token, [REPO, REPO / "bakeoff", home, *home.parents, *context])
             if hit is None:
