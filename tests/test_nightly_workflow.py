@@ -11,11 +11,10 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-import typer
 import yaml
 
+from cli_parse import is_usage_error, parse
 from conftest import REPO, bakeoff, bakeoff_cmd
-from bakeoff.harness.cli.app import app
 
 WORKFLOW = REPO / ".github" / "workflows" / "nightly.yml"
 RUN_ID = "20261101-021700-abcdef"  # what "$(cat run_id.txt)" stands for when a call is parsed
@@ -41,34 +40,17 @@ def _bakeoff_calls(script: str) -> list[list[str]]:
     return calls
 
 
-def _parse(args: list[str]) -> None:
-    """Parse `bakeoff ARGS` with the CLI's own (click) commands: the command by name, its arguments by its
-    parser. An unknown command or option, a missing argument or a value of the wrong type raises."""
-    command = typer.main.get_command(app)
-    args = list(args)
-    while hasattr(command, "commands"):  # a group: `bakeoff CMD`, `bakeoff list backends`
-        name = args.pop(0)
-        assert name in command.commands, f"no command {name!r}"
-        command = command.commands[name]
-    command.make_context(command.name, args, resilient_parsing=False)
-
-
-def _is_usage_error(exc: Exception) -> bool:
-    """click's UsageError (typer may carry its own copy of click, so matched by name)."""
-    return any(cls.__name__ == "UsageError" for cls in type(exc).__mro__)
-
-
 def test_every_bakeoff_call_in_the_workflow_parses():
     calls = [c for script in _scripts().values() for c in _bakeoff_calls(script)]
     assert {c[0] for c in calls} >= {"doctor", "run", "compare", "dashboard", "report"}
     for call in calls:
-        _parse(call)
+        parse(call)
     # The check can fail: an option the CLI lacks is refused.
     for wrong in (["compare", "previous", RUN_ID, "--no-such-option"], ["run", "--jobs", "many"], ["compare"]):
         try:
-            _parse(wrong)
+            parse(wrong)
         except Exception as exc:  # noqa: BLE001 (checked just below)
-            assert _is_usage_error(exc), exc
+            assert is_usage_error(exc), exc
         else:
             raise AssertionError(f"bakeoff {' '.join(wrong)} parsed")
 

@@ -6,7 +6,7 @@ What the probe answers depends only on the machine and its toolchain, never on a
 under a key made of everything it reads, each found without importing torch:
 
 - torch: its version and the SHA-256 of `torch/_inductor/cpu_vec_isa.py` (the ISAs, their flags, the check
-  programs) and of `codecache.py` (where the precompiled-header folder is named);
+  programs) and of `torch/_inductor/codecache.py` (where the precompiled-header folder is named);
 - the C++ compiler Inductor would use (`$CXX`, else `g++`): its resolved path, size, modification time and
   `--version` line;
 - the CPU: `/proc/cpuinfo`'s model name and flags of the first processor;

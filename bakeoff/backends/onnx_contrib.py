@@ -2,7 +2,7 @@
 
 ONNX Runtime runs the standard `Attention` op as a generic kernel (on the CUDA provider: a GEMM, a softmax and a
 GEMM); its fused attention kernels (flash, memory-efficient, cuDNN) sit behind the contrib ops of the
-`com.microsoft` domain (docs/ContribOperators.md):
+`com.microsoft` domain (https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md):
 
 - `MultiHeadAttention`: query, key and value as (batch, seq, heads * head_dim); `num_heads`, `scale`,
   `unidirectional` (causal, top-left aligned as torch's `is_causal` when the query and key lengths are equal).

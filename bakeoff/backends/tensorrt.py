@@ -15,8 +15,9 @@ Written against NVIDIA's documented TensorRT 10/11 Python API; the pages followe
 - Optimizing builder performance, Timing Cache (create_timing_cache from a buffer, empty buffer = new cache,
   set_timing_cache before the build, serialize after it to keep new entries):
   https://docs.nvidia.com/deeplearning/tensorrt/10.16.1/performance/builder-performance.html
-- ONNX-TensorRT docs/operators.md (TensorRT 10.15: opsets 9 to 24; LayerNormalization, RMSNormalization, Gelu
-  supported in FP32/FP16/BF16; reduce axes must be initializers, which lower_onnx writes).
+- ONNX-TensorRT's operator list (TensorRT 10.15: opsets 9 to 24; LayerNormalization, RMSNormalization, Gelu
+  supported in FP32/FP16/BF16; reduce axes must be initializers, which lower_onnx writes):
+  https://github.com/onnx/onnx-tensorrt/blob/main/docs/operators.md
 
 Precision: the exported ONNX already carries the case dtype on every tensor, so the default is a strongly
 typed network (TensorRT keeps those types; required by 11.x, opt-in on 10.x). `typing: weak` (10.x only) uses

@@ -12,9 +12,10 @@ op that reads them (PyTorch folds a Python float into the tensor's dtype the sam
 The default opset is 23, the first with RMSNormalization (onnx >= 1.18). Checked by trying: onnxruntime 1.23.0,
 1.30.0 and 1.32.0 load it and match the fp64 reference once the model's IR version is at most what they know
 (onnx 1.23's `make_model` stamps IR 14, which onnxruntime 1.30 rejects: "max supported IR version: 13"), so
-the IR version is set to the lowest one the opset needs (11); onnxruntime 1.22 knows IR 10 only. TensorRT's parser accepts opsets 9 to 24
-(onnx-tensorrt docs/operators.md for TensorRT 10.15). Reductions take `axes` as an input, which every reduce
-op does from opset 18 on: that is the lowest opset this lowering writes.
+the IR version is set to the lowest one the opset needs (11); onnxruntime 1.22 knows IR 10 only. TensorRT's
+parser accepts opsets 9 to 24 (https://github.com/onnx/onnx-tensorrt/blob/main/docs/operators.md, for TensorRT
+10.15). Reductions take `axes` as an input, which every reduce op does from opset 18 on: that is the lowest opset
+this lowering writes.
 
 `onnx` is imported inside the functions: this module imports without it.
 """

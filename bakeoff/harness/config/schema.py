@@ -1,7 +1,8 @@
 """The YAML config, validated with pydantic. Every error names the file, the line and the field.
 
-`load_config(path)` returns a `Config` whose workloads are resolved to graphs (built-in or parsed from
-inline expressions), so everything wrong with a config is found before anything runs or is written.
+`load_config(path)` returns a validated `Config` (fields, types, bounds, each backend's options); the planner
+(harness/plan/workloads.py) then resolves its workloads to graphs (built-in or parsed from inline expressions),
+so everything wrong with a config is found before anything runs or is written.
 """
 from __future__ import annotations
 

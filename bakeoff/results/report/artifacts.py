@@ -1,7 +1,7 @@
 """A case's saved artifacts (generated code, IR, graph texts), read from the folder its record names.
 
-The worker writes each text artifact a backend returns to a file in the case's folder (run/worker/cold.py
-`_save_artifacts`); the record keeps the folder (`artifacts_dir`) and the sizes. The report reads them from
+The worker writes each text artifact a backend returns to a file in the case's folder (harness/worker/stages.py
+`save_artifacts`); the record keeps the folder (`artifacts_dir`) and the sizes. The report reads them from
 there: a report made on another machine says where they were instead.
 """
 from __future__ import annotations
