@@ -1,5 +1,5 @@
 """The `report`, `compare` and `dashboard` commands. They read the results store only; nothing is re-run.
-`register(app)` adds them to the main typer app (harness/cli.py)."""
+`register(app)` adds them to the main typer app (harness/cli/app.py)."""
 from __future__ import annotations
 
 import json
