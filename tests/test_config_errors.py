@@ -208,6 +208,22 @@ CASES += [
 ]
 
 
+# An op attribute's value is checked where the expression is written (workloads/op_attrs.py): a wrong type once
+# raised a TypeError out of the loader (exit 1), a wrong value failed every torch case at run time while JAX
+# and the float64 reference read it as another op. A preset beside explicit shapes was ignored without a word.
+CASES += [
+    ("reshape to a number", inline("'reshape(x, shape=4)'"), 6, "reshape's shape must be a list of dims"),
+    ("transpose by a number", inline("'transpose(x, perm=0)'"), 6, "transpose's perm must be a list of axis"),
+    ("unknown gelu approximation", inline("\"gelu(x, approximate='fast')\""), 6,
+     "gelu's approximate must be one of 'none', 'tanh', got 'fast'"),
+    ("string for causal", inline("\"sdpa(q, q, q, causal='yes')\"", "{q: [N, N]}"), 6,
+     "sdpa's causal must be True or False, got 'yes'"),
+    ("negative eps", inline("'layer_norm(x, eps=-1e-5)'"), 6, "layer_norm's eps must be a finite number >= 0"),
+    ("preset beside shapes", GOOD_HEAD + "workloads:\n  - name: softmax\n    preset: cpu\n    shapes: [{M: 4, N: 8}]\n",
+     6, "`preset` and `shapes` both given"),
+]
+
+
 def test_strict_inits_still_take_ints_and_explicit_non_finite_values():
     cfg = GOOD_HEAD + ("workloads:\n  - name: softmax\n    init: {x: {dist: mix, mean: 10000, std: 2, outlier_share: 0}}\n"
                        "  - name: layernorm_gelu\n    init: {x: {values: [1, .inf, -.inf, .nan]}, w: {dist: uniform, "

@@ -177,6 +177,9 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
             raise where.error(path + ("name",), f"unknown workload {w.name!r}; built-in: {', '.join(suite)}")
         for label, dims in (w.presets or {}).items():   # every preset the entry defines, used or not
             _check_dims(graph, dict(dims), where, path + ("presets", label))
+        if w.shapes and w.preset:   # the preset would pick neither the shapes nor a sweep's values
+            raise where.error(path + ("preset",), f"`preset` and `shapes` both given: the entry runs at its shapes, "
+                                                  f"so preset {clip(w.preset, 40)!r} would be ignored; give one")
         order = dim_order(graph, presets)
         sweep = _sweep_of(w, graph, where, path, None if w.shapes else (w.preset or preset))
         if w.shapes:
