@@ -150,7 +150,7 @@ CASES += [
     ("YAML 1.1 boolean in an option", GOOD_HEAD + W + "backends:\n  tritongen: {autotune: on}\n", 6,
      "autotune: Input should be a valid boolean (got 'on')"),
     ("unknown dim", shape_of("      - {M: 4, N: 8, K: 3}\n"), 7, "'K' is not a dim of this workload"),
-    ("typo in an unused preset", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x'\n    inputs: {x: [N]}\n"
+    ("typo in an unused preset", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x * 2'\n    inputs: {x: [N]}\n"
      "    shapes: [{N: 4}]\n    presets:\n      gpu: {N: 4, Q: 2}\n", 10, "presets.gpu.Q: 'Q' is not a dim"),
     ("empty shapes", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: []\n", 6, "at least 1 item"),
     ("constant-only expression", inline("'1.0 + 2.0'"), 6, "uses none of its inputs"),
@@ -219,6 +219,7 @@ CASES += [
     ("string for causal", inline("\"sdpa(q, q, q, causal='yes')\"", "{q: [N, N]}"), 6,
      "sdpa's causal must be True or False, got 'yes'"),
     ("negative eps", inline("'layer_norm(x, eps=-1e-5)'"), 6, "layer_norm's eps must be a finite number >= 0"),
+    ("expression that is an input", inline("'+x'"), 6, "the expression is input 'x' itself"),
     ("preset beside shapes", GOOD_HEAD + "workloads:\n  - name: softmax\n    preset: cpu\n    shapes: [{M: 4, N: 8}]\n",
      6, "`preset` and `shapes` both given"),
 ]
