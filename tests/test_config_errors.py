@@ -150,7 +150,7 @@ CASES += [
     ("YAML 1.1 boolean in an option", GOOD_HEAD + W + "backends:\n  tritongen: {autotune: on}\n", 6,
      "autotune: Input should be a valid boolean (got 'on')"),
     ("unknown dim", shape_of("      - {M: 4, N: 8, K: 3}\n"), 7, "'K' is not a dim of this workload"),
-    ("typo in an unused preset", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x'\n    inputs: {x: [N]}\n"
+    ("typo in an unused preset", GOOD_HEAD + "workloads:\n  - name: e\n    expr: 'x * 2'\n    inputs: {x: [N]}\n"
      "    shapes: [{N: 4}]\n    presets:\n      gpu: {N: 4, Q: 2}\n", 10, "presets.gpu.Q: 'Q' is not a dim"),
     ("empty shapes", GOOD_HEAD + "workloads:\n  - name: softmax\n    shapes: []\n", 6, "at least 1 item"),
     ("constant-only expression", inline("'1.0 + 2.0'"), 6, "uses none of its inputs"),
@@ -205,6 +205,23 @@ CASES += [
     ("eager label for another backend", GOOD_HEAD + W + "backends:\n  eager: {backend: inductor}\n", 6,
      "backends.eager.backend: the label 'eager' is reserved for the eager baseline; give backend 'inductor' "
      "another label"),
+]
+
+
+# An op attribute's value is checked where the expression is written (workloads/op_attrs.py): a wrong type once
+# raised a TypeError out of the loader (exit 1), a wrong value failed every torch case at run time while JAX
+# and the float64 reference read it as another op. A preset beside explicit shapes was ignored without a word.
+CASES += [
+    ("reshape to a number", inline("'reshape(x, shape=4)'"), 6, "reshape's shape must be a list of dims"),
+    ("transpose by a number", inline("'transpose(x, perm=0)'"), 6, "transpose's perm must be a list of axis"),
+    ("unknown gelu approximation", inline("\"gelu(x, approximate='fast')\""), 6,
+     "gelu's approximate must be one of 'none', 'tanh', got 'fast'"),
+    ("string for causal", inline("\"sdpa(q, q, q, causal='yes')\"", "{q: [N, N]}"), 6,
+     "sdpa's causal must be True or False, got 'yes'"),
+    ("negative eps", inline("'layer_norm(x, eps=-1e-5)'"), 6, "layer_norm's eps must be a finite number >= 0"),
+    ("expression that is an input", inline("'+x'"), 6, "the expression is input 'x' itself"),
+    ("preset beside shapes", GOOD_HEAD + "workloads:\n  - name: softmax\n    preset: cpu\n    shapes: [{M: 4, N: 8}]\n",
+     6, "`preset` and `shapes` both given"),
 ]
 
 

@@ -182,3 +182,23 @@ def test_plugin_config_errors_exit_2(tmp_path, with_plugins, backends, line, nee
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert f"c.yaml:{line}:" in proc.stderr and needle in " ".join(proc.stderr.split()), proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def _environment(cwd: Path) -> dict:
+    code = "import json; from bakeoff.harness.measure.environment import environment; print(json.dumps(environment('cpu')))"
+    return json.loads(subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True, capture_output=True,
+                                     text=True, timeout=120).stdout)
+
+
+def test_the_run_environment_names_each_plugin_and_its_version(tmp_path, with_plugins, monkeypatch):
+    """A plugin's records are only comparable with records of the same plugin release: its distribution and
+    version are in the environment's versions, so upgrading it changes the fingerprint (compare, resume and the
+    report then name the change) as upgrading torch does."""
+    with_env = _environment(tmp_path)
+    assert with_env["versions"]["plugin:demo"] == "bakeoff-demo-plugin 0.1"
+    assert with_env["versions"]["torch"]   # the packages are still there
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in os.environ["PYTHONPATH"].split(os.pathsep)
+                                                     if p != str(with_plugins)))
+    without = _environment(tmp_path)
+    assert not any(k.startswith("plugin:") for k in without["versions"])
+    assert without["fingerprint"] != with_env["fingerprint"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from bakeoff.workloads import ops
+from bakeoff.workloads.op_attrs import check_attrs
 from bakeoff.workloads.ir import COMPUTE_DTYPE, DTYPES, Graph, IRError, Node, Shape, _freeze, norm_dim
 
 
@@ -29,6 +30,7 @@ class GraphBuilder:
         missing = [k for k, v in full.items() if v is None and k not in ("scale",)]
         if missing:
             raise IRError(f"{op} needs attribute {missing[0]!r}")
+        check_attrs(op, full)
         arity = ops.ARITY.get(op)
         if arity is not None:
             lo, hi = arity if isinstance(arity, tuple) else (arity, arity)

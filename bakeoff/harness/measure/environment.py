@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bakeoff.backends import plugins
 from bakeoff.results.hardware import hardware_id
 
 PACKAGES = {"torch": "torch", "triton": "triton", "jax": "jax", "jaxlib": "jaxlib",
@@ -31,6 +32,13 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def versions() -> dict[str, str | None]:
+    """Each package's version (None: not installed), then each installed backend plugin as `plugin:NAME` ->
+    its distribution and version (read from its entry point, not imported): a plugin upgraded between two runs
+    changes the fingerprint, and resume, compare and the report name the change."""
+    return {**{k: _version(v) for k, v in PACKAGES.items()}, **{f"plugin:{p.name}": p.dist for p in plugins()}}
 
 
 def harness_revision() -> str:
@@ -128,7 +136,7 @@ def environment(device: str) -> dict[str, Any]:
     env: dict[str, Any] = {
         "device": device, "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
         "load_avg": list(os.getloadavg()), "python": platform.python_version(), "platform": platform.platform(),
-        "hostname": platform.node(), "versions": {k: _version(v) for k, v in PACKAGES.items()},
+        "hostname": platform.node(), "versions": versions(),
         "harness_rev": harness_revision(),
     }
     if device.startswith("cuda"):

@@ -106,8 +106,9 @@ def _swept(graph: Graph, dims: dict[str, int], sweep: tuple[str, tuple[int, ...]
 
 
 def _check_uses_inputs(graph: Graph, where: LocatedYaml, path: tuple) -> None:
-    """An inline expression's output depends on its inputs, and every declared input is used: `1.0 + 2.0` is
-    a constant (no case can time or check it), an unused input is a typo or a leftover."""
+    """An inline expression's output depends on its inputs, computes something, and every declared input is
+    used: `1.0 + 2.0` is a constant and `x` an input (no case can time or check either), an unused input is a
+    typo or a leftover."""
     used, todo = set(), list(graph.outputs)
     while todo:
         node = graph.node(todo.pop())
@@ -117,6 +118,10 @@ def _check_uses_inputs(graph: Graph, where: LocatedYaml, path: tuple) -> None:
     names = [n.attr("name") for n in graph.inputs if n.id in used]
     if not names:
         raise where.error(path, "the expression uses none of its inputs: it is a constant, nothing to benchmark")
+    out = graph.node(graph.outputs[0])
+    if out.op == "input":   # `x`: every backend would hand the input back, timing a call that computes nothing
+        raise where.error(path, f"the expression is input {clip(out.attr('name'), 40)!r} itself: nothing is "
+                                "computed, nothing to benchmark")
     unused = [n.attr("name") for n in graph.inputs if n.id not in used]
     if unused:
         raise where.error(path, f"input {clip(unused[0], 40)!r} is declared but the expression does not use it")
@@ -177,6 +182,9 @@ def resolve_workloads(cfg: Config, where: LocatedYaml, preset: str, device: str 
             raise where.error(path + ("name",), f"unknown workload {w.name!r}; built-in: {', '.join(suite)}")
         for label, dims in (w.presets or {}).items():   # every preset the entry defines, used or not
             _check_dims(graph, dict(dims), where, path + ("presets", label))
+        if w.shapes and w.preset:   # the preset would pick neither the shapes nor a sweep's values
+            raise where.error(path + ("preset",), f"`preset` and `shapes` both given: the entry runs at its shapes, "
+                                                  f"so preset {clip(w.preset, 40)!r} would be ignored; give one")
         order = dim_order(graph, presets)
         sweep = _sweep_of(w, graph, where, path, None if w.shapes else (w.preset or preset))
         if w.shapes:
