@@ -208,7 +208,9 @@ def export(run_id: str = typer.Argument(..., help="Run id, or 'latest'"),
                                                  help="File (csv and json go to stdout without; parquet needs one)"),
            db: Optional[str] = DB_OPTION) -> None:
     """Write a run's records as csv, json or parquet: to stdout, or to FILE with -o (then what was written is
-    said on stderr)."""
+    said on stderr). One row per case, a column per record field (the same names in all three formats); in csv
+    and parquet, lists and mappings (samples, kernel times) are JSON text; parquet carries each column's
+    description, units included, in its field metadata."""
     from bakeoff.results.export import export_records  # pandas: loaded by this command only
 
     if format not in ("csv", "json", "parquet"):
