@@ -66,7 +66,7 @@ def overlaps(rec: dict[str, Any], window: tuple[float, float] | None) -> bool:
     ran across the whole run); no window (the quiet phase) meets nothing."""
     if window is None:
         return False
-    spans = rec.get("timing_windows")
+    spans = rec.get("timing_windows_epoch_s")
     if not spans:
         return True
     return any(start < window[1] and end > window[0] for start, end in spans)

@@ -34,8 +34,8 @@ def gpu_rec(backend: str = "xla", median_ms: float = 1.0, seed: int = 0, workloa
     return {"case_id": f"{workload}/{SHAPE}/bfloat16/{backend}", "workload": workload, "shape": SHAPE,
             "dtype": "bfloat16", "backend": backend, "adapter": backend.split("-")[0], "status": "ok",
             "device": "cuda:0", "headline_ms": samples[15], "headline_p20_ms": samples[6],
-            "headline_p80_ms": samples[24], "headline_method": "cupti-span", "device_span_samples": samples,
-            "latency_ms_median": samples[15], "samples": samples, "speedup_vs_eager": 2.0 / samples[15],
+            "headline_p80_ms": samples[24], "headline_method": "cupti-span", "device_span_samples_ms": samples,
+            "latency_ms_median": samples[15], "samples_ms": samples, "speedup_vs_eager": 2.0 / samples[15],
             "compile_s": 3.0, "measurement_quality": "clean", "noise_reasons": [], "headline_quality": "clean",
             "headline_noise_reasons": [], **fields}
 

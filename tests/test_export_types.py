@@ -16,7 +16,7 @@ ROWS = [
      "details": {"field_from_a_newer_bakeoff": "fast"}},
     {"run_id": "r", "case_id": "b", "status": "ok", "worst_elem_value": 0.25, "latency_ms_median": None,
      "details": {"field_from_a_newer_bakeoff": 3}},
-    {"run_id": "r", "case_id": "c", "status": "ok", "worst_elem_value": "nan", "samples": [1.0, 2.0]},
+    {"run_id": "r", "case_id": "c", "status": "ok", "worst_elem_value": "nan", "samples_ms": [1.0, 2.0]},
 ]
 
 
@@ -29,7 +29,7 @@ def test_parquet_holds_non_finite_words_as_floats_and_mixed_legacy_values_as_jso
     assert value[0] == -math.inf and value[1] == 0.25 and math.isnan(value[2])   # "nan" stays NaN, not null
     assert table.column("latency_ms_median").to_pylist() == [1.5, None, None]
     assert table.column("field_from_a_newer_bakeoff").to_pylist() == ['"fast"', "3", None]
-    assert json.loads(table.column("samples").to_pylist()[2]) == [1.0, 2.0]
+    assert json.loads(table.column("samples_ms").to_pylist()[2]) == [1.0, 2.0]
 
 
 def test_parquet_columns_carry_their_descriptions_with_units(tmp_path):
@@ -37,7 +37,7 @@ def test_parquet_columns_carry_their_descriptions_with_units(tmp_path):
     export_records(ROWS, "parquet", out)
     schema = pq.read_schema(out)
     described = {f.name: (f.metadata or {}).get(b"description", b"").decode() for f in schema}
-    assert "ms per call" in described["samples"] and "median ms" in described["latency_ms_median"]
+    assert "ms per call" in described["samples_ms"] and "median ms" in described["latency_ms_median"]
     assert "does not know" in described["field_from_a_newer_bakeoff"]
     assert all(described.values()), [name for name, text in described.items() if not text]
 

@@ -82,7 +82,7 @@ def test_fault_injection_statuses_with_two_jobs(tmp_path):
     got = run_faults(tmp_path, CONFIG, "--jobs", "2")
     assert_fault_records(got)
     assert {r["worker"] for r in got.values()} == {"cpu#0", "cpu#1"}  # both slots took cases
-    windows = sorted(tuple(w) for r in got.values() for w in r.get("timing_windows") or [])
+    windows = sorted(tuple(w) for r in got.values() for w in r.get("timing_windows_epoch_s") or [])
     assert len(windows) >= 4  # eager, nan, unwritten, perturb reach the timing step
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start  # no two timing phases overlapped

@@ -51,7 +51,7 @@ def test_calls_are_split_at_their_markers_and_the_flush_is_left_out():
     assert [s.sum_ms for s in segs] == pytest.approx([0.150, 0.090, 0.160])    # gaps are not in the sum
     figs = figures_of(segs)
     assert figs.span.median_ms == pytest.approx(0.180) and figs.kernel_count == 2 and figs.span.n == 3
-    assert figs.span.method == "cupti-span" and figs.fields()["device_span_samples"] == figs.span_samples_ms
+    assert figs.span.method == "cupti-span" and figs.fields()["device_span_samples_ms"] == figs.span_samples_ms
 
 
 def test_lost_markers_or_a_call_without_kernels_is_an_error_not_a_figure():

@@ -14,9 +14,9 @@ def _samples(median: float, n: int = 30, spread: float = 0.01, seed: int = 0) ->
 
 def _gpu_rec(**fields) -> dict:
     """A quiet GPU case whose headline is the CUPTI span."""
-    rec = {"samples": _samples(1.0), "latency_iqr_rel": 0.01, "eager_samples": _samples(2.0, seed=1),
+    rec = {"samples_ms": _samples(1.0), "latency_iqr_rel": 0.01, "eager_samples_ms": _samples(2.0, seed=1),
            "headline_method": "cupti-span", "headline_iqr_rel": 0.01,
-           "device_span_samples": _samples(0.9, seed=2), "eager_device_span_samples": _samples(1.8, seed=3),
+           "device_span_samples_ms": _samples(0.9, seed=2), "eager_device_span_samples_ms": _samples(1.8, seed=3),
            "host_other_cpu_share": 0.01, "host_cpus": 16, "host_run_delay_share": 0.001, "gpu_other_processes": [],
            "headline_sm_clock_mhz_median": 1980.0, "headline_sm_clock_mhz_min": 1965}
     rec.update(fields)
@@ -38,7 +38,7 @@ def test_host_load_leaves_a_device_timed_headline_clean_and_marks_the_host_figur
 
 
 def test_host_load_makes_a_host_timed_headline_noisy():
-    rec = {"samples": _samples(1.0), "latency_iqr_rel": 0.01, "eager_samples": _samples(2.0, seed=1),
+    rec = {"samples_ms": _samples(1.0), "latency_iqr_rel": 0.01, "eager_samples_ms": _samples(2.0, seed=1),
            "headline_method": "host-clock", "headline_iqr_rel": 0.01, "host_other_cpu_share": 0.5, "host_cpus": 2}
     q = assess(rec, target_iqr=0.05, paired=True, host_clock=True)
     assert q["headline_quality"] == "noisy" and "host load" in q["headline_noise_reasons"][0]
@@ -47,14 +47,14 @@ def test_host_load_makes_a_host_timed_headline_noisy():
 
 def test_a_drifting_span_series_is_noisy():
     span = [0.9] * 10 + [1.0] * 10 + [1.2] * 10  # the level moved by a third during the headline's samples
-    q = assess(_gpu_rec(device_span_samples=span), target_iqr=0.05, paired=True, host_clock=False)
+    q = assess(_gpu_rec(device_span_samples_ms=span), target_iqr=0.05, paired=True, host_clock=False)
     assert q["headline_quality"] == "noisy" and "backend headline drifted" in q["headline_noise_reasons"][0]
     assert q["host_quality"] == "clean"
 
 
 def test_the_eager_references_drifting_headline_is_noisy():
     span = [1.8] * 10 + [2.4] * 20
-    q = assess(_gpu_rec(eager_device_span_samples=span), target_iqr=0.05, paired=True, host_clock=False)
+    q = assess(_gpu_rec(eager_device_span_samples_ms=span), target_iqr=0.05, paired=True, host_clock=False)
     assert q["headline_quality"] == "noisy" and "eager headline" in q["headline_noise_reasons"][0]
 
 
@@ -94,6 +94,6 @@ def test_a_short_clock_dip_is_not_noise_of_the_headline_a_lasting_drop_is():
 
 
 def test_without_a_headline_method_the_host_clock_flag_decides():
-    q = assess({"samples": _samples(1.0), "latency_iqr_rel": 0.01, "host_other_cpu_share": 0.5, "host_cpus": 2},
+    q = assess({"samples_ms": _samples(1.0), "latency_iqr_rel": 0.01, "host_other_cpu_share": 0.5, "host_cpus": 2},
                target_iqr=0.05, paired=False, host_clock=False)
     assert q["headline_quality"] == "clean" and q["host_quality"] == "noisy"

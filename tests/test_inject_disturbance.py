@@ -21,7 +21,7 @@ def rec(backend: str = "inductor", workload: str = "gemm_bias_gelu", headline: s
     """An ok record of a GPU case, timed inside WINDOW unless `windows` says otherwise."""
     return {"backend": backend, "workload": workload, "dtype": "bfloat16", "status": "ok",
             "headline_method": method, "headline_quality": headline, "speedup_quality": speedup,
-            "host_quality": host, "timing_windows": [[1100.0, 1105.0]] if windows is None else windows,
+            "host_quality": host, "timing_windows_epoch_s": [[1100.0, 1105.0]] if windows is None else windows,
             "headline_noise_reasons": [OUTSIDER] if headline == "noisy" else [],
             "speedup_noise_reasons": [OUTSIDER] if speedup == "noisy" else ([] if speedup else None),
             "host_noise_reasons": [HOST_LOAD] if host == "noisy" else [], **fields}
@@ -48,7 +48,7 @@ def test_outsider_fails_on_an_overlapping_case_marked_clean():
 
 
 def test_outsider_fails_on_a_noisy_headline_with_a_clean_speedup():
-    seen = rec(headline="noisy", speedup="clean", gpu_other_processes=[{"pid": 4242, "sm_util": 80}])
+    seen = rec(headline="noisy", speedup="clean", gpu_other_processes=[{"pid": 4242, "sm_util_pct": 80}])
     v = iv.verdict(phase("outsider", [seen]))
     assert v["ok"] is False and v["failing"][0].endswith("speedup clean; NVML saw pid 4242")
     blind = rec(headline="clean", gpu_process_error="NVML unavailable")
@@ -103,7 +103,7 @@ def test_quiet_allows_five_percent_noisy():
 # --- the table --------------------------------------------------------------------------------------------------
 
 def test_rows_count_each_mark_per_backend():
-    outsider = [{"pid": 7, "sm_util": 90}, {"pid": 8, "sm_util": 5, "gated_sibling": True}]
+    outsider = [{"pid": 7, "sm_util_pct": 90}, {"pid": 8, "sm_util_pct": 5, "gated_sibling": True}]
     recs = [rec("eager", headline="noisy", speedup=None, host="noisy", gpu_other_processes=outsider),
             rec(headline="noisy", speedup="noisy", gpu_other_processes=outsider[1:]),
             rec(gpu_process_error="NVML unavailable"), rec(windows=[[1.0, 2.0]]), {"backend": "inductor",

@@ -195,7 +195,7 @@ def test_the_record_takes_the_markers_clock_where_every_call_has_one(monkeypatch
     assert out["eager_device_span_sm_clock_mhz"] == pytest.approx([1940.0, 1660.0, 1480.0, 1260.0])
     assert out["device_span_sm_clock_source"] == out["eager_device_span_sm_clock_source"] == "marker-spin"
     # the spans moved by 53% with the clock; in cycles they do not move
-    spans = out["device_span_samples"]
+    spans = out["device_span_samples_ms"]
     assert max(spans) / min(spans) > 1.5
     assert cycles(spans, out["device_span_sm_clock_mhz"]) == pytest.approx([200.0] * 4)
     # the headline's clock figures from the same per-call clocks, both targets; NVML's window figures kept

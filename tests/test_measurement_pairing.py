@@ -74,7 +74,7 @@ def test_label_eager_for_another_adapter_keeps_both_targets_apart():
     assert out["eager_latency_ms_median"] >= 6.0
     assert out["timer_speedup_vs_eager"] == pytest.approx(out["eager_latency_ms_median"] / out["latency_ms_median"])
     assert out["timer_speedup_vs_eager"] > 1.5
-    assert out["samples"] == targets[0].samples_ms and out["eager_samples"] == targets[1].samples_ms
+    assert out["samples_ms"] == targets[0].samples_ms and out["eager_samples_ms"] == targets[1].samples_ms
     assert out["eager_timing_method"] == out["timing_method"] == "host-clock+sync"
 
 

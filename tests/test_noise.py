@@ -23,7 +23,7 @@ def _samples(median: float, n: int = 30, spread: float = 0.01, seed: int = 0) ->
 
 def _rec(**fields) -> dict:
     backend = _samples(1.0)
-    rec = {"samples": backend, "latency_iqr_rel": 0.01, "eager_samples": _samples(2.0, seed=1),
+    rec = {"samples_ms": backend, "latency_iqr_rel": 0.01, "eager_samples_ms": _samples(2.0, seed=1),
            "host_other_cpu_share": 0.01, "host_cpus": 16, "host_run_delay_share": 0.001, "gpu_other_processes": []}
     rec.update(fields)
     return rec
@@ -39,7 +39,7 @@ def test_missed_iqr_target_names_who_and_by_how_much():
     q = assess(_rec(latency_iqr_rel=0.18), target_iqr=0.05, paired=True)
     assert q["measurement_quality"] == "noisy"
     assert q["noise_reasons"] == ["backend IQR/median 0.18 missed the target 0.05 (3.6x)"]
-    wide = _rec(eager_samples=[2.0 * (1 + 0.5 * (i % 2)) for i in range(30)])  # eager alternates 2 and 3 ms
+    wide = _rec(eager_samples_ms=[2.0 * (1 + 0.5 * (i % 2)) for i in range(30)])  # eager alternates 2 and 3 ms
     reasons = assess(wide, 0.05, paired=True)["noise_reasons"]
     assert any(r.startswith("eager reference IQR/median") for r in reasons), reasons
 
@@ -48,7 +48,7 @@ def test_eager_jumping_mid_case_is_drift():
     # The loaded CPU of issue 11: eager's samples 1.4 ms, then 32 ms from the middle of the case on. Its IQR
     # misses the target too; drift is the reason that says the level moved in time, and where.
     jump = _samples(1.4, 20) + _samples(32.0, 20)
-    q = assess(_rec(eager_samples=jump), 0.05, paired=True)
+    q = assess(_rec(eager_samples_ms=jump), 0.05, paired=True)
     drift = [r for r in q["noise_reasons"] if "drifted" in r]
     assert q["measurement_quality"] == "noisy" and len(drift) == 1 and drift[0].startswith("eager reference")
     assert "40 samples 1.4 / 31.8 / 32.1 ms" in drift[0] and q["eager_drift_rel"] > 20
@@ -63,20 +63,20 @@ def test_host_load_and_other_gpu_processes_are_noise():
                                      f"{HOST_SHARE_LIMIT:.0%}) during timing"]
     waited = assess(_rec(host_run_delay_share=0.2), 0.05, paired=False)["noise_reasons"]
     assert waited and "waited for a CPU 20%" in waited[0]
-    gpu = assess(_rec(gpu_other_processes=[{"pid": 4242, "sm_util": 60, "mem_util": 10}]), 0.05, paired=True)
+    gpu = assess(_rec(gpu_other_processes=[{"pid": 4242, "sm_util_pct": 60, "mem_util_pct": 10}]), 0.05, paired=True)
     assert gpu["noise_reasons"] == ["1 other process(es) used the GPU during timing (pid 4242)"]
     assert "eager_iqr_rel" not in busy  # unpaired (eager's own case): one target
 
 
 def test_other_gpu_processes_when_nvml_reports_another_pid_namespace():
-    seen = {7: {"pid": 7, "sm_util": 90}, 9: {"pid": 9, "sm_util": 3}}
-    assert others_than_me(seen, my_pid=7) == [{"pid": 9, "sm_util": 3}]
+    seen = {7: {"pid": 7, "sm_util_pct": 90}, 9: {"pid": 9, "sm_util_pct": 3}}
+    assert others_than_me(seen, my_pid=7) == [{"pid": 9, "sm_util_pct": 3}]
     # Our pid is not among NVML's: the most active process (we were timing) is taken to be us.
-    assert others_than_me(seen, my_pid=123) == [{"pid": 9, "sm_util": 3, "pid_namespace_unknown": True}]
-    assert others_than_me({7: {"pid": 7, "sm_util": 90}}, my_pid=123) == []
+    assert others_than_me(seen, my_pid=123) == [{"pid": 9, "sm_util_pct": 3, "pid_namespace_unknown": True}]
+    assert others_than_me({7: {"pid": 7, "sm_util_pct": 90}}, my_pid=123) == []
     # NVML's compute contexts hold ours (same pid space): a lone sampled process is another one, not us
-    assert others_than_me({7: {"pid": 7, "sm_util": 90}}, my_pid=123, same_namespace=True) == [{"pid": 7,
-                                                                                              "sm_util": 90}]
+    assert others_than_me({7: {"pid": 7, "sm_util_pct": 90}}, my_pid=123, same_namespace=True) == [
+        {"pid": 7, "sm_util_pct": 90}]
 
 
 def _spinners(n: int) -> list[subprocess.Popen]:
@@ -101,7 +101,7 @@ def test_load_watch_sees_a_busy_process():
     f = watch.fields()
     assert f["host_cpus"] >= 1 and 1.4 < f["timing_window_s"] < 10
     assert f["host_other_cpu_share"] > 0.5, f  # the spinners took most of every CPU
-    assert assess({**f, "samples": []}, 0.05, paired=False)["measurement_quality"] == "noisy"
+    assert assess({**f, "samples_ms": []}, 0.05, paired=False)["measurement_quality"] == "noisy"
 
 
 CONFIG = """
@@ -203,8 +203,8 @@ def test_gpu_watch_names_other_processes_that_ran_during_timing(monkeypatch):
     busy = _FakeNvml([_Sample(os.getpid(), 90, 40, now + 10**6), _Sample(4242, 35, 5, now + 10**6),
                       _Sample(777, 50, 5, now - 10**7)])  # 777: a sample from before the window
     f = _gpu_fields(monkeypatch, busy)
-    assert f["gpu_other_processes"] == [{"pid": 4242, "sm_util": 35, "mem_util": 5}]
-    assert assess({**f, "samples": []}, 0.05, paired=False)["noise_reasons"][-1].startswith(
+    assert f["gpu_other_processes"] == [{"pid": 4242, "sm_util_pct": 35, "mem_util_pct": 5}]
+    assert assess({**f, "samples_ms": []}, 0.05, paired=False)["noise_reasons"][-1].startswith(
         "1 other process(es) used the GPU during timing (pid 4242)")
     # NVML samples each process at its own rate: a busy outsider's last sample may fall just before the window
     late = _FakeNvml([_Sample(os.getpid(), 90, 40, now + 10**6), _Sample(4242, 80, 20, now - 10**6)])
@@ -212,7 +212,7 @@ def test_gpu_watch_names_other_processes_that_ran_during_timing(monkeypatch):
     assert _gpu_fields(monkeypatch, _FakeNvml([], "Not Found"))["gpu_other_processes"] == []
     unknown = _gpu_fields(monkeypatch, _FakeNvml([], "Not Supported"))
     assert unknown["gpu_other_processes"] == [{"pid": 4242, "activity": "unknown"}]
-    assert "held a context on the GPU" in assess({**unknown, "samples": []}, 0.05, False)["noise_reasons"][-1]
+    assert "held a context on the GPU" in assess({**unknown, "samples_ms": []}, 0.05, False)["noise_reasons"][-1]
 
 
 def test_the_nvml_stand_in_calls_only_what_pynvml_has():

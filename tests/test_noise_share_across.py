@@ -11,7 +11,7 @@ def own(ms: float, clock_mhz: float | None = None, workload: str = "gemm", dtype
         run_id: str = "r1", **fields) -> dict:
     """eager's own case: a CUPTI-span headline of five calls at `ms`, each at `clock_mhz` (None: no clocks)."""
     rec = {"run_id": run_id, "adapter": "eager", "backend": "eager", "workload": workload, "dtype": dtype,
-           "shape": "M=8192", "headline_method": "cupti-span", "headline_ms": ms, "device_span_samples": [ms] * 5}
+           "shape": "M=8192", "headline_method": "cupti-span", "headline_ms": ms, "device_span_samples_ms": [ms] * 5}
     if clock_mhz:
         rec.update(device_span_sm_clock_mhz=[clock_mhz] * 5, device_span_sm_clock_source="marker-spin")
     return {**rec, **fields}
@@ -22,7 +22,7 @@ def paired(backend: str, eager_ms: float, clock_mhz: float | None = None, worklo
     """Another backend's case with eager's interleaved headline at `eager_ms`, its calls at `clock_mhz`."""
     rec = {"run_id": run_id, "adapter": backend, "backend": backend, "workload": workload, "dtype": dtype,
            "shape": "M=8192", "headline_method": "cupti-span", "headline_ms": 0.5, "eager_headline_ms": eager_ms,
-           "eager_device_span_samples": [eager_ms] * 5}
+           "eager_device_span_samples_ms": [eager_ms] * 5}
     if clock_mhz:
         rec.update(eager_device_span_sm_clock_mhz=[clock_mhz] * 5, eager_device_span_sm_clock_source="marker-spin")
     return {**rec, **fields}
@@ -112,7 +112,7 @@ def test_the_share_table_counts_a_latency_at_its_clock_apart_from_a_noisy_one():
     without per-call clocks is noisy, its reason naming the clock's range."""
     spans, clocks = _settling()
     base = {"backend": "eager", "adapter": "eager", "device": "cuda:0", "timing_method": "cuda-events",
-            "headline_method": "cupti-span", "device_span_samples": spans, "samples": spans,
+            "headline_method": "cupti-span", "device_span_samples_ms": spans, "samples_ms": spans,
             "latency_iqr_rel": 0.01, "gpu_other_processes": [], "headline_sm_clock_mhz_min": int(min(clocks)),
             "headline_sm_clock_mhz_max": int(max(clocks)), "headline_sm_clock_mhz_median": 1400.0,
             "headline_sm_clock_low_share": 0.0}

@@ -46,11 +46,12 @@ def test_the_gate_policy_comes_from_the_config_or_the_command_line(tmp_path):
 def test_the_elapsed_share_counts_each_second_once_however_many_cases_overlap():
     from bakeoff.harness.cli.overhead import elapsed_line, elapsed_split
 
-    records = [{"compile_windows": [[0, 1], [5, 6]], "timing_windows": [[1, 2]]},
-               {"compile_windows": [[0.5, 1.5]], "details": {"timing_windows": [[1.8, 3]]}},  # as stored
+    records = [{"compile_windows_epoch_s": [[0, 1], [5, 6]], "timing_windows_epoch_s": [[1, 2]]},
+               {"compile_windows_epoch_s": [[0.5, 1.5]],
+                "details": {"timing_windows_epoch_s": [[1.8, 3]]}},  # as stored
                {"status": "skipped"}]
     split = elapsed_split(records, 10.0)
     assert split == {"elapsed_s": 10.0, "measuring_s": 4.0, "timing_s": 2.0, "overhead_share": 0.6}
     assert "during 40% (timing 20%): overhead 60%" in elapsed_line(records, 10.0)
-    assert elapsed_split([{"timing_windows": [[0, 1]]}], 10.0) is None  # a run recorded before compile_windows
+    assert elapsed_split([{"timing_windows_epoch_s": [[0, 1]]}], 10.0) is None  # a run recorded before compile_windows
     assert elapsed_line(records, None) is None

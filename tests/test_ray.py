@@ -56,7 +56,7 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     assert all(r["worker"].startswith("ray:") and r["worker"].endswith("/cpu") for r in records)
     for r in records:  # artifacts came back from the task and were moved into place after the commit
         assert {p.name for p in Path(r["artifacts_dir"]).iterdir()} == {"graph", "torch_code"}
-    windows = sorted(tuple(w) for r in records for w in r["timing_windows"])
+    windows = sorted(tuple(w) for r in records for w in r["timing_windows_epoch_s"])
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start  # tasks on one node share its CPU timing gate
     assert "(complete)" in bakeoff("show", run_id, "--db", db, cwd=tmp_path, check=True).stdout

@@ -93,8 +93,9 @@ def test_error_stats_fields_are_record_fields():
 
 def test_worker_serializes_through_the_model():
     ok = json.loads(serialize({"status": "ok", "compile_s": 1.5, "err_max_abs_vs_fp64": math.inf,
-                               "timing_windows": [[1.0, 2.0]]}, ColdOutput))
-    assert ok == {"status": "ok", "compile_s": 1.5, "err_max_abs_vs_fp64": math.inf, "timing_windows": [[1.0, 2.0]]}
+                               "timing_windows_epoch_s": [[1.0, 2.0]]}, ColdOutput))
+    assert ok == {"status": "ok", "compile_s": 1.5, "err_max_abs_vs_fp64": math.inf,
+                  "timing_windows_epoch_s": [[1.0, 2.0]]}
     unknown = json.loads(serialize({"status": "ok", "made_up_field_s": 1.0}, ColdOutput))
     assert unknown["status"] == "crash" and "made_up_field_s: not a record field" in unknown["reason"]
     odd = json.loads(serialize({"compile_warm_s": 1.0, "compile_stages_warm_s": {"build": object()}}, WarmOutput))
@@ -189,7 +190,7 @@ def test_gpu_timing_fields_are_declared(monkeypatch):
     assert rec.device_time.kernel_times[0].launches == 1.0 and rec.eager_device_time.kernel_times
     assert rec.sm_clock_mhz_min == 1755 and 0.0 <= rec.headline_sm_clock_low_share <= 1.0
     assert rec.headline_sm_clock_mhz_min <= rec.headline_sm_clock_mhz_max and rec.speedup_quality is not None
-    assert rec.device_time.span_samples == [0.8] * 4 and rec.eager_device_time.profiled_calls == 4
+    assert rec.device_time.span_samples_ms == [0.8] * 4 and rec.eager_device_time.profiled_calls == 4
     assert rec.device_time.span_sm_clock_mhz == [1980, 1965, 1965, 1755]  # inside its window, else the nearest
     # calls without marker readings: NVML's per-call clock, and the headline's clock figures from NVML too
     assert rec.device_time.span_sm_clock_source == "nvml" and rec.headline_sm_clock_source == "nvml"
@@ -213,13 +214,14 @@ def test_gpu_load_and_ceiling_fields_are_declared():
         pass
 
     class Gpu:  # what GpuWatch found: one process with utilization samples, one context of unknown activity
-        others = others_than_me({7: {"pid": 7, "sm_util": 30, "mem_util": 2}, 8: {"pid": 8, "activity": "unknown"},
-                                 9: {"pid": 9, "sm_util": 90, "mem_util": 5}}, my_pid=1)
+        others = others_than_me({7: {"pid": 7, "sm_util_pct": 30, "mem_util_pct": 2},
+                                 8: {"pid": 8, "activity": "unknown"},
+                                 9: {"pid": 9, "sm_util_pct": 90, "mem_util_pct": 5}}, my_pid=1)
         error = "per-process utilization unavailable (Not Supported): listing compute contexts"
 
     watch.gpu = Gpu()
     fields = watch.fields()
-    fields.update(assess({**fields, "samples": [1.0] * 20, "latency_iqr_rel": 0.0}, 0.05, paired=False))
+    fields.update(assess({**fields, "samples_ms": [1.0] * 20, "latency_iqr_rel": 0.0}, 0.05, paired=False))
     rec = ColdOutput.model_validate({**fields, "status": "ok"})
     assert rec.gpu_other_processes[0].pid_namespace_unknown and rec.measurement_quality == "noisy"
     assert rec.gpu_process_error and rec.noise_reasons
@@ -265,10 +267,10 @@ NOT_ON_THIS_RUN = {
                      "sweep_points", "sweep_points_ok", "sweep_recompiled_at", "sweep_serve_s", "sweep_serving",
                      "sweep_setup_s", "sweep_values"], "shape sweeps: test_sweep"),
     **dict.fromkeys(["device_span_ms", "device_span_p20_ms", "device_span_p80_ms", "device_span_iqr_rel",
-                     "device_span_samples", "device_span_sm_clock_mhz", "eager_device_span_sm_clock_mhz",
+                     "device_span_samples_ms", "device_span_sm_clock_mhz", "eager_device_span_sm_clock_mhz",
                      "device_ms", "device_ms_p20", "device_ms_p80", "kernel_count",
                      "profiled_calls", "kernel_times", "eager_device_span_ms", "eager_device_span_p20_ms",
-                     "eager_device_span_p80_ms", "eager_device_span_iqr_rel", "eager_device_span_samples",
+                     "eager_device_span_p80_ms", "eager_device_span_iqr_rel", "eager_device_span_samples_ms",
                      "eager_device_ms", "eager_device_ms_p20", "eager_device_ms_p80", "eager_kernel_count",
                      "eager_profiled_calls", "eager_kernel_times", "launch_overhead_share", "profile_error",
                      "headline_fallback", "graph_latency_ms", "graph_latency_method", "graph_replays",

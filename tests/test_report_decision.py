@@ -43,11 +43,11 @@ def _case(backend: str, speedup: float, jitter: float = 0.01, *, dtype: str = "f
     # a seed fixed by the case (str's hash() differs from one process to the next)
     b, e = _pairs(1.0 / speedup, 1.0, jitter=jitter, seed=zlib.crc32(f"{backend}/{workload}/{dtype}".encode()) % 1000)
     case = {"workload": workload, "shape": "N=8", "dtype": dtype, "backend": backend, "adapter": backend,
-            "status": status, "headline_method": "cupti-span", "device_span_samples": b,
-            "eager_device_span_samples": e, "headline_ms": 1.0 / speedup, "eager_headline_ms": 1.0,
+            "status": status, "headline_method": "cupti-span", "device_span_samples_ms": b,
+            "eager_device_span_samples_ms": e, "headline_ms": 1.0 / speedup, "eager_headline_ms": 1.0,
             "speedup_vs_eager": speedup if status == "ok" else None, "compile_total_s": 2.0, **extra}
     if backend == "eager":
-        case["eager_device_span_samples"] = None
+        case["eager_device_span_samples_ms"] = None
     return case
 
 
@@ -61,7 +61,7 @@ def test_the_record_carries_the_interval_columns_and_headline_pairs_choose_the_h
     pipelined = {**case, "headline_method": "pipelined"}
     assert case_speedup_interval(pipelined) is None
     timer = {**case, "headline_method": "host-clock+sync", "timing_method": "host-clock+sync",
-             "samples": case["device_span_samples"], "eager_samples": case["eager_device_span_samples"]}
+             "samples_ms": case["device_span_samples_ms"], "eager_samples_ms": case["eager_device_span_samples_ms"]}
     assert case_speedup_interval(timer) == case_speedup_interval(case)
 
 
@@ -148,7 +148,7 @@ def test_the_scoreboard_ranks_backends_over_the_cases_all_of_them_passed():
 def test_an_interval_without_samples_falls_back_to_the_stated_spread_rule():
     case = _case("a", 1.5, headline_p20_ms=0.6, headline_p80_ms=0.7, eager_headline_p20_ms=0.95,
                  eager_headline_p80_ms=1.05)
-    case["device_span_samples"] = None
+    case["device_span_samples_ms"] = None
     s = speed_of(case)
     assert s.source == "p20–p80" and s.low == pytest.approx(0.95 / 0.7) and s.high == pytest.approx(1.05 / 0.6)
     stored = speed_of({**case, "speedup_vs_eager_ci_low": 1.4, "speedup_vs_eager_ci_high": 1.6})

@@ -23,8 +23,8 @@ def _series(base_ms: float, clock_mhz: np.ndarray, seed: int, jitter: float = 0.
 
 
 def _rec(backend: list[float], eager: list[float], clock_mhz: np.ndarray, **fields) -> dict:
-    rec = {"samples": backend, "latency_iqr_rel": 0.01, "eager_samples": eager, "headline_method": "cupti-span",
-           "device_span_samples": backend, "eager_device_span_samples": eager,
+    rec = {"samples_ms": backend, "latency_iqr_rel": 0.01, "eager_samples_ms": eager, "headline_method": "cupti-span",
+           "device_span_samples_ms": backend, "eager_device_span_samples_ms": eager,
            "host_other_cpu_share": 0.01, "host_cpus": 16, "host_run_delay_share": 0.0, "gpu_other_processes": [],
            "headline_sm_clock_mhz_median": float(np.median(clock_mhz)),
            "headline_sm_clock_mhz_min": int(clock_mhz.min()), "headline_sm_clock_mhz_max": int(clock_mhz.max()),
@@ -76,7 +76,7 @@ def test_foreign_kernels_landing_on_some_samples_make_the_speedup_noisy_even_uns
 def test_another_process_seen_on_the_gpu_makes_a_clean_looking_speedup_noisy():
     clock = _settling_clock_mhz()
     rec = _rec(_series(1.6, clock, 1), _series(1.8, clock, 2), clock,
-               gpu_other_processes=[{"pid": 4242, "sm_util": 35, "mem_util": 5}])
+               gpu_other_processes=[{"pid": 4242, "sm_util_pct": 35, "mem_util_pct": 5}])
     q = _assess(rec)
     assert q["speedup_iqr_rel"] < 0.01  # the ratios alone look steady
     assert q["speedup_quality"] == "noisy" and any("pid 4242" in r for r in q["speedup_noise_reasons"])
@@ -100,13 +100,13 @@ def test_the_runs_own_gated_workers_count_in_the_summary_not_against_the_headlin
     """A worker under the same gate cannot time or check while this case times; what it may run beside (a
     compile's first run) is judged by the samples it would move. An outsider counts against both figures."""
     clock = _settling_clock_mhz()
-    sibling = {"pid": 731, "sm_util": 12, "mem_util": 4, "gated_sibling": True}
+    sibling = {"pid": 731, "sm_util_pct": 12, "mem_util_pct": 4, "gated_sibling": True}
     q = _assess(_rec(_series(1.6, clock, 1), _series(1.8, clock, 2), clock, gpu_other_processes=[sibling]))
     assert q["speedup_quality"] == "clean"
     assert not any("pid 731" in r for r in q["headline_noise_reasons"])
     assert q["measurement_quality"] == "noisy"
     assert any("1 gated worker(s) of this run used the GPU during timing (pid 731)" in r for r in q["noise_reasons"])
-    outsider = {"pid": 4242, "sm_util": 12, "mem_util": 4}
+    outsider = {"pid": 4242, "sm_util_pct": 12, "mem_util_pct": 4}
     q = _assess(_rec(_series(1.6, clock, 1), _series(1.8, clock, 2), clock, gpu_other_processes=[sibling, outsider]))
     assert q["speedup_quality"] == "noisy" and q["headline_quality"] == "noisy"
     assert any("1 other process(es) used the GPU during timing (pid 4242)" in r for r in q["speedup_noise_reasons"])
@@ -138,8 +138,9 @@ def test_a_gated_sibling_is_told_by_its_environment():
 def test_eager_alone_has_no_speedup_quality():
     clock = _settling_clock_mhz()
     samples = _series(1.8, clock, 2)
-    q = assess({"samples": samples, "latency_iqr_rel": 0.2, "headline_method": "cupti-span",
-                "device_span_samples": samples, "headline_sm_clock_mhz_min": 1320, "headline_sm_clock_mhz_max": 1980},
+    q = assess({"samples_ms": samples, "latency_iqr_rel": 0.2, "headline_method": "cupti-span",
+                "device_span_samples_ms": samples, "headline_sm_clock_mhz_min": 1320,
+                "headline_sm_clock_mhz_max": 1980},
                TARGET, paired=False, host_clock=False)
     assert q["speedup_quality"] is None and q["speedup_noise_reasons"] is None and q["speedup_iqr_rel"] is None
     assert q["headline_quality"] == "noisy" and "SM clock moved" in q["headline_noise_reasons"][0]

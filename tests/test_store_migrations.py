@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
-from bakeoff.results.schema import SCHEMA_VERSION
+from bakeoff.results.schema import SCHEMA_VERSION, records
 from bakeoff.results.store import Store, StoreError
 
 DATA = Path(__file__).parent / "data"
@@ -39,6 +39,8 @@ def test_v1_store_is_upgraded_and_keeps_its_rows(store_url):
     make_v1_store(store_url)
     store = Store(store_url)
     assert store.upgraded_to == list(range(2, SCHEMA_VERSION + 1))
+    with store.engine.connect() as conn:  # the current columns, those renamed since v1 under their new names
+        assert {c["name"] for c in inspect(conn).get_columns("records")} == {c.name for c in records.columns}
     (old,) = store.records("old-run")
     assert old["latency_ms_median"] == 1.5 and old["details"] == {"checked_seeds": [0, 1]}
     assert old["worker"] is None and old["attempt"] is None  # not recorded by v1
@@ -86,8 +88,6 @@ def test_newer_or_foreign_store_is_refused(tmp_path):
 def test_a_field_newly_marked_in_table_is_added_as_its_typed_column(store_url):
     """migrations.add_record_columns, the one line a migration step needs for a new record column: the
     column gets the model's type, old rows read it as NULL, new records fill it."""
-    from sqlalchemy import inspect
-
     from bakeoff.results.migrations import add_record_columns
 
     store = Store(store_url)

@@ -18,11 +18,11 @@ NVML_SOURCE = "nvml"
 
 
 def per_call_clocks(rec: dict[str, Any], prefix: str = "") -> list[float] | None:
-    """The per-call clocks (MHz) of `{prefix}device_span_samples` where they were read on the device for every
+    """The per-call clocks (MHz) of `{prefix}device_span_samples_ms` where they were read on the device for every
     call of a CUPTI-span headline; else None."""
     if rec.get(f"{prefix}device_span_sm_clock_source") != MARKER_SOURCE or rec.get("headline_method") != "cupti-span":
         return None
-    spans, clocks = rec.get(f"{prefix}device_span_samples") or [], rec.get(f"{prefix}device_span_sm_clock_mhz") or []
+    spans, clocks = rec.get(f"{prefix}device_span_samples_ms") or [], rec.get(f"{prefix}device_span_sm_clock_mhz") or []
     if not spans or len(clocks) != len(spans) or not all(c and float(c) > 0 for c in clocks):
         return None
     return [float(c) for c in clocks]
@@ -34,4 +34,4 @@ def span_kcycles(rec: dict[str, Any], prefix: str = "") -> float | None:
     clocks = per_call_clocks(rec, prefix)
     if clocks is None:
         return None
-    return float(statistics.median(float(x) * c for x, c in zip(rec[f"{prefix}device_span_samples"], clocks)))
+    return float(statistics.median(float(x) * c for x, c in zip(rec[f"{prefix}device_span_samples_ms"], clocks)))

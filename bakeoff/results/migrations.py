@@ -60,8 +60,20 @@ def _v2_to_v3(conn: Connection) -> None:
     run_leases.create(conn, checkfirst=True)
 
 
+def rename_record_columns(conn: Connection, renamed: dict[str, str]) -> None:
+    """Rename columns of `records` (old name -> current name, a record field renamed; results/renamed_fields.py
+    renames the same fields in the `details` of old rows as they are read). Their values stay as they are."""
+    for old, new in renamed.items():
+        conn.exec_driver_sql(f"ALTER TABLE records RENAME COLUMN {old} TO {new}")
+
+
+def _v3_to_v4(conn: Connection) -> None:
+    """records.samples becomes records.samples_ms: names carry their unit."""
+    rename_record_columns(conn, {"samples": "samples_ms"})
+
+
 # version N -> the step that takes a store from N to N+1
-STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def upgrade(conn: Connection, version: int) -> list[int]:

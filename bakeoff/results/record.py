@@ -161,7 +161,7 @@ class TimingFields(_Group):
     headline that means the same for every backend, kernels, SM clock, throughput, and the timing gate."""
 
     timer: Annotated[BackendTimer | None, TIMER_COLUMNS] = doc("the timer")
-    eager_timer: Annotated[Timer | None, TIMER_COLUMNS.mirror("eager_", ("median_ms", "p20_ms", "p80_ms", "samples",
+    eager_timer: Annotated[Timer | None, TIMER_COLUMNS.mirror("eager_", ("median_ms", "p20_ms", "p80_ms", "samples_ms",
                                                                   "method"), in_table=("median_ms",))] = doc(
         "eager's timer, interleaved (timed by the backend's method)")
     speedup_vs_eager: Annotated[float | None, COLUMN] = doc("eager's headline_ms over the backend's (both by "
@@ -209,9 +209,9 @@ class TimingFields(_Group):
         "beside_compiles: no other device work while it times, other cases' host-side compiles go on")
     gate_policy_reason: str | None = doc("why the case ran under that policy (run/gate_policy.py; `auto` resolved)")
     gate_wait_s: float | None = doc("seconds waited for the timing gate before timing")
-    timing_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds the timing gate was held alone")
-    compile_windows: list[tuple[float, float]] | None = doc("(start, end) epoch seconds of the cold and warm "
-                                                            "processes' compiles, gate waits inside not counted")
+    timing_windows_epoch_s: list[tuple[float, float]] | None = doc("(start, end) epoch s: the timing gate held alone")
+    compile_windows_epoch_s: list[tuple[float, float]] | None = doc(
+        "(start, end) epoch seconds of the cold and warm processes' compiles, gate waits inside not counted")
     achieved_gbps: Annotated[float | None, COLUMN] = doc("bytes_moved per headline call, GB/s")
     achieved_tflops: Annotated[float | None, COLUMN] = doc("flops per headline call, TFLOP/s")
     break_even_calls: Annotated[float | None, COLUMN] = doc("compile_total_s over the headline time saved per call")

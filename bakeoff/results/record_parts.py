@@ -231,7 +231,7 @@ class Timer(Spread):
     """The timer (harness/measure/timing.py measure): CUDA events or host clock + sync, cache flushed per
     sample."""
 
-    samples: list[float] | None = doc("every timer sample in time order, ms per call")
+    samples_ms: list[float] | None = doc("every timer sample in time order, ms per call")
     method: str | None = doc("how the timer timed it, e.g. 'host-clock+sync' (harness/measure/timing.py)")
 
 
@@ -253,7 +253,7 @@ class DeviceTime(_Figures):
     span_p20_ms: float | None = doc("its 20th percentile, ms")
     span_p80_ms: float | None = doc("its 80th percentile, ms")
     span_iqr_rel: float | None = doc("its interquartile range over its median")
-    span_samples: list[float] | None = doc("the span of each profiled call, ms")
+    span_samples_ms: list[float] | None = doc("the span of each profiled call, ms")
     span_sm_clock_mhz: list[float] | None = doc("the SM clock during each profiled call, MHz (span_sm_clock_source "
                                                 "says how it was read)")
     span_sm_clock_source: ClockSource | None = doc(
@@ -284,13 +284,13 @@ class Headline(Spread):
 
 # Where each latency part's fields go: the backend's columns, and eager's mirror of them ("eager_" + the name).
 TIMER_COLUMNS = Flat.of({"median_ms": "latency_ms_median", "p20_ms": "latency_ms_p20", "p80_ms": "latency_ms_p80",
-                  "iqr_rel": "latency_iqr_rel", "n": "n_samples", "method": "timing_method", "samples": "samples"},
-                 in_table=("median_ms", "p20_ms", "p80_ms", "iqr_rel", "n", "samples"))
+                  "iqr_rel": "latency_iqr_rel", "n": "n_samples", "method": "timing_method",
+                  "samples_ms": "samples_ms"}, in_table=("median_ms", "p20_ms", "p80_ms", "iqr_rel", "n", "samples_ms"))
 HOST_COLUMNS = Flat.of(spread_columns("host_latency"))
 PIPELINED_COLUMNS = Flat.of({**spread_columns("pipelined"), "calls": "pipelined_calls"})
 DEVICE_TIME_COLUMNS = Flat.of({"span_ms": "device_span_ms", "span_p20_ms": "device_span_p20_ms",
                    "span_p80_ms": "device_span_p80_ms", "span_iqr_rel": "device_span_iqr_rel",
-                   "span_samples": "device_span_samples", "span_sm_clock_mhz": "device_span_sm_clock_mhz",
+                   "span_samples_ms": "device_span_samples_ms", "span_sm_clock_mhz": "device_span_sm_clock_mhz",
                    "span_sm_clock_source": "device_span_sm_clock_source",
                    "span_sm_clock_edges_mhz": "device_span_sm_clock_edges_mhz",
                    "span_sm_clock_error": "device_span_sm_clock_error",
@@ -300,7 +300,7 @@ DEVICE_TIME_COLUMNS = Flat.of({"span_ms": "device_span_ms", "span_p20_ms": "devi
                    "kernel_times": "kernel_times"}, in_table=("kernel_count", "kernel_sum_ms"))
 # eager's mirror, in the column order stores have had (the newer columns after the clock's)
 EAGER_DEVICE_TIME_COLUMNS = DEVICE_TIME_COLUMNS.mirror("eager_", (
-    "span_ms", "span_p20_ms", "span_p80_ms", "span_iqr_rel", "span_samples", "span_sm_clock_mhz",
+    "span_ms", "span_p20_ms", "span_p80_ms", "span_iqr_rel", "span_samples_ms", "span_sm_clock_mhz",
     "span_sm_clock_source", "span_sm_clock_edges_mhz", "span_sm_clock_error", "kernel_sum_ms", "kernel_sum_p20_ms",
     "kernel_sum_p80_ms", "kernel_count", "profiled_calls", "kernel_times"))
 HEADLINE_COLUMNS = Flat.of({**spread_columns("headline"), "iqr_rel": "headline_iqr_rel", "n": "headline_n",
@@ -325,8 +325,8 @@ class GpuProcess(_Part):
     """Another process NVML saw on the GPU during timing (harness/measure/load_watch.py)."""
 
     pid: int = Field(description="its process id as NVML reports it")
-    sm_util: int | None = Field(None, description="SM utilization in its samples, percent")
-    mem_util: int | None = Field(None, description="memory utilization in its samples, percent")
+    sm_util_pct: int | None = Field(None, description="SM utilization in its samples, percent")
+    mem_util_pct: int | None = Field(None, description="memory utilization in its samples, percent")
     activity: Literal["unknown"] | None = Field(None, description="'unknown': a compute context, activity not "
                                                 "reported")
     pid_namespace_unknown: bool | None = Field(None, description="NVML reported another pid namespace's ids")

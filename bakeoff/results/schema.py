@@ -13,6 +13,8 @@ Versions (upgrades in results/migrations.py):
      enforces VARCHAR lengths, and a long backend label must not fail a run).
   3: run_leases (one row per run held by a live orchestrator), so that two orchestrators started from
      different folders or hosts on one store never run one run at once.
+  4: records.samples renamed records.samples_ms (names carry their unit; the record fields renamed with it,
+     kept in `details`, read under their new names: results/renamed_fields.py).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Inte
 
 from bakeoff.results.record import CaseRecord, InTable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 

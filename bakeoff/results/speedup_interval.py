@@ -50,13 +50,14 @@ def speedup_interval(backend_ms: Sequence[float], eager_ms: Sequence[float], lev
 
 def headline_pairs(case: Mapping[str, Any]) -> tuple[list[float], list[float]] | None:
     """The backend's and eager's samples behind the headline of a flat record (its columns): the CUPTI spans
-    (`device_span_samples`, `eager_device_span_samples`) or the timer's (`samples`, `eager_samples`); None when
-    the headline has no samples (the pipelined fallback) or eager's are missing (the case is eager itself)."""
+    (`device_span_samples_ms`, `eager_device_span_samples_ms`) or the timer's (`samples_ms`, `eager_samples_ms`);
+    None when the headline has no samples (the pipelined fallback) or eager's are missing (the case is eager
+    itself)."""
     method = case.get("headline_method")
     if method == "cupti-span":
-        pair = case.get("device_span_samples"), case.get("eager_device_span_samples")
+        pair = case.get("device_span_samples_ms"), case.get("eager_device_span_samples_ms")
     elif method is None or method == case.get("timing_method"):
-        pair = case.get("samples"), case.get("eager_samples")
+        pair = case.get("samples_ms"), case.get("eager_samples_ms")
     else:
         return None
     if not pair[0] or not pair[1]:

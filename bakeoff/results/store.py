@@ -29,6 +29,7 @@ from bakeoff.results.errors import StoreError  # raised here; defined apart so t
 from bakeoff.results.hardware import hardware_id
 from bakeoff.results.leases import LeaseClaim, LeaseHolder
 from bakeoff.results.record import CaseRecord
+from bakeoff.results.renamed_fields import current_names
 from bakeoff.results.stored_record import StoredRecord
 from bakeoff.results.schema import RECORD_COLUMNS, SCHEMA_VERSION, ceilings, records, runs, schema_info
 
@@ -243,10 +244,11 @@ class Store:
                                                            records.c.case_id == case_id)).first() is not None
 
     def records(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's records in insertion order, with `details` kept as a nested dict."""
+        """A run's records in insertion order, with `details` kept as a nested dict; fields an older bakeoff
+        wrote under another name under their current one (results/renamed_fields.py)."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(records).where(records.c.run_id == run_id).order_by(records.c.id)).mappings()
-            return [dict(r) for r in rows]
+            return [current_names(r) for r in rows]
 
     def case_records(self, run_id: str) -> list[StoredRecord]:
         """A run's records in insertion order, typed (fields a different bakeoff wrote: `legacy_fields`)."""

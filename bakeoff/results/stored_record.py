@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError
 
 from bakeoff.results.record import CaseRecord, InTable, doc
 from bakeoff.results.record_parts import column_of
+from bakeoff.results.renamed_fields import current_names
 
 
 class StoredRecord(CaseRecord):
@@ -29,7 +30,9 @@ class StoredRecord(CaseRecord):
     def from_row(cls, row: Mapping[str, Any]) -> StoredRecord:
         """A record from a row of `records` (columns, and `details` holding the rest). Never raises for
         what an older or newer bakeoff wrote: an unknown field, or a value of another type, is kept in
-        `legacy_fields` instead of failing the read."""
+        `legacy_fields` instead of failing the read. A field an older bakeoff wrote under another name reads
+        under its current one (results/renamed_fields.py)."""
+        row = current_names(row)
         data = {k: v for k, v in row.items() if k != "details" and v is not None}
         for key, value in (row.get("details") or {}).items():
             if value is not None:
@@ -49,7 +52,6 @@ class StoredRecord(CaseRecord):
                     legacy[name] = data.pop(name)
                 data.setdefault("status", "crash")
         raise AssertionError("unreachable")
-
 
 
 def _jsonable(value: Any) -> Any:

@@ -9,7 +9,8 @@ profiled pass); everything else (process start, imports, inputs, baseline, refer
 Two shares, which agree for one worker: over the cases' worker time (summed, so with N workers on one device
 a worker waiting for another's timing counts that wait as overhead: `gate_wait`), and over the run's elapsed
 time (`elapsed_split`: the share of the elapsed seconds during which no case was compiling or timing, from the
-records' `compile_windows` and `timing_windows`: what the run spent doing neither, whatever the parallelism).
+records' `compile_windows_epoch_s` and `timing_windows_epoch_s`: what the run spent doing neither, whatever the
+parallelism).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def case_split(record: dict[str, Any]) -> tuple[float, float, float] | None:
     compile_s = sum(record.get(k) or 0.0 for k in ("compile_process_setup_s", "compile_process_setup_warm_s")) + (
         record.get("compile_total_s") or record.get("compile_s") or 0.0) + (
         record.get("compile_warm_total_s") or record.get("compile_warm_s") or 0.0)
-    timing_s = sum(end - start for start, end in record.get("timing_windows") or [])
+    timing_s = sum(end - start for start, end in record.get("timing_windows_epoch_s") or [])
     return wall, compile_s, timing_s
 
 
@@ -77,12 +78,12 @@ def elapsed_split(records: Iterable[dict[str, Any]], elapsed_s: float | None) ->
     """Over `elapsed_s` seconds of a run (its sessions' time, without the pauses between them): the seconds during
     which some case was compiling or timing (`measuring_s`, the union of the records' compile and timing
     windows), of which timing (`timing_s`), and `overhead_share` = 1 - measuring / elapsed. None when no record
-    has `compile_windows` (runs recorded before them) or `elapsed_s` is unknown."""
+    has `compile_windows_epoch_s` (runs recorded before them) or `elapsed_s` is unknown."""
     rows = [_flat(r) for r in records]
-    if not elapsed_s or not any(r.get("compile_windows") for r in rows):
+    if not elapsed_s or not any(r.get("compile_windows_epoch_s") for r in rows):
         return None
-    timing = [tuple(w) for r in rows for w in r.get("timing_windows") or []]
-    both = timing + [tuple(w) for r in rows for w in r.get("compile_windows") or []]
+    timing = [tuple(w) for r in rows for w in r.get("timing_windows_epoch_s") or []]
+    both = timing + [tuple(w) for r in rows for w in r.get("compile_windows_epoch_s") or []]
     measuring = min(_union_s(both), elapsed_s)
     return {"elapsed_s": elapsed_s, "measuring_s": measuring, "timing_s": min(_union_s(timing), elapsed_s),
             "overhead_share": 1.0 - measuring / elapsed_s}

@@ -91,15 +91,15 @@ class DeviceFigures:
     span_sm_clock_error: str | None = None  # why the markers gave no clock for some call
 
     def fields(self, prefix: str = "") -> dict[str, float | int | list[float]]:
-        """Record fields: `{prefix}device_span_ms` (median), p20/p80, IQR, n and samples; `{prefix}device_ms`
-        (kernel sum, median) with p20/p80; `{prefix}kernel_count` (per call, median); the per-call SM clock
-        (`{prefix}device_span_sm_clock_mhz`, `_source`) where every call has one, the markers' readings
-        (`_edges_mhz`) and why they gave no clock (`_error`) where they did not."""
+        """Record fields: `{prefix}device_span_ms` (median), p20/p80, IQR, n and samples (`_samples_ms`);
+        `{prefix}device_ms` (kernel sum, median) with p20/p80; `{prefix}kernel_count` (per call, median); the
+        per-call SM clock (`{prefix}device_span_sm_clock_mhz`, `_source`) where every call has one, the markers'
+        readings (`_edges_mhz`) and why they gave no clock (`_error`) where they did not."""
         s, k = self.span, self.kernel_sum
         clocked = len(self.span_sm_clock_mhz) == len(self.span_samples_ms)
         return {f"{prefix}device_span_ms": s.median_ms, f"{prefix}device_span_p20_ms": s.p20_ms,
                 f"{prefix}device_span_p80_ms": s.p80_ms, f"{prefix}device_span_iqr_rel": s.iqr_rel,
-                f"{prefix}device_span_samples": self.span_samples_ms, f"{prefix}device_ms": k.median_ms,
+                f"{prefix}device_span_samples_ms": self.span_samples_ms, f"{prefix}device_ms": k.median_ms,
                 f"{prefix}device_ms_p20": k.p20_ms, f"{prefix}device_ms_p80": k.p80_ms,
                 f"{prefix}kernel_count": self.kernel_count, f"{prefix}profiled_calls": s.n,
                 f"{prefix}kernel_times": self.kernel_times,

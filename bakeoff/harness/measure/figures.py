@@ -57,9 +57,9 @@ def latency_fields(results: dict[str, Stats], targets: list[TimedCall]) -> dict[
     return {
         "latency_ms_median": mine.median_ms, "latency_ms_p20": mine.p20_ms, "latency_ms_p80": mine.p80_ms,
         "latency_iqr_rel": mine.iqr_rel, "n_samples": mine.n, "timing_method": mine.method,
-        "samples": targets[0].samples_ms,
+        "samples_ms": targets[0].samples_ms,
         "eager_latency_ms_median": eager_stats.median_ms, "eager_latency_ms_p20": eager_stats.p20_ms,
-        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples": eager_target.samples_ms,
+        "eager_latency_ms_p80": eager_stats.p80_ms, "eager_samples_ms": eager_target.samples_ms,
         "eager_timing_method": eager_stats.method,
         "timer_speedup_vs_eager": _ratio(eager_stats.median_ms, mine.median_ms),
     }
@@ -79,7 +79,7 @@ def headline_fields(device: str, timer: dict[str, Stats], profiled: dict[str, De
 
     `timer`, `profiled` and `pipelined` are keyed by target name (BACKEND_TARGET, EAGER_TARGET when paired);
     `profile_note` says why `profiled` is None on a GPU (profiling off, or the profiler's error). The headline's
-    samples are the record's `device_span_samples` (cupti-span) or `samples` (the timer's), not copied."""
+    samples are the record's `device_span_samples_ms` (cupti-span) or `samples_ms` (the timer's), not copied."""
     names = [BACKEND_TARGET] + ([EAGER_TARGET] if EAGER_TARGET in timer else [])
     fallback = None
     if not device.startswith("cuda"):

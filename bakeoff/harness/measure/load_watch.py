@@ -156,7 +156,8 @@ class GpuWatch:
             procs = {int(p.pid) for p in nv.nvmlDeviceGetComputeRunningProcesses(h)}
             try:
                 samples = nv.nvmlDeviceGetProcessUtilization(h, self.t0_us)
-                active = {int(s.pid): {"pid": int(s.pid), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
+                active = {int(s.pid): {"pid": int(s.pid), "sm_util_pct": int(s.smUtil),
+                                          "mem_util_pct": int(s.memUtil)}
                           for s in samples if s.timeStamp >= self.t0_us and (s.smUtil > 0 or s.memUtil > 0)}
                 self.others = others_than_me(active, os.getpid(), same_namespace=os.getpid() in procs)
             except nv.NVMLError as exc:
@@ -197,8 +198,8 @@ def others_than_me(by_pid: dict[int, dict[str, Any]], my_pid: int,
     `my_pid` is another process, whether or not we have a utilization sample of our own (on the H200 an outsider
     running matmuls was sometimes the only process sampled in a window, and was taken for us). Otherwise, when
     `my_pid` is not among the entries (another pid namespace's ids), this process is one of them: the most active
-    one (largest sm_util; we were timing) is taken to be us, and the others are marked `pid_namespace_unknown`."""
+    one (largest sm_util_pct; we were timing) is taken to be us, and the others are marked `pid_namespace_unknown`."""
     if same_namespace or my_pid in by_pid:
         return [v for p, v in sorted(by_pid.items()) if p != my_pid]
-    ranked = sorted(by_pid.values(), key=lambda v: (-int(v.get("sm_util") or 0), v["pid"]))
+    ranked = sorted(by_pid.values(), key=lambda v: (-int(v.get("sm_util_pct") or 0), v["pid"]))
     return [dict(v, pid_namespace_unknown=True) for v in ranked[1:]]

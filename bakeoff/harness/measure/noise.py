@@ -23,8 +23,8 @@ A case is noisy when any of these holds (each reason names who and by how much):
   per-process samples also straddle the gate's hand-over. An outsider counts everywhere.
 These make `measurement_quality`, the case's overall summary. Each figure is also judged on its own:
 - `headline_quality` (with `headline_noise_reasons`): the absolute headline latencies, from their own samples
-  (`device_span_samples` for the CUPTI span, else the timer's `samples`) and the eager reference's, by the IQR
-  and drift rules above; other GPU processes; an SM-clock drop during the headline's samples (more than
+  (`device_span_samples_ms` for the CUPTI span, else the timer's `samples_ms`) and the eager reference's, by the
+  IQR and drift rules above; other GPU processes; an SM-clock drop during the headline's samples (more than
   CLOCK_LOW_SHARE_LIMIT (20%) of the clock readings more than CLOCK_DROP_LIMIT (10%) under their median); host
   load only where the headline is host-timed (not a DEVICE_METHODS method). A spread the SM clock can account
   for is still a spread of the latency, and its reason names the clock: from each call's own clock where the
@@ -98,9 +98,9 @@ def iqr_rel(samples_ms: Sequence[float]) -> float | None:
 
 def _targets(rec: dict[str, Any], paired: bool) -> list[tuple[str, list[float], float | None]]:
     """(who, samples, IQR/median) of the backend and, when timed beside it, the eager reference."""
-    out = [("backend", list(rec.get("samples") or []), rec.get("latency_iqr_rel"))]
+    out = [("backend", list(rec.get("samples_ms") or []), rec.get("latency_iqr_rel"))]
     if paired:
-        eager = list(rec.get("eager_samples") or [])
+        eager = list(rec.get("eager_samples_ms") or [])
         out.append(("eager reference", eager, iqr_rel(eager)))
     return out
 
@@ -243,7 +243,7 @@ def headline_device_timed(rec: dict[str, Any]) -> bool:
 
 def _headline_series(rec: dict[str, Any], paired: bool) -> tuple[list[float], float | None, list[float]]:
     """The backend's headline samples, their IQR/median, and eager's headline samples (empty unless paired)."""
-    key = "device_span_samples" if headline_device_timed(rec) else "samples"
+    key = "device_span_samples_ms" if headline_device_timed(rec) else "samples_ms"
     mine = list(rec.get(key) or [])
     iqr = rec.get("headline_iqr_rel", iqr_rel(mine) if mine else None)
     return mine, iqr, list(rec.get(f"eager_{key}") or []) if paired else []

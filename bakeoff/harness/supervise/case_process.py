@@ -306,7 +306,7 @@ def execute_case(case: Case, work_dir: Path, *, slot: Slot | None = None,
         if staged.exists():
             record["artifacts_dir"] = str(final_dir(work_dir, case))
         if compile_windows:
-            record["compile_windows"] = [[round(a, 6), round(b, 6)] for a, b in compile_windows]
+            record["compile_windows_epoch_s"] = [[round(a, 6), round(b, 6)] for a, b in compile_windows]
     finally:
         t_cleanup = time.perf_counter()
         shutil.rmtree(cache_root, ignore_errors=True)

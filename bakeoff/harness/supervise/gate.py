@@ -221,7 +221,7 @@ class Gate:
     def summary(self) -> dict[str, object]:
         """For the record: seconds waited for the gate so far and the exclusive windows (epoch seconds)."""
         return {"gate": self.prefix, "gate_policy": self.policy, "gate_wait_s": self.waited_s,
-                "timing_windows": [list(w) for w in self.windows]}
+                "timing_windows_epoch_s": [list(w) for w in self.windows]}
 
 
 def host_work() -> ContextManager[bool]:

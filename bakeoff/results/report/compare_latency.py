@@ -26,7 +26,7 @@ NVML_WINDOW = "NVML"  # NVML's median over the timing window, for records withou
 DEVICE_METHODS = ("cupti-span", "cupti-kernel-sum")  # headline methods read on the device (harness/measure/noise.py)
 HOST_LOAD = "host load:"  # how noise.py starts a host-load reason
 GATED_WORKERS = "gated worker(s) of this run"  # how noise.py names the run's own workers on the GPU
-# How noise.py starts the case's reasons about the timer's samples (`samples`, `eager_samples`)
+# How noise.py starts the case's reasons about the timer's samples (`samples_ms`, `eager_samples_ms`)
 TIMER_SPREAD = ("backend IQR/median", "backend drifted", "eager reference IQR/median", "eager reference drifted")
 
 

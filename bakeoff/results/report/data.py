@@ -113,12 +113,12 @@ def headline_samples(case: dict[str, Any]) -> list[float]:
     """The samples the headline is the median of: CUPTI spans, or the timer's samples (CPU and older
     records); none for the pipelined fallback, which is one figure per batch of calls."""
     if fnum(case.get("headline_ms")) is None:
-        return list(case.get("samples") or [])
+        return list(case.get("samples_ms") or [])
     method = headline_method(case)
     if method == "cupti-span":
-        return list(case.get("device_span_samples") or [])
+        return list(case.get("device_span_samples_ms") or [])
     if method == case.get("timing_method"):
-        return list(case.get("samples") or [])
+        return list(case.get("samples_ms") or [])
     return []
 
 
