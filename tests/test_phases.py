@@ -53,5 +53,5 @@ def test_the_elapsed_share_counts_each_second_once_however_many_cases_overlap():
     split = elapsed_split(records, 10.0)
     assert split == {"elapsed_s": 10.0, "measuring_s": 4.0, "timing_s": 2.0, "overhead_share": 0.6}
     assert "during 40% (timing 20%): overhead 60%" in elapsed_line(records, 10.0)
-    assert elapsed_split([{"timing_windows_epoch_s": [[0, 1]]}], 10.0) is None  # a run recorded before compile_windows
+    assert elapsed_split([{"timing_windows_epoch_s": [[0, 1]]}], 10.0) is None  # a run recorded before compile windows
     assert elapsed_line(records, None) is None
