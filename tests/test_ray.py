@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import signal
+import socket
 from collections import Counter
 from pathlib import Path
 
@@ -65,6 +66,18 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     env = Store(db).run(run_id)["environment"]
     assert env["ray_node"] and env["hardware_id"]  # the run's environment came from a node of the cluster
     assert all(r["node_hardware_id"] == env["hardware_id"] and r["node_fingerprint"] for r in records)
+
+
+def test_an_address_where_no_ray_listens_is_exit_2_at_once(tmp_path):
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = bakeoff("run", "c.yaml", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                   "--db", f"sqlite:///{tmp_path / 'r.db'}", cwd=tmp_path, timeout=90)  # ray.init alone retries for minutes
+    assert proc.returncode == 2, proc.stderr
+    assert f"nothing accepts connections at 127.0.0.1:{port} (Connection refused)" in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r.db").exists()
 
 
 def _failing_task() -> None:

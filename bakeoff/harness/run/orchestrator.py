@@ -247,10 +247,18 @@ def _check_host_device(run_id: str, device: str, spec: ExecutorSpec) -> None:
                             f"({count} CUDA device(s) here): resume it on a host that has that device")
 
 
-def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec()) -> str:
+def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec(),
+               on_resumed: Callable[[str], None] | None = None) -> str:
     """Finish the cases of `run_id` that have no record, with the config, filters, device and preset the run
-    started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run."""
+    started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run.
+    A complete run is left as it is. `on_resumed(run_id)` once the resume is allowed and counted (or the run
+    found complete): not for a resume that is refused."""
     run = store.run(run_id)
+    if run["status"] == "complete":
+        console.print(f"run {run_id} is complete: nothing to resume", highlight=False)
+        if on_resumed is not None:
+            on_resumed(run_id)
+        return run_id
     lease = RunLease(store)
     with lease.held(run_id):  # first: a run held elsewhere is refused before anything else is done
         if lease.took_over:
@@ -266,6 +274,8 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
             console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
                           f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
             attempt = store.start_resume(run_id, lease=lease.token)
+            if on_resumed is not None:
+                on_resumed(run_id)
         except BaseException:
             executor.close()
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -26,6 +27,7 @@ from bakeoff.harness.supervise.staging import discard, final_dir, pack, staging_
 WAIT_POLL_S = 0.2  # how long one ray.wait blocks (seconds), so Ctrl-C is handled at once
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # records and artifacts are small; spare the host's memory
 TASK_RETRIES = 2  # Ray retries a task only when its node or Ray worker died, never for a failed case
+REACH_TIMEOUT_S = 5.0  # how long --ray-address may take to accept a connection (ray.init itself retries for minutes)
 
 
 def _node_slot(device: str) -> Slot:
@@ -79,6 +81,19 @@ def _node_identity(device: str, visible_gpus: str | None) -> tuple[str | None, s
     return env.get("hardware_id"), env.get("fingerprint")
 
 
+def check_reachable(address: str) -> None:
+    """Raise ConnectionError when nothing accepts a connection at `address` (HOST:PORT, or ray://HOST:PORT),
+    at once, rather than letting ray.init retry for minutes; other forms ("auto") are left to Ray."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing accepts connections at {host}:{port} ({exc.strerror or exc}); is the "
+                              "cluster's head running (`ray start --head`), and is that its address?") from None
+
+
 class RayExecutor:
     """Cases as Ray tasks. `jobs` caps the tasks in flight (None: the cluster's resources decide);
     `address` joins an existing cluster (None starts a local instance with `jobs` CPUs)."""
@@ -108,6 +123,7 @@ class RayExecutor:
         if ray.is_initialized():
             return
         if self.address:
+            check_reachable(self.address)
             ray.init(address=self.address, log_to_driver=False)
         else:
             ray.init(num_cpus=self.jobs or os.cpu_count(), include_dashboard=False, log_to_driver=False,
