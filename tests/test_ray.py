@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -33,10 +34,21 @@ timeout_s: 300
 """
 
 
+def _folders_of_ended_processes() -> set[str]:
+    """Case, spare and Ray task folders in the temporary folder whose maker on this machine has ended."""
+    from bakeoff.harness.supervise.leftovers import CASE_TMP_PREFIX, RAY_TMP_PREFIX, SPARE_TMP_PREFIX
+    from bakeoff.owner import ProcessId
+
+    return {path.name for path in Path(tempfile.gettempdir()).iterdir()
+            for prefix in (CASE_TMP_PREFIX, SPARE_TMP_PREFIX, RAY_TMP_PREFIX)
+            if (owner := ProcessId.from_tag(path.name, prefix)) is not None and owner.alive() is False}
+
+
 def test_ray_interrupt_then_resume_on_ray(tmp_path):
     (tmp_path / "c.yaml").write_text(CONFIG)
     db_file = tmp_path / "r.db"
     db = f"sqlite:///{db_file}"
+    left_before = _folders_of_ended_processes()
     proc = start_bakeoff("run", "c.yaml", "--executor", "ray", "--jobs", "2", "--db", db, cwd=tmp_path)
     wait_for_records(db_file, 1, proc)  # a result came back from a Ray task and the driver wrote it
     os.killpg(proc.pid, signal.SIGINT)
@@ -45,6 +57,7 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     assert "Resume with: bakeoff run --resume" in out, out
     run_id = out.split("Resume with: bakeoff run --resume ")[1].split()[0]
     assert not workers_left(tmp_path, grace_s=30)  # cancelled tasks took their workers with them
+    assert not _folders_of_ended_processes() - left_before  # and the killed tasks' folders went with them
     kept = count_records(db_file)
     assert 1 <= kept < len(WORKLOADS)
 
