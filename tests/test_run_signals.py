@@ -39,6 +39,7 @@ def test_sigterm_interrupts_the_run_as_ctrl_c_does(tmp_path):
     assert 1 <= count_records(db_file) < len(WORKLOADS)
     store = Store(f"sqlite:///{db_file}")
     assert store.run(run_id)["status"] == "interrupted" and store.lease_holder(run_id) is None
+    assert not (tmp_path / "results" / "artifacts" / run_id / "staging").exists()  # no empty folder left
 
 
 def test_sigterm_handled_by_python_waits_for_the_store_write():

@@ -36,7 +36,7 @@ from bakeoff.harness.run.lease_heartbeat import LeaseError, RunBusyError, RunLea
 from bakeoff.harness.run.progress import RunProgress
 from bakeoff.harness.run.resume_check import check_same_environment
 from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
-from bakeoff.harness.supervise.staging import discard, publish, recover
+from bakeoff.harness.supervise.staging import discard, drop_empty_staging, publish, recover
 
 __all__ = ["Filters", "LeaseError", "RunBusyError", "executor_for", "plan_run", "resume_run", "start_run"]
 
@@ -87,9 +87,8 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
 
     with _sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
         try:
-            for case in todo:
-                if case.skip_reason:
-                    write(case, {"status": "skipped", "reason": case.skip_reason})
+            for case in (c for c in todo if c.skip_reason):
+                write(case, {"status": "skipped", "reason": case.skip_reason})
             for case, result in executor.run([c for c in todo if not c.skip_reason], work_dir, on_start=started):
                 write(case, result)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or the lease's heartbeat found the lease lost
@@ -114,6 +113,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
             executor.close()
             raise
     executor.close()
+    drop_empty_staging(work_dir)
     store.finish_run(run_id, "complete", lease=token)
     return "complete"
 
