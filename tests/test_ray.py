@@ -7,6 +7,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -91,6 +93,32 @@ def test_an_address_where_no_ray_listens_is_exit_2_at_once(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert f"nothing accepts connections at 127.0.0.1:{port} (Connection refused)" in " ".join(proc.stderr.split())
     assert "Traceback" not in proc.stderr and not (tmp_path / "r.db").exists()
+
+
+SIGTERM_AFTER_RAY_STARTS = """
+import os, signal, sys
+from bakeoff.harness.run.executors.ray_executor import RayExecutor
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, interrupt)  # as `bakeoff run` sets it, before it starts Ray
+executor = RayExecutor("cpu", 1, None)
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    signal.pause()
+except KeyboardInterrupt:
+    print("interrupted")
+finally:
+    executor.close()
+"""
+
+
+def test_sigterm_after_ray_starts_still_reaches_the_driver(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_AFTER_RAY_STARTS], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0 and proc.stdout.strip() == "interrupted", (proc.returncode, proc.stdout, proc.stderr)
+    assert "SIGTERM received" not in proc.stderr  # Ray's handler, which prints a stack and aborts, is gone
 
 
 def _failing_task() -> None:

@@ -38,7 +38,8 @@ from bakeoff.harness.run.resume_check import check_same_environment
 from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
 from bakeoff.harness.supervise.staging import discard, drop_empty_staging, publish, recover
 
-__all__ = ["Filters", "LeaseError", "RunBusyError", "executor_for", "plan_run", "resume_run", "start_run"]
+__all__ = ["Filters", "LeaseError", "RunBusyError", "executor_for", "plan_run", "resume_run", "sigterm_interrupts",
+           "start_run"]
 
 
 ARTIFACTS_ROOT = Path("results") / "artifacts"  # relative to the working folder
@@ -85,7 +86,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 on_record(record)
             progress.finished(case, record.flat())
 
-    with _sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
+    with sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
         try:
             for case in (c for c in todo if c.skip_reason):
                 write(case, {"status": "skipped", "reason": case.skip_reason})
@@ -133,7 +134,7 @@ def _interrupt(_signum: int, _frame: Any) -> None:
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM in the block raises KeyboardInterrupt, so that a run stopped by a CI job's timeout or cancel (or
     `kill`) is interrupted as by Ctrl-C; only the main thread can set a handler (elsewhere: as is)."""
     if threading.current_thread() is not threading.main_thread():

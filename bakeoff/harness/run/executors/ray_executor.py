@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -138,13 +140,21 @@ class RayExecutor:
 
         if ray.is_initialized():
             return
-        if self.address:
-            check_reachable(self.address)
-            ray.init(address=self.address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=self.jobs or os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                     object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+        on_sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            if self.address:
+                check_reachable(self.address)
+                ray.init(address=self.address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.jobs or os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                         object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+        except SystemExit as exc:  # SIGTERM while a local instance starts: Ray's handler exits with its number
+            if exc.code != signal.SIGTERM:
+                raise
+            raise KeyboardInterrupt from None
         self._owns_ray = True
+        if on_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_sigterm)  # Ray's own handler prints a stack and aborts the driver
 
     def run(self, cases: list[Case], work_dir: Path,
             on_start: Callable[[Case], None] | None = None) -> Iterator[tuple[Case, dict[str, Any]]]:
