@@ -58,6 +58,7 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     assert proc.returncode == 130, out
     assert "Resume with: bakeoff run --resume" in out, out
     run_id = out.split("Resume with: bakeoff run --resume ")[1].split()[0]
+    assert f"Resume with: bakeoff run --resume {run_id} --executor ray --jobs 2 --db {db}" in out, out  # on Ray again
     assert not workers_left(tmp_path, grace_s=30)  # cancelled tasks took their workers with them
     assert not _folders_of_ended_processes() - left_before  # and the killed tasks' folders went with them
     kept = count_records(db_file)

@@ -7,7 +7,9 @@ import signal
 from cli_process import count_records, start_bakeoff, wait_for_records, workers_left
 from conftest import bakeoff
 from bakeoff.harness.measure.environment import environment
+from bakeoff.harness.run.executors.local import LocalExecutor
 from bakeoff.harness.run.resume_check import environment_changes
+from bakeoff.harness.supervise.slots import local_slots
 from bakeoff.results.deferred_interrupt import sigint_deferred
 from bakeoff.results.store import Store
 
@@ -40,6 +42,11 @@ def test_sigterm_interrupts_the_run_as_ctrl_c_does(tmp_path):
     store = Store(f"sqlite:///{db_file}")
     assert store.run(run_id)["status"] == "interrupted" and store.lease_holder(run_id) is None
     assert not (tmp_path / "results" / "artifacts" / run_id / "staging").exists()  # no empty folder left
+
+
+def test_the_resume_hint_keeps_the_workers_of_the_run():
+    assert LocalExecutor(local_slots("cpu", 2)).resume_options() == " --jobs 2"
+    assert LocalExecutor(local_slots("cpu", 1)).resume_options() == ""
 
 
 def test_sigterm_handled_by_python_waits_for_the_store_write():

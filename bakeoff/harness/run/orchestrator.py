@@ -105,7 +105,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 finally:
                     executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
-                          f"Resume with: bakeoff run --resume {run_id}" + escape(_db_hint(store)), highlight=False)
+                          + escape(_resume_hint(store, run_id, executor)), highlight=False)
             raise
         except Exception as exc:  # the lease was lost, the store went away, a harness bug: stop the workers
             if lease is not None and isinstance(exc, LeaseLost):
@@ -147,8 +147,10 @@ def sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _db_hint(store: Store) -> str:
-    return "" if store.url == default_url() else f" --db {store.safe_url}"
+def _resume_hint(store: Store, run_id: str, executor: Executor) -> str:
+    """The command that resumes `run_id` on the same kind of workers, in the same store."""
+    db = "" if store.url == default_url() else f" --db {store.safe_url}"
+    return f"Resume with: bakeoff run --resume {run_id}{executor.resume_options()}{db}"
 
 
 def plan_run(config_text: str, config_path: str, filters: Filters) -> PlannedRun:

@@ -242,6 +242,10 @@ class RayExecutor:
         task = ray.remote(node_environment_task).options(num_gpus=1 if gpu else 0, num_cpus=1)
         return ray.get(task.remote(device))
 
+    def resume_options(self) -> str:
+        return (" --executor ray" + (f" --ray-address {self.address}" if self.address else "")
+                + (f" --jobs {self.jobs}" if self.jobs else ""))
+
     def close(self) -> None:
         import ray
 
