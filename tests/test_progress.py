@@ -43,6 +43,9 @@ class FakeExecutor:
     def close(self):
         pass
 
+    def resume_options(self):
+        return ""
+
 
 class TimedExecutor(FakeExecutor):
     """Ends each case with a measured latency and speedup."""

@@ -6,6 +6,10 @@ import itertools
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -32,10 +36,21 @@ timeout_s: 300
 """
 
 
+def _folders_of_ended_processes() -> set[str]:
+    """Case, spare and Ray task folders in the temporary folder whose maker on this machine has ended."""
+    from bakeoff.harness.supervise.leftovers import CASE_TMP_PREFIX, RAY_TMP_PREFIX, SPARE_TMP_PREFIX
+    from bakeoff.owner import ProcessId
+
+    return {path.name for path in Path(tempfile.gettempdir()).iterdir()
+            for prefix in (CASE_TMP_PREFIX, SPARE_TMP_PREFIX, RAY_TMP_PREFIX)
+            if (owner := ProcessId.from_tag(path.name, prefix)) is not None and owner.alive() is False}
+
+
 def test_ray_interrupt_then_resume_on_ray(tmp_path):
     (tmp_path / "c.yaml").write_text(CONFIG)
     db_file = tmp_path / "r.db"
     db = f"sqlite:///{db_file}"
+    left_before = _folders_of_ended_processes()
     proc = start_bakeoff("run", "c.yaml", "--executor", "ray", "--jobs", "2", "--db", db, cwd=tmp_path)
     wait_for_records(db_file, 1, proc)  # a result came back from a Ray task and the driver wrote it
     os.killpg(proc.pid, signal.SIGINT)
@@ -43,7 +58,9 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     assert proc.returncode == 130, out
     assert "Resume with: bakeoff run --resume" in out, out
     run_id = out.split("Resume with: bakeoff run --resume ")[1].split()[0]
+    assert f"Resume with: bakeoff run --resume {run_id} --executor ray --jobs 2 --db {db}" in out, out  # on Ray again
     assert not workers_left(tmp_path, grace_s=30)  # cancelled tasks took their workers with them
+    assert not _folders_of_ended_processes() - left_before  # and the killed tasks' folders went with them
     kept = count_records(db_file)
     assert 1 <= kept < len(WORKLOADS)
 
@@ -65,6 +82,44 @@ def test_ray_interrupt_then_resume_on_ray(tmp_path):
     env = Store(db).run(run_id)["environment"]
     assert env["ray_node"] and env["hardware_id"]  # the run's environment came from a node of the cluster
     assert all(r["node_hardware_id"] == env["hardware_id"] and r["node_fingerprint"] for r in records)
+
+
+def test_an_address_where_no_ray_listens_is_exit_2_at_once(tmp_path):
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = bakeoff("run", "c.yaml", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                   "--db", f"sqlite:///{tmp_path / 'r.db'}", cwd=tmp_path, timeout=90)  # ray.init alone retries for minutes
+    assert proc.returncode == 2, proc.stderr
+    assert f"nothing accepts connections at 127.0.0.1:{port} (Connection refused)" in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r.db").exists()
+
+
+SIGTERM_AFTER_RAY_STARTS = """
+import os, signal, sys
+from bakeoff.harness.run.executors.ray_executor import RayExecutor
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, interrupt)  # as `bakeoff run` sets it, before it starts Ray
+executor = RayExecutor("cpu", 1, None)
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    signal.pause()
+except KeyboardInterrupt:
+    print("interrupted")
+finally:
+    executor.close()
+"""
+
+
+def test_sigterm_after_ray_starts_still_reaches_the_driver(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_AFTER_RAY_STARTS], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0 and proc.stdout.strip() == "interrupted", (proc.returncode, proc.stdout, proc.stderr)
+    assert "SIGTERM received" not in proc.stderr  # Ray's handler, which prints a stack and aborts, is gone
 
 
 def _failing_task() -> None:

@@ -7,7 +7,9 @@ import signal
 from cli_process import count_records, start_bakeoff, wait_for_records, workers_left
 from conftest import bakeoff
 from bakeoff.harness.measure.environment import environment
+from bakeoff.harness.run.executors.local import LocalExecutor
 from bakeoff.harness.run.resume_check import environment_changes
+from bakeoff.harness.supervise.slots import local_slots
 from bakeoff.results.deferred_interrupt import sigint_deferred
 from bakeoff.results.store import Store
 
@@ -39,6 +41,12 @@ def test_sigterm_interrupts_the_run_as_ctrl_c_does(tmp_path):
     assert 1 <= count_records(db_file) < len(WORKLOADS)
     store = Store(f"sqlite:///{db_file}")
     assert store.run(run_id)["status"] == "interrupted" and store.lease_holder(run_id) is None
+    assert not (tmp_path / "results" / "artifacts" / run_id / "staging").exists()  # no empty folder left
+
+
+def test_the_resume_hint_keeps_the_workers_of_the_run():
+    assert LocalExecutor(local_slots("cpu", 2)).resume_options() == " --jobs 2"
+    assert LocalExecutor(local_slots("cpu", 1)).resume_options() == ""
 
 
 def test_sigterm_handled_by_python_waits_for_the_store_write():
@@ -59,7 +67,8 @@ def test_resume_in_another_environment_is_exit_2(tmp_path, monkeypatch):
     store = Store(db)
     run_id = store.create_run(config_name="signals", config_path="c.yaml", config_text=CONFIG, device="cpu",
                               environment={**environment("cpu"), "filters": {}}, n_cases=len(WORKLOADS))
-    proc = bakeoff("run", "--resume", run_id, "--db", db, cwd=tmp_path, timeout=120,
+    (tmp_path / "id.txt").write_text("an-older-run\n")
+    proc = bakeoff("run", "--resume", run_id, "--db", db, "--run-id-file", "id.txt", cwd=tmp_path, timeout=120,
                    env={"BAKEOFF_HARNESS_REV": "39d18f7+dirty"})
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert (f"cannot resume run {run_id}: harness_rev 39d18f7 -> 39d18f7+dirty: resuming would mix records of "
@@ -67,6 +76,34 @@ def test_resume_in_another_environment_is_exit_2(tmp_path, monkeypatch):
     run = store.run(run_id)
     assert run["resumes"] == 0 and run["status"] == "running" and store.lease_holder(run_id) is None
     assert count_records(tmp_path / "r.db") == 0
+    assert not (tmp_path / "id.txt").exists()  # a refused resume names no run: the CI step after it has none
+
+
+def _stored_run(tmp_path) -> tuple[Store, str, str]:
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(db)
+    run_id = store.create_run(config_name="signals", config_path="c.yaml", config_text=CONFIG, device="cpu",
+                              environment={**environment("cpu"), "filters": {}}, n_cases=len(WORKLOADS))
+    return store, db, run_id
+
+
+def test_resume_of_a_complete_run_changes_nothing_and_names_it(tmp_path):
+    store, db, run_id = _stored_run(tmp_path)
+    store.finish_run(run_id, "complete")
+    proc = bakeoff("run", "--resume", run_id, "--db", db, "--run-id-file", "id.txt", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert f"run {run_id} is complete: nothing to resume" in proc.stdout
+    run = store.run(run_id)
+    assert run["resumes"] == 0 and run["status"] == "complete" and count_records(tmp_path / "r.db") == 0
+    assert (tmp_path / "id.txt").read_text() == run_id + "\n"
+
+
+def test_ray_address_without_the_ray_executor_blames_the_option(tmp_path):
+    store, db, run_id = _stored_run(tmp_path)
+    proc = bakeoff("run", "--resume", run_id, "--ray-address", "127.0.0.1:6379", "--db", db, cwd=tmp_path,
+                   timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: --ray-address goes with --executor ray", proc.stderr
+    assert store.run(run_id)["resumes"] == 0
 
 
 def test_environment_changes_name_each_field_and_package():

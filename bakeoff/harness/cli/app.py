@@ -96,10 +96,12 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
     if gate is not None and gate not in GATE_POLICIES:
         fail(f"--gate must be one of {', '.join(GATE_POLICIES)}, not {gate!r}")
     if resume and (config or backend or workload or device or preset or gate):
-        fail("--resume takes only --db, --jobs, --executor and --ray-address: the run keeps the config and "
-              "filters it started with")
+        fail("--resume takes only --db, --jobs, --executor, --ray-address, --run-id-file and --wide: the run "
+             "keeps the config and filters it started with")
     if executor not in EXECUTORS:
         fail(f"--executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if ray_address and executor != "ray":
+        fail("--ray-address goes with --executor ray")
     if jobs is not None and jobs < 1:
         fail(f"--jobs must be at least 1, not {jobs}")
     _check_device_option(device)
@@ -121,31 +123,31 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
                      db: str | None, on_created: Callable[[str], None] | None = None) -> tuple[Any, str]:
     """The run started from `config` narrowed by `filters` (or the run `resume` finished): its store and id.
     Everything wrong with the config is found before the store is opened. `on_created(run_id)` as the run is
-    recorded (a resumed run: before it resumes)."""
+    recorded (a resumed run: once the resume holds it and is allowed, or finds it complete). SIGTERM, from
+    the start (planning, Ray starting), ends the command as Ctrl-C does: exit 130."""
     # The orchestrator and the run's lease bring SQLAlchemy (and the store): loaded when a run starts only.
     from bakeoff.harness.run.lease_heartbeat import LeaseError, stale_after_s
-    from bakeoff.harness.run.orchestrator import Filters, executor_for, plan_run, resume_run, start_run
+    from bakeoff.harness.run.orchestrator import (Filters, executor_for, plan_run, resume_run, sigterm_interrupts,
+                                                  start_run)
 
     try:
-        stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
-        if resume:
-            store = open_store(db)
-            store.run(resume)  # an unknown run id is refused before its id is written anywhere
-            if on_created is not None:
-                on_created(resume)
-            return store, resume_run(store, resume, console, spec)
-        if config is not None:
-            text, path = read_config_file(config), str(config)
-        else:
-            text, path = default_config_text(), BUILTIN_CONFIG_PATH
-        planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
-        runner = executor_for(planned, spec)
-        try:
-            store = open_store(db, create=True)
-        except BaseException:
-            runner.close()
-            raise
-        return store, start_run(store, planned, console, runner, spec, on_created)
+        with sigterm_interrupts():
+            stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
+            if resume:
+                store = open_store(db)
+                return store, resume_run(store, resume, console, spec, on_created)
+            if config is not None:
+                text, path = read_config_file(config), str(config)
+            else:
+                text, path = default_config_text(), BUILTIN_CONFIG_PATH
+            planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
+            runner = executor_for(planned, spec)
+            try:
+                store = open_store(db, create=True)
+            except BaseException:
+                runner.close()
+                raise
+            return store, start_run(store, planned, console, runner, spec, on_created)
     except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
         # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
         fail(str(exc))

@@ -36,9 +36,10 @@ from bakeoff.harness.run.lease_heartbeat import LeaseError, RunBusyError, RunLea
 from bakeoff.harness.run.progress import RunProgress
 from bakeoff.harness.run.resume_check import check_same_environment
 from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
-from bakeoff.harness.supervise.staging import discard, publish, recover
+from bakeoff.harness.supervise.staging import discard, drop_empty_staging, publish, recover
 
-__all__ = ["Filters", "LeaseError", "RunBusyError", "executor_for", "plan_run", "resume_run", "start_run"]
+__all__ = ["Filters", "LeaseError", "RunBusyError", "executor_for", "plan_run", "resume_run", "sigterm_interrupts",
+           "start_run"]
 
 
 ARTIFACTS_ROOT = Path("results") / "artifacts"  # relative to the working folder
@@ -85,11 +86,10 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 on_record(record)
             progress.finished(case, record.flat())
 
-    with _sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
+    with sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
         try:
-            for case in todo:
-                if case.skip_reason:
-                    write(case, {"status": "skipped", "reason": case.skip_reason})
+            for case in (c for c in todo if c.skip_reason):
+                write(case, {"status": "skipped", "reason": case.skip_reason})
             for case, result in executor.run([c for c in todo if not c.skip_reason], work_dir, on_start=started):
                 write(case, result)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or the lease's heartbeat found the lease lost
@@ -105,7 +105,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 finally:
                     executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
-                          f"Resume with: bakeoff run --resume {run_id}" + escape(_db_hint(store)), highlight=False)
+                          + escape(_resume_hint(store, run_id, executor)), highlight=False)
             raise
         except Exception as exc:  # the lease was lost, the store went away, a harness bug: stop the workers
             if lease is not None and isinstance(exc, LeaseLost):
@@ -114,6 +114,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
             executor.close()
             raise
     executor.close()
+    drop_empty_staging(work_dir)
     store.finish_run(run_id, "complete", lease=token)
     return "complete"
 
@@ -133,7 +134,7 @@ def _interrupt(_signum: int, _frame: Any) -> None:
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM in the block raises KeyboardInterrupt, so that a run stopped by a CI job's timeout or cancel (or
     `kill`) is interrupted as by Ctrl-C; only the main thread can set a handler (elsewhere: as is)."""
     if threading.current_thread() is not threading.main_thread():
@@ -146,8 +147,10 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _db_hint(store: Store) -> str:
-    return "" if store.url == default_url() else f" --db {store.safe_url}"
+def _resume_hint(store: Store, run_id: str, executor: Executor) -> str:
+    """The command that resumes `run_id` on the same kind of workers, in the same store."""
+    db = "" if store.url == default_url() else f" --db {store.safe_url}"
+    return f"Resume with: bakeoff run --resume {run_id}{executor.resume_options()}{db}"
 
 
 def plan_run(config_text: str, config_path: str, filters: Filters) -> PlannedRun:
@@ -247,10 +250,18 @@ def _check_host_device(run_id: str, device: str, spec: ExecutorSpec) -> None:
                             f"({count} CUDA device(s) here): resume it on a host that has that device")
 
 
-def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec()) -> str:
+def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec(),
+               on_resumed: Callable[[str], None] | None = None) -> str:
     """Finish the cases of `run_id` that have no record, with the config, filters, device and preset the run
-    started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run."""
+    started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run.
+    A complete run is left as it is. `on_resumed(run_id)` once the resume is allowed and counted (or the run
+    found complete): not for a resume that is refused."""
     run = store.run(run_id)
+    if run["status"] == "complete":
+        console.print(f"run {run_id} is complete: nothing to resume", highlight=False)
+        if on_resumed is not None:
+            on_resumed(run_id)
+        return run_id
     lease = RunLease(store)
     with lease.held(run_id):  # first: a run held elsewhere is refused before anything else is done
         if lease.took_over:
@@ -266,6 +277,8 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
             console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
                           f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
             attempt = store.start_resume(run_id, lease=lease.token)
+            if on_resumed is not None:
+                on_resumed(run_id)
         except BaseException:
             executor.close()
             raise

@@ -54,6 +54,15 @@ def recover(work_dir: Path, cases: list[Case], done: set[str]) -> None:
             publish(work_dir, case)
         else:
             discard(work_dir, case)
+    drop_empty_staging(work_dir)
+
+
+def drop_empty_staging(work_dir: Path) -> None:
+    """At a session's end: remove the run's `staging/` folder when no case left anything in it."""
+    try:
+        (work_dir / "staging").rmdir()
+    except OSError:  # absent, or holding what a case staged
+        pass
 
 
 def pack(folder: Path) -> dict[str, bytes]:

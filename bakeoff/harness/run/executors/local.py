@@ -140,3 +140,6 @@ class LocalExecutor:
     def environment(self, device: str) -> dict[str, Any]:
         """This host's environment: the workers run here."""
         return environment(device)
+
+    def resume_options(self) -> str:
+        return f" --jobs {len(self.slots)}" if len(self.slots) > 1 else ""

@@ -38,7 +38,8 @@ class Executor(Protocol):
     thread) as each starts (locally: its worker starts; on Ray: its task is submitted); `stop` kills
     whatever is in flight; `drain` then returns the results that had ended but were not yet handed out;
     `close` releases what it holds; `environment(device)` is the environment fingerprint of where the cases
-    run (this host locally; a node of the cluster on Ray), recorded with the run."""
+    run (this host locally; a node of the cluster on Ray), recorded with the run; `resume_options()` the
+    options of `bakeoff run --resume` that resume on the same workers (" --jobs 2", " --executor ray")."""
 
     def run(self, cases: list[Case], work_dir: Path,
             on_start: OnStart | None = None) -> Iterator[tuple[Case, dict[str, Any]]]: ...
@@ -50,3 +51,5 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
     def environment(self, device: str) -> dict[str, Any]: ...
+
+    def resume_options(self) -> str: ...

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
+import socket
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import psutil
 
 from bakeoff.harness.measure.environment import environment
 from bakeoff.harness.supervise.case_process import execute_case
 from bakeoff.harness.run.executors.protocol import DeviceError, ExecutorError
-from bakeoff.harness.supervise.leftovers import RAY_TMP_PREFIX, clean_temporary, owned_prefix
+from bakeoff.owner import CASE_TMP_PREFIX, ProcessId
+from bakeoff.harness.supervise.leftovers import RAY_TMP_PREFIX, SPARE_TMP_PREFIX, clean_temporary, owned_prefix
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.supervise.slots import Slot, gate_prefix
 from bakeoff.harness.supervise.staging import discard, final_dir, pack, staging_dir, unpack
@@ -26,6 +33,8 @@ from bakeoff.harness.supervise.staging import discard, final_dir, pack, staging_
 WAIT_POLL_S = 0.2  # how long one ray.wait blocks (seconds), so Ctrl-C is handled at once
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # records and artifacts are small; spare the host's memory
 TASK_RETRIES = 2  # Ray retries a task only when its node or Ray worker died, never for a failed case
+CANCEL_WAIT_S = 10.0  # how long a stop waits for the killed Ray workers of cancelled tasks to end
+REACH_TIMEOUT_S = 5.0  # how long --ray-address may take to accept a connection (ray.init itself retries for minutes)
 
 
 def _node_slot(device: str) -> Slot:
@@ -79,6 +88,30 @@ def _node_identity(device: str, visible_gpus: str | None) -> tuple[str | None, s
     return env.get("hardware_id"), env.get("fingerprint")
 
 
+def check_reachable(address: str) -> None:
+    """Raise ConnectionError when nothing accepts a connection at `address` (HOST:PORT, or ray://HOST:PORT),
+    at once, rather than letting ray.init retry for minutes; other forms ("auto") are left to Ray."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing accepts connections at {host}:{port} ({exc.strerror or exc}); is the "
+                              "cluster's head running (`ray start --head`), and is that its address?") from None
+
+
+def _wait_for_folder_owners(pids: set[int], timeout_s: float) -> None:
+    """Wait (at most `timeout_s`) until every process among `pids` that owns a case, spare or Ray task folder
+    in this machine's temporary folder has ended (harness/supervise/leftovers.py names the owners)."""
+    owners = [owner for path in Path(tempfile.gettempdir()).iterdir()
+              for prefix in (CASE_TMP_PREFIX, SPARE_TMP_PREFIX, RAY_TMP_PREFIX)
+              if (owner := ProcessId.from_tag(path.name, prefix)) is not None and owner.pid in pids]
+    deadline = time.monotonic() + timeout_s
+    while any(owner.alive() for owner in owners) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 class RayExecutor:
     """Cases as Ray tasks. `jobs` caps the tasks in flight (None: the cluster's resources decide);
     `address` joins an existing cluster (None starts a local instance with `jobs` CPUs)."""
@@ -107,12 +140,21 @@ class RayExecutor:
 
         if ray.is_initialized():
             return
-        if self.address:
-            ray.init(address=self.address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=self.jobs or os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                     object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+        on_sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            if self.address:
+                check_reachable(self.address)
+                ray.init(address=self.address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.jobs or os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                         object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+        except SystemExit as exc:  # SIGTERM while a local instance starts: Ray's handler exits with its number
+            if exc.code != signal.SIGTERM:
+                raise
+            raise KeyboardInterrupt from None
         self._owns_ray = True
+        if on_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_sigterm)  # Ray's own handler prints a stack and aborts the driver
 
     def run(self, cases: list[Case], work_dir: Path,
             on_start: Callable[[Case], None] | None = None) -> Iterator[tuple[Case, dict[str, Any]]]:
@@ -169,9 +211,13 @@ class RayExecutor:
             return
         refs = list(self._inflight)
         ended, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        for ref in refs:
-            if ref not in ended:
-                ray.cancel(ref, force=True)
+        cancelled = [ref for ref in refs if ref not in ended]
+        local_workers = {p.pid for p in psutil.Process().children(recursive=True)}  # a local instance's
+        for ref in cancelled:
+            ray.cancel(ref, force=True)
+        if cancelled:  # a killed task leaves its folders: delete those on this machine once it has died
+            _wait_for_folder_owners(local_workers, CANCEL_WAIT_S)
+            clean_temporary()
         for ref in ended:
             case = self._inflight.pop(ref)
             if self._work_dir is None:
@@ -195,6 +241,10 @@ class RayExecutor:
         gpu = device.startswith("cuda")
         task = ray.remote(node_environment_task).options(num_gpus=1 if gpu else 0, num_cpus=1)
         return ray.get(task.remote(device))
+
+    def resume_options(self) -> str:
+        return (" --executor ray" + (f" --ray-address {self.address}" if self.address else "")
+                + (f" --jobs {self.jobs}" if self.jobs else ""))
 
     def close(self) -> None:
         import ray
