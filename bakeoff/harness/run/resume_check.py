@@ -11,6 +11,7 @@ from typing import Any
 
 from bakeoff.harness.measure.environment import FINGERPRINT_KEYS
 from bakeoff.harness.run.executors.protocol import ExecutorError
+from bakeoff.results.report.envdiff import env_diff
 
 
 class EnvironmentChanged(ExecutorError):
@@ -31,10 +32,5 @@ def check_same_environment(run: dict[str, Any], env: dict[str, Any]) -> None:
 def environment_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """'FIELD OLD -> NEW' for each fingerprinted field that differs, the harness revision first, then each
     package version (None: not installed)."""
-    keys = ["harness_rev"] + [k for k in FINGERPRINT_KEYS if k not in ("harness_rev", "versions")]
-    changes = [f"{k} {old.get(k)} -> {new.get(k)}" for k in keys if old.get(k) != new.get(k)]
-    old_versions, new_versions = old.get("versions") or {}, new.get("versions") or {}
-    for package in sorted(set(old_versions) | set(new_versions)):
-        if old_versions.get(package) != new_versions.get(package):
-            changes.append(f"{package} {old_versions.get(package)} -> {new_versions.get(package)}")
-    return changes
+    fields = ("harness_rev",) + tuple(k for k in FINGERPRINT_KEYS if k not in ("harness_rev", "versions"))
+    return [f"{c.field.removeprefix('versions.')} {c.before} -> {c.after}" for c in env_diff(old, new, fields)]

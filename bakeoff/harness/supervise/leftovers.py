@@ -19,6 +19,8 @@ from bakeoff.owner import CASE_TMP_PREFIX, ProcessId, owned_prefix  # CASE_TMP_P
 
 RAY_TMP_PREFIX = "bakeoff-ray-"
 SPARE_TMP_PREFIX = "bakeoff-spare-"
+# The folders bakeoff's processes make in the machine's temporary folder: cases', spare workers', Ray tasks'.
+TMP_PREFIXES = (CASE_TMP_PREFIX, SPARE_TMP_PREFIX, RAY_TMP_PREFIX)
 CACHE_PREFIX = "cache-"
 
 
@@ -42,7 +44,7 @@ def remove_dead(folder: Path, prefix: str) -> list[Path]:
 def clean_temporary() -> list[Path]:
     """Case, spare and Ray task folders left in this machine's temporary folder by dead processes."""
     tmp = Path(tempfile.gettempdir())
-    return remove_dead(tmp, CASE_TMP_PREFIX) + remove_dead(tmp, SPARE_TMP_PREFIX) + remove_dead(tmp, RAY_TMP_PREFIX)
+    return [path for prefix in TMP_PREFIXES for path in remove_dead(tmp, prefix)]
 
 
 def clean_run_folders(artifacts_root: Path) -> list[Path]:

@@ -21,10 +21,12 @@ class EnvChange:
                f"{self.after if self.after is not None else '-'}"
 
 
-def env_diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[EnvChange]:
-    """Differences between two run environments (hardware, driver, CUDA, package versions, harness)."""
+def env_diff(before: dict[str, Any] | None, after: dict[str, Any] | None,
+             fields: tuple[str, ...] = FIELDS) -> list[EnvChange]:
+    """Differences between two run environments: each of `fields` (top-level, in that order; by default
+    hardware, driver, CUDA, Python, harness), then each package version (`versions.NAME`, sorted by name)."""
     a, b = before or {}, after or {}
-    out = [EnvChange(f, a.get(f), b.get(f)) for f in FIELDS if a.get(f) != b.get(f)]
+    out = [EnvChange(f, a.get(f), b.get(f)) for f in fields if a.get(f) != b.get(f)]
     va, vb = a.get("versions") or {}, b.get("versions") or {}
     for name in sorted(set(va) | set(vb)):
         if va.get(name) != vb.get(name):

@@ -24,8 +24,8 @@ import psutil
 from bakeoff.harness.measure.environment import environment
 from bakeoff.harness.supervise.case_process import execute_case
 from bakeoff.harness.run.executors.protocol import DeviceError, ExecutorError
-from bakeoff.owner import CASE_TMP_PREFIX, ProcessId
-from bakeoff.harness.supervise.leftovers import RAY_TMP_PREFIX, SPARE_TMP_PREFIX, clean_temporary, owned_prefix
+from bakeoff.owner import ProcessId
+from bakeoff.harness.supervise.leftovers import RAY_TMP_PREFIX, TMP_PREFIXES, clean_temporary, owned_prefix
 from bakeoff.harness.plan.cases import Case
 from bakeoff.harness.supervise.slots import Slot, gate_prefix
 from bakeoff.harness.supervise.staging import discard, final_dir, pack, staging_dir, unpack
@@ -105,7 +105,7 @@ def _wait_for_folder_owners(pids: set[int], timeout_s: float) -> None:
     """Wait (at most `timeout_s`) until every process among `pids` that owns a case, spare or Ray task folder
     in this machine's temporary folder has ended (harness/supervise/leftovers.py names the owners)."""
     owners = [owner for path in Path(tempfile.gettempdir()).iterdir()
-              for prefix in (CASE_TMP_PREFIX, SPARE_TMP_PREFIX, RAY_TMP_PREFIX)
+              for prefix in TMP_PREFIXES
               if (owner := ProcessId.from_tag(path.name, prefix)) is not None and owner.pid in pids]
     deadline = time.monotonic() + timeout_s
     while any(owner.alive() for owner in owners) and time.monotonic() < deadline:
