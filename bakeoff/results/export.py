@@ -21,8 +21,6 @@ import pandas as pd
 from bakeoff.results.record_parts import NonFinite
 from bakeoff.results.stored_record import StoredRecord
 
-NON_FINITE_WORDS = frozenset(get_args(NonFinite))
-
 
 def typed(record: StoredRecord | Mapping[str, Any]) -> StoredRecord:
     """A record as the model, from a row of Store.records (columns and `details`) or as is."""
