@@ -24,11 +24,16 @@ clock read on the device around it where the record has such per-call clocks (`d
 marker spins, the reference's `eager_device_span_sm_clock_mhz`; results/call_clocks.py), else the headline times the median clock over
 its samples (`headline_sm_clock_mhz_median`); "-" where a case has no clock (older stores). A group holds when its
 spread in ms is at most ACROSS_CASES_LIMIT (3%), or when its spread in cycles is (the clock accounts for it).
+Beside it: each case's clock (its cycles over its ms) for the fastest and the slowest case, and the rank
+correlation of the cases' ms with their clocks (`order`): near -1 says eager ran slower exactly where the clock
+was lower (on a power-capped GPU the clock of a case follows the power its pair of kernels draws), even where the
+cycles do not hold (a clock read at the calls' edges is not the clock inside a kernel the power cap slows).
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,7 +127,8 @@ def eager_measurements(records: list[dict[str, Any]]) -> dict[tuple, list[dict[s
         per_call = per_call_clocks(rec, "" if own else "eager_") is not None
         clock = None if kcycles is None else ("per-call" if per_call else "median")
         if ms:
-            groups[key].append({"case": str(rec.get("backend")), "ms": float(ms), "kcycles": kcycles, "clock": clock})
+            groups[key].append({"case": str(rec.get("backend")), "ms": float(ms), "kcycles": kcycles, "clock": clock,
+                                "mhz": None if kcycles is None else kcycles / float(ms)})
     return groups
 
 
@@ -131,9 +137,23 @@ def spread(values: list[float]) -> float | None:
     return max(values) / min(values) - 1.0 if len(values) >= 2 and min(values) > 0 else None
 
 
+def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation of two equally long series (ties share their mean rank); None under three
+    values or where either series is constant."""
+    if len(xs) < 3:
+        return None
+    rank = lambda v: [sum(w < x for w in v) + (sum(w == x for w in v) - 1) / 2 for x in v]  # noqa: E731
+    try:
+        return statistics.correlation(rank(xs), rank(ys))
+    except statistics.StatisticsError:  # a constant series
+        return None
+
+
 def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) -> list[dict[str, Any]]:
     """One row per group of eager_measurements with at least two cases: n, the cases of the fastest and slowest
-    figure, spread_ms and spread_kcycles (None unless every case has a clock), and `holds`: "ms" (spread in ms
+    figure and their clocks (MHz: the cycles over the ms), spread_ms and spread_kcycles (None unless every case has
+    a clock), `clock_order`: the rank correlation of the cases' ms with their clocks (-1: the lower a case's
+    clock, the slower eager ran in it, case by case; None without every clock or under three cases), and `holds`: "ms" (spread in ms
     within `limit`), "clock" (only in cycles), False (neither), None (over in ms, no clocks to tell)."""
     rows = []
     for (run_id, workload, shape, dtype, grad), got in sorted(eager_measurements(records).items(), key=str):
@@ -145,9 +165,13 @@ def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMI
         spread_kc = spread(cyc) if all(c is not None for c in cyc) else None
         holds: str | bool | None = "ms" if spread_ms is not None and spread_ms <= limit else (
             None if spread_kc is None else ("clock" if spread_kc <= limit else False))
+        fastest, slowest = got[ms.index(min(ms))], got[ms.index(max(ms))]
+        mhz = [g["mhz"] for g in got]
         rows.append({"run_id": run_id, "workload": workload, "shape": shape, "dtype": dtype, "grad": grad,
-                     "n": len(got), "fastest": got[ms.index(min(ms))]["case"],
-                     "slowest": got[ms.index(max(ms))]["case"], "min_ms": min(ms), "max_ms": max(ms),
+                     "n": len(got), "fastest": fastest["case"], "slowest": slowest["case"],
+                     "fastest_mhz": fastest["mhz"], "slowest_mhz": slowest["mhz"],
+                     "clock_order": rank_correlation(ms, [round(m) for m in mhz]) if None not in mhz else None,
+                     "min_ms": min(ms), "max_ms": max(ms),
                      "spread_ms": spread_ms, "spread_kcycles": spread_kc,
                      "clocks": sum(c is not None for c in cyc),
                      "per_call_clocks": sum(g["clock"] == "per-call" for g in got), "holds": holds})
@@ -156,21 +180,25 @@ def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMI
 
 def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) -> str:
     pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+    order = lambda x: "-" if x is None else f"{x:+.1f}"  # noqa: E731
+    mhz = lambda x: "" if x is None else f" {x:.0f}"  # noqa: E731
     clocks = lambda r: f"{r['per_call_clocks']}+{r['clocks'] - r['per_call_clocks']}/{r['n']}"  # noqa: E731
     lines = [f"{'workload':20s} {'dtype':9s} {'n':>2s} {'min ms':>9s} {'max ms':>9s} {'spread':>7s} "
-             f"{'cycles':>7s} {'clocks':>7s}  fastest / slowest case  holds"]
+             f"{'cycles':>7s} {'clocks':>7s} {'order':>5s}  fastest / slowest case (MHz)  holds"]
     for r in rows:
         name = r["workload"] + (" (grad)" if r["grad"] else "")
         holds = {"ms": "yes", "clock": "yes, the clock accounts for it", False: "NO", None: "NO (no clocks)"}
         lines.append(f"{name:20s} {r['dtype']!s:9s} {r['n']:2d} {r['min_ms']:9.4g} {r['max_ms']:9.4g} "
                      f"{pct(r['spread_ms']):>7s} {pct(r['spread_kcycles']):>7s} "
-                     f"{clocks(r):>7s}  "
-                     f"{r['fastest']} / {r['slowest']}  {holds[r['holds']]}")
+                     f"{clocks(r):>7s} {order(r['clock_order']):>5s}  "
+                     f"{r['fastest']}{mhz(r['fastest_mhz'])} / {r['slowest']}{mhz(r['slowest_mhz'])}  "
+                     f"{holds[r['holds']]}")
     count = collections.Counter(r["holds"] for r in rows)
     lines.append(f"{len(rows)} groups: {count['ms']} within {limit:.0%} in ms, {count['clock']} more within it in "
                  f"SM cycles, {count[False]} over in both, {count[None]} over in ms without clocks to tell")
     lines.append("clocks: cases with per-call clocks + cases with only the median clock over the headline's samples "
-                 "(eager's and the backend's together) / cases")
+                 "(eager's and the backend's together) / cases; order: rank correlation of the cases' ms with their clocks (-1.0: "
+                 "the lower the clock, the slower, case by case)")
     return "\n".join(lines)
 
 

@@ -120,3 +120,25 @@ def test_the_share_table_counts_a_latency_at_its_clock_apart_from_a_noisy_one():
     text = ns.table([at_clock, base], reasons=False)
     row = next(line for line in text.splitlines() if line.startswith("eager"))
     assert row.split()[1:] == ["2", "0", "(", "0%)", "1", "(", "50%)", "1", "(", "50%)", "1", "1", "(", "50%)"], row
+
+
+def test_the_clock_order_says_eager_ran_slower_where_the_clock_was_lower():
+    """A power-capped GPU: the slower the case, the lower its clock, though not in proportion (cycles over 3%)."""
+    recs = [own(1.00, 1960.0), paired("inductor", 1.20, 1400.0), paired("xla", 1.10, 1600.0)]
+    [row] = ns.across_cases(recs)
+    assert row["holds"] is False and row["clock_order"] == pytest.approx(-1.0)
+    assert row["fastest_mhz"] == pytest.approx(1960.0) and row["slowest_mhz"] == pytest.approx(1400.0)
+    assert "eager 1960 / inductor 1400" in ns.across_table([row])
+
+
+def test_a_spread_unrelated_to_the_clock_has_no_clock_order():
+    """Same clock everywhere, different times (a memory-bound kernel that differs from process to process)."""
+    recs = [own(1.00, 1990.0), paired("inductor", 1.20, 1990.0), paired("xla", 1.10, 1990.0)]
+    [row] = ns.across_cases(recs)
+    assert row["clock_order"] is None  # one clock: nothing to order by
+    [row] = ns.across_cases([own(1.00, 1990.0), paired("inductor", 1.20, 1980.0), paired("xla", 1.10, 1995.0)])
+    assert abs(row["clock_order"]) < 1.0
+    [short] = ns.across_cases([own(1.00, 1980.0), paired("inductor", 1.10, 1800.0)])
+    assert short["clock_order"] is None  # two cases order nothing
+    [none] = ns.across_cases([own(1.00), paired("inductor", 1.10), paired("xla", 1.2)])
+    assert none["clock_order"] is None and none["fastest_mhz"] is None
