@@ -124,34 +124,42 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
     """The run started from `config` narrowed by `filters` (or the run `resume` finished): its store and id.
     Everything wrong with the config is found before the store is opened. `on_created(run_id)` as the run is
     recorded (a resumed run: once the resume holds it and is allowed, or finds it complete). SIGTERM, from
-    the start (planning, Ray starting), ends the command as Ctrl-C does: exit 130."""
+    the start (planning, Ray starting), ends the command as Ctrl-C does: exit 130, saying so on stderr when
+    nothing of the run (or of its resume) was written yet."""
     # The orchestrator and the run's lease bring SQLAlchemy (and the store): loaded when a run starts only.
     from bakeoff.harness.run.lease_heartbeat import LeaseError, stale_after_s
-    from bakeoff.harness.run.orchestrator import (Filters, executor_for, plan_run, resume_run, sigterm_interrupts,
-                                                  start_run)
+    from bakeoff.harness.run.orchestrator import (Filters, NotRecorded, before_recording, executor_for, plan_run,
+                                                  resume_run, sigterm_interrupts, start_run)
 
     try:
         with sigterm_interrupts():
             stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
             if resume:
-                store = open_store(db)
+                with before_recording():
+                    store = open_store(db)
                 return store, resume_run(store, resume, console, spec, on_created)
-            if config is not None:
-                text, path = read_config_file(config), str(config)
-            else:
-                text, path = default_config_text(), BUILTIN_CONFIG_PATH
-            planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
-            runner = executor_for(planned, spec)
-            try:
-                store = open_store(db, create=True)
-            except BaseException:
-                runner.close()
-                raise
+            with before_recording():
+                if config is not None:
+                    text, path = read_config_file(config), str(config)
+                else:
+                    text, path = default_config_text(), BUILTIN_CONFIG_PATH
+                planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
+                runner = executor_for(planned, spec)
+                try:
+                    store = open_store(db, create=True)
+                except BaseException:
+                    runner.close()
+                    raise
             return store, start_run(store, planned, console, runner, spec, on_created)
     except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
         # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
         fail(str(exc))
-    except KeyboardInterrupt:
+    except NotRecorded:
+        what = (f"the resume of run {resume} started: the run is as it was" if resume
+                else "the run was recorded: nothing of it was written")
+        err_console.print(f"interrupted before {what}", markup=False, highlight=False)
+        raise typer.Exit(130)
+    except KeyboardInterrupt:  # the run is in the store (run_cases, once reached, said how to resume it)
         raise typer.Exit(130)
 
 
