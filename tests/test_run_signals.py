@@ -153,6 +153,20 @@ def test_resume_of_a_complete_run_changes_nothing_and_names_it(tmp_path):
     assert (tmp_path / "id.txt").read_text() == run_id + "\n"
 
 
+def test_a_resumes_totals_line_says_the_resumes_elapsed_time(tmp_path):
+    store, db, run_id = _stored_run(tmp_path)
+    store.finish_run(run_id, "interrupted")
+    proc = bakeoff("run", "--resume", run_id, "--db", db, cwd=tmp_path, timeout=300, check=True)
+    line = next(x for x in proc.stdout.splitlines() if "of worker time" in x)
+    assert line.startswith(f"this resume: {len(WORKLOADS)} cases ran for "), line
+    assert " s elapsed): compiling " in line, line
+    # A run found complete is not resumed: no elapsed time, as `show` gives a resumed run none.
+    for args in (("run", "--resume", run_id), ("show", run_id)):
+        again = bakeoff(*args, "--db", db, cwd=tmp_path, timeout=120, check=True).stdout
+        line = next(x for x in again.splitlines() if "of worker time" in x)
+        assert line.startswith(f"{len(WORKLOADS)} cases ran for ") and "elapsed" not in line, line
+
+
 def test_ray_address_without_the_ray_executor_blames_the_option(tmp_path):
     store, db, run_id = _stored_run(tmp_path)
     proc = bakeoff("run", "--resume", run_id, "--ray-address", "127.0.0.1:6379", "--db", db, cwd=tmp_path,
