@@ -28,7 +28,9 @@ class OptionsError(ValueError):
 
 
 def clip(text: str, limit: int = 60) -> str:
-    """`text` cut to `limit` characters, marked: echoed input stays short however long the input was."""
+    """`text` cut to `limit` characters, marked: echoed input stays short however long the input was. A hard
+    cut, not at a word (textwrap.shorten would drop a long name or value, one word, whole): what every layer's
+    messages echo of their input goes through it (config errors too)."""
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
