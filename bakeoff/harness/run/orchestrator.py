@@ -86,6 +86,8 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 on_record(record)
             progress.finished(case, record.flat())
 
+    # SIGTERM interrupts the cases for every caller; `bakeoff run` enters it from its start too (planning, Ray
+    # starting), and the nesting puts its handler back as this block ends
     with sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
         try:
             for case in (c for c in todo if c.skip_reason):
