@@ -28,9 +28,9 @@ class OptionsError(ValueError):
 
 
 def clip(text: str, limit: int = 60) -> str:
-    """`text` cut to `limit` characters, marked: echoed input stays short however long the input was. A hard
-    cut, not at a word (textwrap.shorten would drop a long name or value, one word, whole): what every layer's
-    messages echo of their input goes through it (config errors too)."""
+    """`text` cut to `limit` characters, the cut marked: what a message echoes of its input (a name, a value;
+    config errors too) stays short however long the input was. A hard cut: textwrap.shorten cuts at words and
+    would drop a one-word name or value whole."""
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
