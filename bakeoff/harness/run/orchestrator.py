@@ -86,8 +86,6 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 on_record(record)
             progress.finished(case, record.flat())
 
-    # SIGTERM interrupts the cases for every caller; `bakeoff run` enters it from its start too (planning, Ray
-    # starting), and the nesting puts its handler back as this block ends
     with sigterm_interrupts(), RunProgress(console, todo) as progress:  # a bar on a terminal, else lines
         try:
             for case in (c for c in todo if c.skip_reason):
@@ -138,7 +136,9 @@ def _interrupt(_signum: int, _frame: Any) -> None:
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM in the block raises KeyboardInterrupt, so that a run stopped by a CI job's timeout or cancel (or
-    `kill`) is interrupted as by Ctrl-C; only the main thread can set a handler (elsewhere: as is)."""
+    `kill`) is interrupted as by Ctrl-C; only the main thread can set a handler (elsewhere: as is). run_cases
+    enters it for whoever calls it; `bakeoff run` enters it too, before planning, and the inner block nests
+    (each puts back the handler it found)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
