@@ -2,9 +2,15 @@
 smoke run's phases are checked in tests/test_cli_smoke.py (every test of that session fixture in one file). A crashed worker's phases: tests/test_faults.py."""
 from __future__ import annotations
 
+import datetime as dt
+import io
 import json
 
+from rich.console import Console
+
 from conftest import bakeoff
+from bakeoff.harness.cli import app
+from bakeoff.harness.cli.overhead import elapsed_s
 
 
 GATE_CONFIG = """
@@ -55,3 +61,23 @@ def test_the_elapsed_share_counts_each_second_once_however_many_cases_overlap():
     assert "during 40% (timing 20%): overhead 60%" in elapsed_line(records, 10.0)
     assert elapsed_split([{"timing_windows_epoch_s": [[0, 1]]}], 10.0) is None  # a run recorded before compile windows
     assert elapsed_line(records, None) is None
+
+
+def test_a_resumed_run_is_timed_from_its_resume_and_only_its_resumes_cases_count(monkeypatch):
+    utc = dt.timezone.utc
+    start, resumed, end = (dt.datetime(2030, 1, 1, 0, m, tzinfo=utc) for m in (0, 50, 51))
+    fresh = {"started_at": start, "ended_at": start + dt.timedelta(seconds=30), "resumes": 0}
+    run = {"started_at": start, "ended_at": end.replace(tzinfo=None), "resumes": 1}  # as SQLite gives it back
+    assert elapsed_s(fresh) == 30.0 and elapsed_s(fresh, resumed) == 30.0
+    assert elapsed_s(run) is None  # from the run's start: the pause between sessions too
+    assert elapsed_s(run, resumed) == 60.0
+    assert elapsed_s(run, end + dt.timedelta(seconds=1)) is None  # ended before: found complete, not resumed
+
+    records = [{"attempt": 1, "wall_s": 7.0}, {"attempt": 2, "wall_s": 2.0}, {"attempt": 2, "status": "skipped"}]
+    out = io.StringIO()
+    monkeypatch.setattr(app, "console", Console(file=out, width=200))
+    app._print_totals(run, records, resumed)
+    app._print_totals(run, records)
+    first, second = out.getvalue().splitlines()
+    assert first.startswith("this resume: 1 cases ran for 2.0 s of worker time (60.0 s elapsed)"), first
+    assert second.startswith("2 cases ran for 9.0 s of worker time: "), second

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import re
+import signal
 
+import pytest
 from rich.console import Console
 
 import bakeoff.harness.run.executors.local as local
@@ -123,10 +125,6 @@ def test_a_ctrl_c_during_a_records_write_waits_for_the_write_then_interrupts_the
     """Ctrl-C landing while a case's record is written (inside its serialization once gave a
     PydanticSerializationError and a traceback): the record is stored and its line printed whole, then the run
     stops as interrupted, with the usual KeyboardInterrupt."""
-    import signal
-
-    import pytest
-
     finished = progress.RunProgress.finished
 
     def finished_under_ctrl_c(self, case, flat):
@@ -152,3 +150,31 @@ def test_a_ctrl_c_during_a_records_write_waits_for_the_write_then_interrupts_the
     assert store.done_case_ids(run_id) == {cases[0].case_id}
     assert store.run(run_id)["status"] == "interrupted"
     assert out.getvalue().splitlines()[0].startswith("[1/2] ok") and "interrupted" in out.getvalue()
+
+
+def test_sigterm_interrupts_the_cases_of_a_caller_that_is_not_the_cli(tmp_path, monkeypatch):
+    """run_cases makes SIGTERM stop the run as Ctrl-C does for whoever calls it, not only under `bakeoff run`
+    (which enters sigterm_interrupts before planning), and puts the caller's handler back."""
+    finished = progress.RunProgress.finished
+
+    def finished_under_sigterm(self, case, flat):
+        signal.raise_signal(signal.SIGTERM)  # held while the record is written, then delivered
+        finished(self, case, flat)
+
+    def callers_handler(_signum, _frame):
+        raise AssertionError("SIGTERM reached the caller's handler: run_cases did not interrupt the run")
+
+    monkeypatch.setattr(progress.RunProgress, "finished", finished_under_sigterm)
+    cases = plan_run(CONFIG, "c.yaml", Filters()).cases
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    run_id = store.create_run(config_name="p", config_path="c.yaml", config_text=CONFIG, device="cpu",
+                              environment={}, n_cases=2)
+    previous = signal.signal(signal.SIGTERM, callers_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_cases(store, run_id, cases, tmp_path / "work", Console(file=io.StringIO(), width=100), {},
+                      FakeExecutor())
+        assert signal.getsignal(signal.SIGTERM) is callers_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert store.run(run_id)["status"] == "interrupted" and store.done_case_ids(run_id) == {cases[0].case_id}

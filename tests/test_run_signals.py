@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+from typer.testing import CliRunner
+
 from cli_process import count_records, start_bakeoff, wait_for_records, workers_left
 from conftest import bakeoff
+from bakeoff.harness.cli.app import app
 from bakeoff.harness.measure.environment import environment
+from bakeoff.harness.run import orchestrator
 from bakeoff.harness.run.executors.local import LocalExecutor
 from bakeoff.harness.run.resume_check import environment_changes
 from bakeoff.harness.supervise.slots import local_slots
@@ -36,12 +41,62 @@ def test_sigterm_interrupts_the_run_as_ctrl_c_does(tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     assert "interrupted" in out and "Resume with: bakeoff run --resume" in out, out
+    assert "interrupted before" not in out  # the run was recorded
     run_id = out.split("Resume with: bakeoff run --resume ")[1].split()[0]
     assert not workers_left(tmp_path)
     assert 1 <= count_records(db_file) < len(WORKLOADS)
     store = Store(f"sqlite:///{db_file}")
     assert store.run(run_id)["status"] == "interrupted" and store.lease_holder(run_id) is None
     assert not (tmp_path / "results" / "artifacts" / run_id / "staging").exists()  # no empty folder left
+
+
+def _interrupt(*_args, **_kwargs):
+    raise KeyboardInterrupt  # as Ctrl-C, or SIGTERM under sigterm_interrupts, raises it
+
+
+@pytest.mark.parametrize("where", ["planning", "the executor's environment"])
+def test_an_interrupt_before_the_run_is_recorded_says_nothing_was_written(tmp_path, monkeypatch, where):
+    if where == "planning":
+        monkeypatch.setattr(orchestrator, "plan_run", _interrupt)
+    else:  # in start_run, the store open: on Ray, a remote call
+        monkeypatch.setattr(LocalExecutor, "environment", _interrupt)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    result = CliRunner().invoke(app, ["run", "c.yaml", "--db", db, "--run-id-file", "id.txt"])
+    assert result.exit_code == 130, result.output
+    assert result.stderr == "interrupted before the run was recorded: nothing of it was written\n"
+    assert result.stdout == ""
+    assert count_records(tmp_path / "r.db") == 0 and not (tmp_path / "id.txt").exists()
+    assert not (tmp_path / "r.db").exists() or Store(db).runs() == []
+
+
+def test_an_interrupt_as_the_run_is_recorded_does_not_say_nothing_was_written(tmp_path, monkeypatch):
+    create_run = Store.create_run
+
+    def created_then_interrupted(self, **kwargs):  # Ctrl-C held back by the write until it committed
+        create_run(self, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "create_run", created_then_interrupted)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    result = CliRunner().invoke(app, ["run", "c.yaml", "--db", db])
+    assert result.exit_code == 130 and result.stderr == "", result.output
+    assert len(Store(db).runs()) == 1
+
+
+def test_an_interrupt_before_a_resume_starts_says_the_run_is_as_it_was(tmp_path, monkeypatch):
+    store, db, run_id = _stored_run(tmp_path)
+    store.finish_run(run_id, "interrupted")
+    monkeypatch.setattr(orchestrator, "resumed_cases", _interrupt)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", "--resume", run_id, "--db", db])
+    assert result.exit_code == 130, result.output
+    assert result.stderr == f"interrupted before the resume of run {run_id} started: the run is as it was\n"
+    run = store.run(run_id)
+    assert run["status"] == "interrupted" and run["resumes"] == 0 and store.lease_holder(run_id) is None
 
 
 def test_the_resume_hint_keeps_the_workers_of_the_run():
@@ -96,6 +151,20 @@ def test_resume_of_a_complete_run_changes_nothing_and_names_it(tmp_path):
     run = store.run(run_id)
     assert run["resumes"] == 0 and run["status"] == "complete" and count_records(tmp_path / "r.db") == 0
     assert (tmp_path / "id.txt").read_text() == run_id + "\n"
+
+
+def test_a_resumes_totals_line_says_the_resumes_elapsed_time(tmp_path):
+    store, db, run_id = _stored_run(tmp_path)
+    store.finish_run(run_id, "interrupted")
+    proc = bakeoff("run", "--resume", run_id, "--db", db, cwd=tmp_path, timeout=300, check=True)
+    line = next(x for x in proc.stdout.splitlines() if "of worker time" in x)
+    assert line.startswith(f"this resume: {len(WORKLOADS)} cases ran for "), line
+    assert " s elapsed): compiling " in line, line
+    # A run found complete is not resumed: no elapsed time, as `show` gives a resumed run none.
+    for args in (("run", "--resume", run_id), ("show", run_id)):
+        again = bakeoff(*args, "--db", db, cwd=tmp_path, timeout=120, check=True).stdout
+        line = next(x for x in again.splitlines() if "of worker time" in x)
+        assert line.startswith(f"{len(WORKLOADS)} cases ran for ") and "elapsed" not in line, line
 
 
 def test_ray_address_without_the_ray_executor_blames_the_option(tmp_path):

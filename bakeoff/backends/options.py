@@ -28,7 +28,9 @@ class OptionsError(ValueError):
 
 
 def clip(text: str, limit: int = 60) -> str:
-    """`text` cut to `limit` characters, marked: echoed input stays short however long the input was."""
+    """`text` cut to `limit` characters, the cut marked: what a message echoes of its input (a name, a value;
+    config errors too) stays short however long the input was. A hard cut: textwrap.shorten cuts at words and
+    would drop a one-word name or value whole."""
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

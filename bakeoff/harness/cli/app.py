@@ -6,6 +6,7 @@ reads one, a --device this host cannot present) with nothing written.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -106,17 +107,31 @@ def run(config: Optional[Path] = typer.Argument(None, help="YAML config; the bui
         fail(f"--jobs must be at least 1, not {jobs}")
     _check_device_option(device)
     filters = (tuple(backend) if backend else None, tuple(workload) if workload else None, device, preset, gate)
-    on_created = run_id_writer(run_id_file) if run_id_file is not None else None
+    recorded = _Recorded(run_id_writer(run_id_file) if run_id_file is not None else None)
     store, run_id = _start_or_resume(config, filters, resume, ExecutorSpec(executor, jobs, ray_address), db,
-                                     on_created)
+                                     recorded)
     run = store.run(run_id)
     records = in_config_order(store.records(run_id), run.get("config_text"))
     print_summary(console, records, title=f"run {run_id}", wide=wide)
-    _print_totals(run, records)
+    _print_totals(run, records, recorded.at)
     bad = [r for r in records if r["status"] not in ("ok", "skipped")]
     print_fields([f"{len(records)} cases: {sum(r['status'] == 'ok' for r in records)} ok",
                   f"{sum(r['status'] == 'skipped' for r in records)} skipped", f"{len(bad)} failed",
                   f"store {store.url}", f"run {run_id}"])
+
+
+class _Recorded:
+    """`on_created` of `bakeoff run`: notes when the run was recorded (a resume: counted), for the elapsed time of
+    a resume, then calls `then` (the --run-id-file writer)."""
+
+    def __init__(self, then: Callable[[str], None] | None) -> None:
+        self.then = then
+        self.at: dt.datetime | None = None
+
+    def __call__(self, run_id: str) -> None:
+        self.at = dt.datetime.now(dt.timezone.utc)
+        if self.then is not None:
+            self.then(run_id)
 
 
 def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, spec: ExecutorSpec,
@@ -124,34 +139,42 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
     """The run started from `config` narrowed by `filters` (or the run `resume` finished): its store and id.
     Everything wrong with the config is found before the store is opened. `on_created(run_id)` as the run is
     recorded (a resumed run: once the resume holds it and is allowed, or finds it complete). SIGTERM, from
-    the start (planning, Ray starting), ends the command as Ctrl-C does: exit 130."""
+    the start (planning, Ray starting), ends the command as Ctrl-C does: exit 130, saying so on stderr when
+    nothing of the run (or of its resume) was written yet."""
     # The orchestrator and the run's lease bring SQLAlchemy (and the store): loaded when a run starts only.
     from bakeoff.harness.run.lease_heartbeat import LeaseError, stale_after_s
-    from bakeoff.harness.run.orchestrator import (Filters, executor_for, plan_run, resume_run, sigterm_interrupts,
-                                                  start_run)
+    from bakeoff.harness.run.orchestrator import (Filters, NotRecorded, before_recording, executor_for, plan_run,
+                                                  resume_run, sigterm_interrupts, start_run)
 
     try:
         with sigterm_interrupts():
             stale_after_s()  # BAKEOFF_LEASE_STALE_S, checked before anything is written
             if resume:
-                store = open_store(db)
+                with before_recording():
+                    store = open_store(db)
                 return store, resume_run(store, resume, console, spec, on_created)
-            if config is not None:
-                text, path = read_config_file(config), str(config)
-            else:
-                text, path = default_config_text(), BUILTIN_CONFIG_PATH
-            planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
-            runner = executor_for(planned, spec)
-            try:
-                store = open_store(db, create=True)
-            except BaseException:
-                runner.close()
-                raise
+            with before_recording():
+                if config is not None:
+                    text, path = read_config_file(config), str(config)
+                else:
+                    text, path = default_config_text(), BUILTIN_CONFIG_PATH
+                planned = plan_run(text, path, Filters(*filters))  # everything wrong with the config is found here
+                runner = executor_for(planned, spec)
+                try:
+                    store = open_store(db, create=True)
+                except BaseException:
+                    runner.close()
+                    raise
             return store, start_run(store, planned, console, runner, spec, on_created)
     except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
         # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
         fail(str(exc))
-    except KeyboardInterrupt:
+    except NotRecorded:
+        what = (f"the resume of run {resume} started: the run is as it was" if resume
+                else "the run was recorded: nothing of it was written")
+        err_console.print(f"interrupted before {what}", markup=False, highlight=False)
+        raise typer.Exit(130)
+    except KeyboardInterrupt:  # the run is in the store (run_cases, once reached, said how to resume it)
         raise typer.Exit(130)
 
 
@@ -195,10 +218,16 @@ def show(run_id: Optional[str] = typer.Argument(None, help="Run id, or 'latest' 
     _print_totals(run, records)
 
 
-def _print_totals(run: dict, records: list[dict]) -> None:
-    """The run's wall time and its shares compiling, timing and overhead (cli/overhead.py)."""
-    elapsed = elapsed_s(run)
-    for line in (totals_line(records, elapsed), elapsed_line(records, elapsed)):
+def _print_totals(run: dict, records: list[dict], resumed_at: dt.datetime | None = None) -> None:
+    """The run's wall time and its shares compiling, timing and overhead (cli/overhead.py). Of a resumed run,
+    with `resumed_at` (this command's resume started then), those of that resume's cases over its elapsed time;
+    without it, the cases of every session and no elapsed time."""
+    elapsed = elapsed_s(run, resumed_at)
+    resumed = bool(run.get("resumes")) and elapsed is not None
+    if resumed:
+        records = [r for r in records if r.get("attempt") == run["resumes"] + 1]
+    totals = totals_line(records, elapsed)
+    for line in (f"this resume: {totals}" if resumed and totals else totals, elapsed_line(records, elapsed)):
         if line:
             console.print(line, highlight=False, markup=False)
 

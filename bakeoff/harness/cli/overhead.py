@@ -14,6 +14,7 @@ parallelism).
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Iterable
 
 from rich.table import Table
@@ -26,13 +27,20 @@ def _flat(record: dict[str, Any]) -> dict[str, Any]:
     return {**(record.get("details") or {}), **record}
 
 
-def elapsed_s(run: dict[str, Any]) -> float | None:
-    """Seconds from a run's start to its end; None while it runs or when it was resumed (the span would
-    include the time between sessions)."""
-    start, end = run.get("started_at"), run.get("ended_at")
-    if start is None or end is None or run.get("resumes"):
+def elapsed_s(run: dict[str, Any], resumed_at: dt.datetime | None = None) -> float | None:
+    """Seconds from a run's start to its end; None while it runs. Of a resumed run, the seconds from
+    `resumed_at` (when its last resume started) to its end; None without it, or when the run ended before it
+    (the span from the run's start would include the time between sessions)."""
+    start, end = resumed_at if run.get("resumes") else run.get("started_at"), run.get("ended_at")
+    if start is None or end is None:
         return None
-    return (end - start).total_seconds()
+    span = (_aware(end) - _aware(start)).total_seconds()
+    return span if span >= 0 else None
+
+
+def _aware(t: dt.datetime) -> dt.datetime:
+    """A stored time in UTC with its zone (SQLite gives it back without one)."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
 
 
 def case_split(record: dict[str, Any]) -> tuple[float, float, float] | None:

@@ -5,7 +5,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, Path, clip
+from bakeoff.backends.options import clip
+from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, Path
 
 ECHO_CHARS = 60  # the most of a bad value a message repeats
 

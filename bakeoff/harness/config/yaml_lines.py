@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from bakeoff.backends.options import clip
+
 Path = tuple[str | int, ...]
 
 # Bounds on what an error repeats back: the input may be megabytes long, the message stays a few lines.
@@ -22,11 +24,6 @@ PART_CHARS = 40
 
 WORD_CHARS = 60
 _LONG_WORD = re.compile(rf"\S{{{WORD_CHARS + 1},}}")
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, the cut marked."""
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def bounded(text: str, limit: int) -> str:

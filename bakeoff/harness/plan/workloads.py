@@ -8,6 +8,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
+from bakeoff.backends.options import clip
 from bakeoff.workloads.decompose import decompose
 from bakeoff.workloads.expr import ExprError, parse_expr
 from bakeoff.workloads.ir import Graph, IRError, bind, bind_dim, dim_names
@@ -15,7 +16,7 @@ from bakeoff.workloads.suite import every_workload
 
 from bakeoff.harness.config.inputs import resolve_inits
 from bakeoff.harness.config.schema import MAX_DIM, MAX_INPUT_BYTES, Config, WorkloadConfig
-from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml, clip
+from bakeoff.harness.config.yaml_lines import ConfigError, LocatedYaml
 
 
 class ResolvedWorkload(BaseModel):

@@ -38,8 +38,8 @@ from bakeoff.harness.run.resume_check import check_same_environment
 from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
 from bakeoff.harness.supervise.staging import discard, drop_empty_staging, publish, recover
 
-__all__ = ["Filters", "LeaseError", "RunBusyError", "executor_for", "plan_run", "resume_run", "sigterm_interrupts",
-           "start_run"]
+__all__ = ["Filters", "LeaseError", "NotRecorded", "RunBusyError", "before_recording", "executor_for", "plan_run",
+           "resume_run", "sigterm_interrupts", "start_run"]
 
 
 ARTIFACTS_ROOT = Path("results") / "artifacts"  # relative to the working folder
@@ -136,7 +136,9 @@ def _interrupt(_signum: int, _frame: Any) -> None:
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM in the block raises KeyboardInterrupt, so that a run stopped by a CI job's timeout or cancel (or
-    `kill`) is interrupted as by Ctrl-C; only the main thread can set a handler (elsewhere: as is)."""
+    `kill`) is interrupted as by Ctrl-C; only the main thread can set a handler (elsewhere: as is). run_cases
+    enters it for whoever calls it; `bakeoff run` enters it too, before planning, and the inner block nests
+    (each puts back the handler it found)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -145,6 +147,21 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class NotRecorded(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM before the run (or its resume) was written to the store: nothing of it was."""
+
+
+@contextmanager
+def before_recording() -> Iterator[None]:
+    """A Ctrl-C or SIGTERM in the block, which must write nothing of the run, comes out as NotRecorded."""
+    try:
+        yield
+    except NotRecorded:
+        raise
+    except KeyboardInterrupt:
+        raise NotRecorded from None
 
 
 def _resume_hint(store: Store, run_id: str, executor: Executor) -> str:
@@ -178,8 +195,9 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
     run is in the store, before its first case (so a run cut short still named itself)."""
     device, cases = planned.device, planned.cases
     try:
-        lease = RunLease(store)
-        env = executor.environment(device)  # where the cases run: on Ray, a node of the cluster
+        with before_recording():
+            lease = RunLease(store)
+            env = executor.environment(device)  # where the cases run: on Ray, a node of the cluster
         run_id = store.create_run(config_name=planned.cfg.name, config_path=planned.config_path,
                                   config_text=planned.config_text, device=device,
                                   environment=_with_filters(env, planned.filters), n_cases=len(cases),
@@ -250,13 +268,30 @@ def _check_host_device(run_id: str, device: str, spec: ExecutorSpec) -> None:
                             f"({count} CUDA device(s) here): resume it on a host that has that device")
 
 
+def _resume_executor(run: dict[str, Any], device: str, spec: ExecutorSpec) -> Executor:
+    """The executor that resumes `run` on `device`, which must be here and in the run's own environment."""
+    run_id = run["run_id"]
+    _check_host_device(run_id, device, spec)
+    try:
+        executor = make_executor(spec, device)
+    except ExecutorError as exc:
+        raise ExecutorError(f"run {run_id} ran on {device}; cannot resume it here: {exc}") from None
+    try:
+        check_same_environment(run, executor.environment(device))
+    except BaseException:
+        executor.close()
+        raise
+    return executor
+
+
 def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec = ExecutorSpec(),
                on_resumed: Callable[[str], None] | None = None) -> str:
     """Finish the cases of `run_id` that have no record, with the config, filters, device and preset the run
     started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run.
     A complete run is left as it is. `on_resumed(run_id)` once the resume is allowed and counted (or the run
     found complete): not for a resume that is refused."""
-    run = store.run(run_id)
+    with before_recording():
+        run = store.run(run_id)
     if run["status"] == "complete":
         console.print(f"run {run_id} is complete: nothing to resume", highlight=False)
         if on_resumed is not None:
@@ -264,16 +299,12 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
         return run_id
     lease = RunLease(store)
     with lease.held(run_id):  # first: a run held elsewhere is refused before anything else is done
-        if lease.took_over:
-            console.print(f"took over the lease of run {run_id} from {lease.took_over}", highlight=False)
-        device, cases = resumed_cases(run)
-        _check_host_device(run_id, device, spec)
+        with before_recording():  # until start_resume only the lease is written, given back as `held` ends
+            if lease.took_over:
+                console.print(f"took over the lease of run {run_id} from {lease.took_over}", highlight=False)
+            device, cases = resumed_cases(run)
+            executor = _resume_executor(run, device, spec)
         try:
-            executor = make_executor(spec, device)
-        except ExecutorError as exc:
-            raise ExecutorError(f"run {run_id} ran on {device}; cannot resume it here: {exc}") from None
-        try:
-            check_same_environment(run, executor.environment(device))
             console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
                           f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
             attempt = store.start_resume(run_id, lease=lease.token)
