@@ -109,3 +109,37 @@ def test_cuda_out_of_memory_is_an_oom_record(tmp_path):
         assert "out of memory" in got["cuda_oom"]["reason"].lower()
         # On a GPU the caching allocator hands back the NaN-filled blocks: the reason is specific.
         assert "non-finite" in got["unwritten"]["reason"], got["unwritten"]["reason"]
+
+
+WARM_OOM = """
+name: warm_oom
+device: cpu
+preset: smoke
+dtypes: [float32]
+workloads: [ew_sigmoid_relu]
+backends:
+  eager: {}
+  fine: {backend: faulty, mode: none}
+  warm_oom: {backend: faulty, mode: warm_oom}
+seeds: [0, 1]
+timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 3}
+compile: {warm: true}
+timeout_s: 30
+memory_limit_gb: 3
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_warm_compile_out_of_memory_beside_other_slots_runs_again_alone(tmp_path, jobs):
+    """The cold run is ok and the warm process runs out of memory: with a slot beside it that may have been the
+    other slot's memory, so the case runs again alone at the end and says why; with one slot it stays as it is."""
+    got = run_faults(tmp_path, WARM_OOM, "--jobs", jobs)
+    case = got["warm_oom"]
+    assert case["status"] == "ok" and "MemoryError" in case["warm_error"]
+    assert got["fine"].get("compile_warm_s") is not None and not got["fine"].get("warm_error")
+    if jobs == "1":
+        assert not any(r.get("rerun_alone_reason") for r in got.values())
+    else:
+        assert "its first warm compile ran out of memory while 1 other slots" in case["rerun_alone_reason"]
+        assert [k for k, r in got.items() if r.get("rerun_alone_reason")] == ["warm_oom"]
+        assert case["created_at"] >= max(r["created_at"] for k, r in got.items() if k != "warm_oom")

@@ -3,7 +3,8 @@
 Modes: none (behaves like eager), abort (os.abort in run), segfault (a null read through ctypes), hang
 (sleeps forever in run), compile_error, run_error, nan (outputs NaN), wrong_shape (drops the last row),
 unwritten (returns torch.empty: never written), perturb (adds relative noise of `scale`), host_oom
-(allocates until the host memory cap stops it), cuda_oom (asks the GPU for more than it has), bad_info
+(allocates until the host memory cap stops it), warm_oom (host_oom in a warm process only: the cold compile
+and its figures are fine), cuda_oom (asks the GPU for more than it has), bad_info
 (runs like eager but puts an exception object, not its text, in its compile notes).
 Wrong answers a verdict must catch: nonfinite_zero (0 where the output is +-inf or NaN: a causal mask
 written as 0), zeros (every output 0), spike (the middle element set to `value`, default 5.0), wrong_after
@@ -30,7 +31,7 @@ from bakeoff.backends.base import Backend, Compiled, CompileInfo, TensorSpec, To
 from bakeoff.backends.options import BackendOptions
 
 Mode = Literal["none", "abort", "segfault", "hang", "compile_error", "run_error", "nan", "wrong_shape",
-               "unwritten", "perturb", "host_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after",
+               "unwritten", "perturb", "host_oom", "warm_oom", "cuda_oom", "nonfinite_zero", "zeros", "spike", "wrong_after",
                "stale_cache", "wrong_grad", "bad_info"]
 CACHE_ENV = "BAKEOFF_FAULTY_CACHE_DIR"
 
@@ -106,7 +107,7 @@ class FaultyBackend(Backend):
             if mode == "wrong_grad" and wrong_grad is not None:
                 g = outs[wrong_grad]
                 return (*outs[:wrong_grad], g + scale * g.abs().mean() * torch.randn_like(g), *outs[wrong_grad + 1:])
-            if mode == "host_oom":
+            if mode == "host_oom" or (mode == "warm_oom" and from_cache):
                 hog = []
                 while True:
                     hog.append(bytearray(2**28))

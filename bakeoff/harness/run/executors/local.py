@@ -3,7 +3,8 @@
 The threads only wait on their worker subprocess; the main thread receives every result and alone writes
 the store. A case that runs out of memory on a device other slots share may have lost to their memory, not
 its own: it runs again once every slot is done, with the device to itself, and that record (whatever its
-status) says so in `rerun_alone_reason`. On stop (Ctrl-C) the workers in flight are killed and their
+status) says so in `rerun_alone_reason`; so does a case whose warm compile ran out of memory there
+(docs/SCALING.md, "Out of memory beside other workers"). On stop (Ctrl-C) the workers in flight are killed and their
 results dropped: a killed case has no record and runs again on resume. Each slot keeps pre-started
 workers getting ready for its next worker process (supervise/prestart.py); `prestart=False` starts every worker
 fresh.
@@ -22,8 +23,15 @@ from bakeoff.harness.plan.order import longest_first
 from bakeoff.harness.supervise.prestart import Prestarter
 from bakeoff.harness.supervise.slots import Slot
 from bakeoff.harness.measure.environment import environment
+from bakeoff.harness.worker.errors import mentions_oom
 
 RESULT_POLL_S = 0.2  # the main thread wakes this often (seconds), so Ctrl-C is handled at once
+
+
+def _out_of_memory(record: dict[str, Any]) -> bool:
+    """Whether the case ran out of memory, or its warm compile did (a case ok without its warm figures)."""
+    return record.get("status") == "oom" or (
+        record.get("status") in ("ok", "mismatch") and mentions_oom(str(record.get("warm_error") or "")))
 
 
 class LocalExecutor:
@@ -58,7 +66,7 @@ class LocalExecutor:
             case, record = item
             slot = next((s for s in self.slots if s.label == record.get("worker")), None)
             sharers = sum(1 for s in self.slots if s.gate == slot.gate) if slot and slot.gate else 1
-            if record.get("status") == "oom" and sharers > 1:
+            if sharers > 1 and _out_of_memory(record):
                 again.append((case, record, slot, sharers))
             else:
                 yield item
@@ -76,9 +84,11 @@ class LocalExecutor:
         if on_start:
             on_start(case)
         record = execute_case(case, work_dir, slot=slot, workers=self.workers, prestarter=None, more_cases=False)
-        record["rerun_alone_reason"] = (f"its first run ran out of memory while {sharers - 1} other slots shared the "
-                                        f"device ({str(first.get('reason') or '')[:300]}); this is a second run "
-                                        "with the device to itself")
+        what, why = (("run", first.get("reason")) if first.get("status") == "oom" else
+                     ("warm compile", first.get("warm_error")))
+        record["rerun_alone_reason"] = (f"its first {what} ran out of memory while {sharers - 1} other slots shared "
+                                        f"the device ({str(why or '')[:300]}); this is a second run with the device "
+                                        "to itself")
         return record
 
     def _next(self, results: queue.Queue) -> Any:
