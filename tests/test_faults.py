@@ -100,7 +100,7 @@ def test_cuda_out_of_memory_is_an_oom_record(tmp_path):
     config = CONFIG.replace("device: cpu", "device: cuda").replace("memory_limit_gb: 3\n", "")
     backends = ("backends:\n  eager: {}\n  cuda_oom: {backend: faulty, mode: cuda_oom}\n"
                 "  run_error: {backend: faulty, mode: run_error}\n  unwritten: {backend: faulty, mode: unwritten}\n")
-    config = config[:config.index("backends:")] + backends + config[config.index("seeds:"):]
+    config = with_backends(config, backends)
     for jobs in ("1", "2"):
         got = run_faults(tmp_path / jobs, config, "--jobs", jobs)
         assert {k: r["status"] for k, r in got.items()} == {"eager": "ok", "cuda_oom": "oom",
@@ -111,22 +111,16 @@ def test_cuda_out_of_memory_is_an_oom_record(tmp_path):
         assert "non-finite" in got["unwritten"]["reason"], got["unwritten"]["reason"]
 
 
-WARM_OOM = """
-name: warm_oom
-device: cpu
-preset: smoke
-dtypes: [float32]
-workloads: [ew_sigmoid_relu]
-backends:
-  eager: {}
-  fine: {backend: faulty, mode: none}
-  warm_oom: {backend: faulty, mode: warm_oom}
-seeds: [0, 1]
-timing: {warmup_s: 0.01, budget_s: 0.05, min_reps: 3}
-compile: {warm: true}
-timeout_s: 30
-memory_limit_gb: 3
-"""
+
+def with_backends(config: str, backends: str) -> str:
+    """`config` with its backends section replaced by `backends` (YAML lines)."""
+    return config[:config.index("backends:")] + backends + config[config.index("seeds:"):]
+
+
+# Warm compile on, and time for a warm process beside the cold one of the other slot.
+WARM_OOM = with_backends(CONFIG, "backends:\n  eager: {}\n  fine: {backend: faulty, mode: none}\n"
+                                 "  warm_oom: {backend: faulty, mode: warm_oom}\n").replace(
+    "compile: {warm: false}", "compile: {warm: true}").replace("timeout_s: 10", "timeout_s: 30")
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
