@@ -38,16 +38,18 @@
 #   checks             the GPU tests (pytest -m gpu: the marker clock against NVML, ONNX Runtime's IOBinding without
 #                      copies, the CUPTI pass, tritongen's bfloat16 loads against eager), then configs/sweep_h200.yaml on eager, ONNX Runtime, tritongen and
 #                      IREE (CHECK_SWEEP_S, default 200 s) with its per-point table, then XLA's host figures layer
-#                      by layer (independent_timers.py --xla-layers); run it with SITE=/tmp/ortsite after
-#                      ../shared/gpu/ort_parts.sh so that ONNX Runtime is the CUDA build; one checks.tar.gz.
+#                      by layer (independent_timers.py --xla-layers); run it with .ort carried (Settings) so that
+#                      ONNX Runtime is the CUDA build; one checks.tar.gz.
 #   inject             inject_disturbance.py: a small run of configs/h200.yaml (INJECT_ARGS narrow it) quiet, beside an
 #                      outsider's GEMM loop on the GPU, and beside a CPU burner per core, each into its own store
 #                      (all packed into $OUT/inject.tar.gz); the noise marks per phase and backend and the verdicts. CALL_S defaults to
 #                      400 for this job (one device call of 420 s).
 # Settings (environment): CALL_S seconds the whole call may take (default 570; a device call lasts at most 600),
-# JOBS (8), OUT (/tmp/out), SITE (/tmp/site: where .gpu and .gpudeps install, first on PYTHONPATH; after the
-# back-to-back calls of ../shared/gpu/ort_parts.sh, SITE=/tmp/ortsite puts onnxruntime-gpu before the image's
-# CPU build, e.g. `SITE=/tmp/ortsite bash benchmarks/gpu.sh config configs/h200_onnxruntime_ab.yaml`). Each step gets a time limit from what is left; bakeoff runs get SIGINT first, so a
+# JOBS (8), OUT (/tmp/out), SITE (/tmp/site: where .gpu, .gpudeps and .ort install, first on PYTHONPATH).
+# ONNX Runtime's CUDA build: ../shared/gpu/ort_parts.sh cuts it into .ort/part00..04 here; a warm machine keeps
+# the ignored paths carried by earlier calls, so carry one part a call, back to back (a machine goes back 30 s
+# after a call), and `.ort/wheel` with the last: from then on setup installs it into SITE, before the image's
+# CPU build (a part missing: exit 2, naming the parts it found). Each step gets a time limit from what is left; bakeoff runs get SIGINT first, so a
 # run keeps the records it finished.
 set -uo pipefail
 R=$(cd "$(dirname "$0")/.." && pwd)
@@ -85,11 +87,25 @@ setup() {  # on the GPU machine: install what travelled, put the harness on PYTH
     echo "carry .gpu (bash benchmarks/gpu.sh pack): IREE is not in $site yet" >&2; exit 2  # a store to resume
   fi
   python3 -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$R/.gpudeps/pydeps.zip" "$site"
+  install_ort "$site" || exit 2
   export PYTHONPATH=$site:$R PYTHONUNBUFFERED=1
   [ -f "$R/REVISION" ] && export BAKEOFF_HARNESS_REV="$(cat "$R/REVISION")"  # a copy without .git
   mkdir -p "${WORK:-/tmp/bakeoff-work}" && cd "${WORK:-/tmp/bakeoff-work}" || exit 2
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv
   echo "cores: $(nproc)"
+}
+
+install_ort() {  # SITE: onnxruntime-gpu from the parts under .ort/ (ort_parts.sh), once they are all here
+  local site=$1
+  [ -f "$R/.ort/wheel" ] || return 0  # not carried: the image's onnxruntime (CPU build) stays
+  [ -d "$site/onnxruntime" ] && return 0  # installed by an earlier call on this machine
+  local whl; whl="/tmp/$(cat "$R/.ort/wheel")"
+  cat "$R"/.ort/part0* > "$whl" && python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$whl" \
+    || { echo "onnxruntime-gpu did not install from .ort/ ($(ls "$R/.ort" | tr '\n' ' ')): carry every part" >&2
+         rm -f "$whl"; return 1; }
+  rm -f "$whl"
+  python3 -c "import sys; sys.path.insert(0, '$site'); import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())" \
+    || echo "onnxruntime-gpu installed into $site but does not import (its cases will say why)" >&2
 }
 
 left_s() { echo $(( CALL_S - ($(date +%s) - T0) )); }
