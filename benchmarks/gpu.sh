@@ -14,7 +14,8 @@
 #                      workloads on the five GPU backends in the config's dtypes by default), warm compile on, --jobs $JOBS,
 #                      cut by Ctrl-C when the call's time runs short (the run stays resumable); then the phase
 #                      table and overhead share, the gate's timeline, cases per minute, the cold/warm cache
-#                      verification and gate policies (speed_summary.py), records.json and bakeoff.db in $OUT.
+#                      verification and gate policies (speed_summary.py); records.json, bakeoff.db and the logs
+#                      packed into $OUT/suite.tar.gz.
 #                      RESUME=RUN_ID finishes that run instead, from $RESUME_DB (default results/resume.db.gz,
 #                      gzipped or not) carried in the tree; on the same warm machine carry .gpudeps, REVISION and
 #                      the store without .gpu (IREE stays installed in $SITE; all of them exceed a call's 64 MiB).
@@ -169,6 +170,13 @@ suite() {
   cp results/bakeoff.db "$OUT/bakeoff.db"
   python3 "$R/benchmarks/speed_summary.py" "$OUT/records.json" --run-s "$(( run_s + ${FIRST_RUN_S:-0} ))" \
     --run-log "$OUT/run.log" "${agree[@]}" --json "$OUT/speed_summary.json" 2>&1 | grep -v "^gate:" | tail -40
+  pack_out suite  # nine files and more: a call returns eight
+}
+
+pack_out() {  # NAME: everything under $OUT into $OUT/NAME.tar.gz alone
+  local tgz="/tmp/$1.tar.gz"
+  tar czf "$tgz" -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv "$tgz" "$OUT/" \
+    && echo "$1.tar.gz: tar xzf it into DIR"
 }
 
 config() {
