@@ -64,15 +64,21 @@ def test_another_gpu_process_makes_a_device_headline_noisy():
     assert q["headline_quality"] == "noisy" and "4242" in q["headline_noise_reasons"][0]
 
 
-def test_an_sm_clock_drop_during_the_headline_is_a_reason():
-    """Older records (no share of low readings): any reading over 10% under the median is a reason."""
-    q = assess(_gpu_rec(headline_sm_clock_mhz_min=1110), target_iqr=0.05, paired=True, host_clock=False)
+def test_an_sm_clock_drop_during_the_headline_is_a_reason_beside_a_spread_of_its_samples():
+    """Older records (no share of low readings): any reading over 10% under the median is a reason, where the
+    samples spread; with steady samples the drop did not move the latency."""
+    spread = {"device_span_samples_ms": _samples(0.9, seed=2)[:20] + [1.2] * 10}  # a third of them 33% slower
+    q = assess(_gpu_rec(headline_sm_clock_mhz_min=1110, headline_iqr_rel=None, **spread), target_iqr=0.05,
+               paired=True, host_clock=False)
     assert q["headline_quality"] == "noisy"
     assert any("SM clock dropped to 1110 MHz" in r for r in q["headline_noise_reasons"])
+    q = assess(_gpu_rec(headline_sm_clock_mhz_min=1110), target_iqr=0.05, paired=True, host_clock=False)
+    assert q["headline_quality"] == "clean" and q["headline_noise_reasons"] == []
 
 
-def test_a_short_clock_dip_is_not_noise_of_the_headline_a_lasting_drop_is():
-    """A dip in one of 40 clock readings cannot move the median of the spans; a drop over a fifth of them can."""
+def test_a_short_clock_dip_is_not_noise_of_the_headline_a_lasting_drop_is_where_the_spans_moved():
+    """A dip in one of 40 clock readings cannot move the median of the spans; a drop over a fifth of them can,
+    and is a reason where the spans show it (here: they drift), not where they held."""
     from bakeoff.harness.measure.clocks import ClockSampler
     from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
 
@@ -88,6 +94,10 @@ def test_a_short_clock_dip_is_not_noise_of_the_headline_a_lasting_drop_is():
     assert lasting == 12 / 40
     q = assess(_gpu_rec(headline_sm_clock_mhz_min=1500, headline_sm_clock_low_share=lasting), target_iqr=0.05,
                paired=True, host_clock=False)
+    assert q["headline_quality"] == "clean", "the spans held while the clock read low: the latency did not move"
+    late = _samples(0.9, seed=2)[:28] + [1.05] * 12  # the last 30% of the calls slower: drift
+    q = assess(_gpu_rec(headline_sm_clock_mhz_min=1500, headline_sm_clock_low_share=lasting, headline_iqr_rel=None,
+                        device_span_samples_ms=late), target_iqr=0.05, paired=True, host_clock=False)
     assert q["headline_quality"] == "noisy"
     assert any("for 30% of the headline's clock readings (lowest 1500 MHz" in r for r in q["headline_noise_reasons"])
     assert ClockSampler("cuda").low_share(CLOCK_DROP_LIMIT) is None

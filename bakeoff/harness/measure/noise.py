@@ -25,7 +25,9 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
 - `headline_quality` (with `headline_noise_reasons`): the absolute headline latencies, from their own samples
   (`device_span_samples_ms` for the CUPTI span, else the timer's `samples_ms`) and the eager reference's, by the
   IQR and drift rules above; other GPU processes; an SM-clock drop during the headline's samples (more than
-  CLOCK_LOW_SHARE_LIMIT (20%) of the clock readings more than CLOCK_DROP_LIMIT (10%) under their median); host
+  CLOCK_LOW_SHARE_LIMIT (20%) of the clock readings more than CLOCK_DROP_LIMIT (10%) under their median) where
+  a judged series also spread (a drop that neither series shows did not move the latency: on an H100 the
+  marker clock of a power-capped GEMM read 1598-1969 MHz around calls that took 1.52-1.58 ms); host
   load only where the headline is host-timed (not a DEVICE_METHODS method). A spread the SM clock can account
   for is still a spread of the latency, and its reason names the clock: from each call's own clock where the
   record has it read on the device (`device_span_sm_clock_mhz` from the marker spins, results/call_clocks.py:
@@ -220,7 +222,8 @@ def _gpu_reasons(rec: dict[str, Any], siblings: bool = True) -> list[str]:
 
 
 def _clock_reasons(rec: dict[str, Any]) -> list[str]:
-    """An SM-clock drop during the headline's samples that lasted long enough to move their median: more than
+    """An SM-clock drop during the headline's samples that lasted long enough to move their median (judged only
+    beside a spread of the samples themselves, `_headline_reasons`): more than
     CLOCK_LOW_SHARE_LIMIT of the clock readings over CLOCK_DROP_LIMIT under their median (records without the
     share: any reading that low)."""
     med, low = rec.get("headline_sm_clock_mhz_median"), rec.get("headline_sm_clock_mhz_min")
@@ -273,7 +276,7 @@ def _headline_reasons(rec: dict[str, Any], target_iqr: float, paired: bool,
         reasons += found
         accounted += found if in_limits else []
     host = _host_load_reasons(rec) if _headline_host_timed(rec, host_clock) else []
-    drop = _clock_reasons(rec)
+    drop = _clock_reasons(rec) if reasons else []  # a drop the samples do not show did not move the latency
     accounted += drop if steady else []
     return reasons + host + _gpu_reasons(rec, siblings=False) + drop, accounted
 
