@@ -33,10 +33,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import statistics
+import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
+
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -142,11 +145,10 @@ def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
     values or where either series is constant."""
     if len(xs) < 3:
         return None
-    rank = lambda v: [sum(w < x for w in v) + (sum(w == x for w in v) - 1) / 2 for x in v]  # noqa: E731
-    try:
-        return statistics.correlation(rank(xs), rank(ys))
-    except statistics.StatisticsError:  # a constant series
-        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)  # a constant series: NaN, said as None below
+        rho = float(stats.spearmanr(xs, ys).statistic)
+    return None if math.isnan(rho) else rho
 
 
 def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) -> list[dict[str, Any]]:
