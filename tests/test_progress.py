@@ -67,7 +67,17 @@ def _run(tmp_path, console, executor, on_record=None):
     return cases
 
 
-def test_description_names_the_running_cases_and_ends_on_done(tmp_path, monkeypatch):
+class InterruptedExecutor(FakeExecutor):
+    """Ends the first case, then is stopped as by Ctrl-C."""
+
+    def run(self, cases, work_dir, on_start=None):
+        on_start(cases[0])
+        yield cases[0], {"status": "ok"}
+        raise KeyboardInterrupt
+
+
+def _descriptions(monkeypatch) -> list[str]:
+    """The bar's descriptions, in the order they are set."""
     log: list[str] = []
 
     class Recording(progress.Progress):
@@ -77,6 +87,11 @@ def test_description_names_the_running_cases_and_ends_on_done(tmp_path, monkeypa
             super().update(task_id, **kw)
 
     monkeypatch.setattr(progress, "Progress", Recording)
+    return log
+
+
+def test_description_names_the_running_cases_and_ends_on_done(tmp_path, monkeypatch):
+    log = _descriptions(monkeypatch)
     out = io.StringIO()
     cases = _run(tmp_path, Console(file=out, force_terminal=True, width=100), FakeExecutor(),
                  on_record=lambda r: log.append(f"recorded {r.case_id}"))
@@ -85,6 +100,13 @@ def test_description_names_the_running_cases_and_ends_on_done(tmp_path, monkeypa
     assert set(log[5:]) == {"done"} and log[5:]
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())  # the frames, without terminal codes
     assert [x for x in shown.splitlines() if x.strip()][-1].startswith("done") and "waiting" not in shown
+
+
+def test_an_interrupted_run_ends_its_bar_on_interrupted(tmp_path, monkeypatch):
+    log = _descriptions(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, Console(file=io.StringIO(), force_terminal=True, width=100), InterruptedExecutor())
+    assert log[-1] == "interrupted", log
 
 
 def test_off_a_terminal_each_finished_case_is_one_plain_line(tmp_path):

@@ -15,6 +15,7 @@ from bakeoff.harness.run import orchestrator
 from bakeoff.harness.run.executors.local import LocalExecutor
 from bakeoff.harness.run.resume_check import environment_changes
 from bakeoff.harness.supervise.slots import local_slots
+from bakeoff.results import leases
 from bakeoff.results.deferred_interrupt import sigint_deferred
 from bakeoff.results.store import Store
 
@@ -71,20 +72,45 @@ def test_an_interrupt_before_the_run_is_recorded_says_nothing_was_written(tmp_pa
     assert not (tmp_path / "r.db").exists() or Store(db).runs() == []
 
 
-def test_an_interrupt_as_the_run_is_recorded_does_not_say_nothing_was_written(tmp_path, monkeypatch):
-    create_run = Store.create_run
+@pytest.mark.parametrize("where", ["the run's write", "the step before its cases"])
+def test_an_interrupt_once_the_run_is_recorded_names_it_and_how_to_finish_it(tmp_path, monkeypatch, where):
+    if where == "the run's write":  # inside the transaction of create_run: held until it commits
+        take = leases.take
 
-    def created_then_interrupted(self, **kwargs):  # Ctrl-C held back by the write until it committed
-        create_run(self, **kwargs)
-        raise KeyboardInterrupt
+        def take_then_sigterm(*args, **kwargs):
+            signal.raise_signal(signal.SIGTERM)
+            return take(*args, **kwargs)
 
-    monkeypatch.setattr(Store, "create_run", created_then_interrupted)
+        monkeypatch.setattr(leases, "take", take_then_sigterm)
+    else:  # the run in the store, its lease held
+        monkeypatch.setattr(orchestrator, "clean_leftovers", _interrupt)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.yaml").write_text(CONFIG)
     db = f"sqlite:///{tmp_path / 'r.db'}"
     result = CliRunner().invoke(app, ["run", "c.yaml", "--db", db])
-    assert result.exit_code == 130 and result.stderr == "", result.output
-    assert len(Store(db).runs()) == 1
+    assert result.exit_code == 130, result.output
+    [run] = Store(db).runs()
+    run_id = run["run_id"]
+    assert result.stderr == (f"interrupted before run {run_id} ran a case: it stays in the store; finish it with: "
+                             f"bakeoff run --resume {run_id} --db {db}\n")
+    assert count_records(tmp_path / "r.db") == 0 and run["status"] == "running"
+    if where == "the step before its cases":  # the command it names finishes the run (the lease was given back)
+        command = result.stderr.split("finish it with: bakeoff ")[1].split()
+        bakeoff(*command, cwd=tmp_path, timeout=300, check=True)
+        assert Store(db).run(run_id)["status"] == "complete" and count_records(tmp_path / "r.db") == len(WORKLOADS)
+
+
+def test_an_interrupt_once_a_resume_is_recorded_names_the_run_and_how_to_finish_it(tmp_path, monkeypatch):
+    store, db, run_id = _stored_run(tmp_path)
+    store.finish_run(run_id, "interrupted")
+    monkeypatch.setattr(orchestrator, "clean_leftovers", _interrupt)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", "--resume", run_id, "--db", db, "--jobs", "2"])
+    assert result.exit_code == 130, result.output
+    assert result.stderr == (f"interrupted before the resume of run {run_id} ran a case: the run stays in the "
+                             f"store; finish it with: bakeoff run --resume {run_id} --jobs 2 --db {db}\n")
+    run = store.run(run_id)
+    assert run["resumes"] == 1 and store.lease_holder(run_id) is None and count_records(tmp_path / "r.db") == 0
 
 
 def test_an_interrupt_before_a_resume_starts_says_the_run_is_as_it_was(tmp_path, monkeypatch):

@@ -139,12 +139,13 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
     """The run started from `config` narrowed by `filters` (or the run `resume` finished): its store and id.
     Everything wrong with the config is found before the store is opened. `on_created(run_id)` as the run is
     recorded (a resumed run: once the resume holds it and is allowed, or finds it complete). SIGTERM, from
-    the start (planning, Ray starting), ends the command as Ctrl-C does: exit 130, saying so on stderr when
-    nothing of the run (or of its resume) was written yet."""
+    the start (planning, Ray starting), ends the command as Ctrl-C does: exit 130, saying on stderr, before a
+    case ran, that nothing of the run (or of its resume) was written yet, or which run stays in the store and
+    the command that finishes it."""
     # The orchestrator and the run's lease bring SQLAlchemy (and the store): loaded when a run starts only.
     from bakeoff.harness.run.lease_heartbeat import LeaseError, stale_after_s
-    from bakeoff.harness.run.orchestrator import (Filters, NotRecorded, before_recording, executor_for, plan_run,
-                                                  resume_run, sigterm_interrupts, start_run)
+    from bakeoff.harness.run.orchestrator import (Filters, NoCaseRan, NotRecorded, before_recording, executor_for,
+                                                  plan_run, resume_run, sigterm_interrupts, start_run)
 
     try:
         with sigterm_interrupts():
@@ -169,13 +170,26 @@ def _start_or_resume(config: Path | None, filters: tuple, resume: str | None, sp
     except (ConfigError, ExecutorError, StoreError, LeaseError, LeaseLost) as exc:
         # bad config, impossible executor, unknown run, a run held by another orchestrator (or taken over)
         fail(str(exc))
-    except NotRecorded:
+    except (NotRecorded, NoCaseRan) as exc:
+        left = (exc.run_id, exc.resume) if isinstance(exc, NoCaseRan) else None
+        err_console.print(_interrupted_before(resume, left), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
+    except KeyboardInterrupt:  # run_cases said how to resume the run (CasesInterrupted), or an instant between steps
+        raise typer.Exit(130)
+
+
+def _interrupted_before(resume: str | None, left: tuple[str, str] | None) -> str:
+    """What `bakeoff run` (`--resume RESUME`) says on stderr when Ctrl-C or SIGTERM stops it before a case ran:
+    that nothing of it was written, or (`left`: the run's id and the command that finishes it) that the run
+    stays in the store and how to finish it."""
+    if left is None:
         what = (f"the resume of run {resume} started: the run is as it was" if resume
                 else "the run was recorded: nothing of it was written")
-        err_console.print(f"interrupted before {what}", markup=False, highlight=False)
-        raise typer.Exit(130)
-    except KeyboardInterrupt:  # the run is in the store (run_cases, once reached, said how to resume it)
-        raise typer.Exit(130)
+    else:
+        run_id, command = left
+        what = (f"the resume of run {run_id} ran a case: the run" if resume else f"run {run_id} ran a case: it")
+        what += f" stays in the store; finish it with: {command}"
+    return f"interrupted before {what}"
 
 
 @list_app.command("workloads")

@@ -38,8 +38,8 @@ from bakeoff.harness.run.resume_check import check_same_environment
 from bakeoff.harness.supervise.leftovers import clean_run_folders, clean_temporary
 from bakeoff.harness.supervise.staging import discard, drop_empty_staging, publish, recover
 
-__all__ = ["Filters", "LeaseError", "NotRecorded", "RunBusyError", "before_recording", "executor_for", "plan_run",
-           "resume_run", "sigterm_interrupts", "start_run"]
+__all__ = ["CasesInterrupted", "Filters", "LeaseError", "NoCaseRan", "NotRecorded", "RunBusyError", "before_recording",
+           "executor_for", "plan_run", "resume_run", "sigterm_interrupts", "start_run"]
 
 
 ARTIFACTS_ROOT = Path("results") / "artifacts"  # relative to the working folder
@@ -64,7 +64,7 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
 
     `attempt` is stored with each record (1 for a run's first session, k for its (k-1)-th resume). With
     `lease`, every write checks it; once it is lost (LeaseLost) the workers are stopped and nothing more is
-    written. Returns the run's final status; on Ctrl-C or SIGTERM marks it interrupted and raises KeyboardInterrupt."""
+    written. Returns the run's final status; on Ctrl-C or SIGTERM marks it interrupted and raises CasesInterrupted."""
     token = lease.token if lease is not None else None
     done = store.done_case_ids(run_id)
     recover(work_dir, cases, done)
@@ -105,8 +105,8 @@ def run_cases(store: Store, run_id: str, cases: list[Case], work_dir: Path, cons
                 finally:
                     executor.close()
             console.print(f"[yellow]interrupted[/]: {store.count_records(run_id)} of {len(cases)} cases kept. "
-                          + escape(_resume_hint(store, run_id, executor)), highlight=False)
-            raise
+                          + escape("Resume with: " + _resume_command(store, run_id, executor)), highlight=False)
+            raise CasesInterrupted from None
         except Exception as exc:  # the lease was lost, the store went away, a harness bug: stop the workers
             if lease is not None and isinstance(exc, LeaseLost):
                 lease.mark_lost(str(exc))  # the heartbeat need not interrupt this cleanup
@@ -164,10 +164,38 @@ def before_recording() -> Iterator[None]:
         raise NotRecorded from None
 
 
-def _resume_hint(store: Store, run_id: str, executor: Executor) -> str:
+class CasesInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while run_cases ran the cases: it marked the run interrupted and said how to resume it."""
+
+
+class NoCaseRan(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM once the run (or its resume) was recorded, before run_cases ran a case: the run stays in
+    the store as it is; `resume` is the command that finishes it."""
+
+    def __init__(self, run_id: str, resume: str) -> None:
+        super().__init__(run_id, resume)
+        self.run_id, self.resume = run_id, resume
+
+
+@contextmanager
+def _until_cases(store: Store, executor: Executor, run_id: Callable[[], str | None]) -> Iterator[None]:
+    """A Ctrl-C or SIGTERM in the block, once `run_id()` names the recorded run, comes out as NoCaseRan; one
+    before that, and run_cases's own (CasesInterrupted), as they are."""
+    try:
+        yield
+    except (NotRecorded, CasesInterrupted):
+        raise
+    except KeyboardInterrupt:
+        recorded = run_id()
+        if recorded is None:
+            raise
+        raise NoCaseRan(recorded, _resume_command(store, recorded, executor)) from None
+
+
+def _resume_command(store: Store, run_id: str, executor: Executor) -> str:
     """The command that resumes `run_id` on the same kind of workers, in the same store."""
     db = "" if store.url == default_url() else f" --db {store.safe_url}"
-    return f"Resume with: bakeoff run --resume {run_id}{executor.resume_options()}{db}"
+    return f"bakeoff run --resume {run_id}{executor.resume_options()}{db}"
 
 
 def plan_run(config_text: str, config_path: str, filters: Filters) -> PlannedRun:
@@ -192,28 +220,32 @@ def start_run(store: Store, planned: PlannedRun, console: Console, executor: Exe
               spec: ExecutorSpec = ExecutorSpec(), on_created: Callable[[str], None] | None = None) -> str:
     """Record the run (planned by `plan_run`, its executor made by `make_executor`) with its lease held by
     this process from the start, run every case; returns the run id. `on_created(run_id)` is called once the
-    run is in the store, before its first case (so a run cut short still named itself)."""
+    run is in the store, before its first case (so a run cut short still named itself). Ctrl-C or SIGTERM
+    comes out as NotRecorded before the run is written, as NoCaseRan after, until run_cases takes over."""
     device, cases = planned.device, planned.cases
-    try:
-        with before_recording():
-            lease = RunLease(store)
-            env = executor.environment(device)  # where the cases run: on Ray, a node of the cluster
-        run_id = store.create_run(config_name=planned.cfg.name, config_path=planned.config_path,
-                                  config_text=planned.config_text, device=device,
-                                  environment=_with_filters(env, planned.filters), n_cases=len(cases),
-                                  lease=lease.claim)
-        if on_created is not None:
-            on_created(run_id)
-    except BaseException:
-        executor.close()
-        raise
-    console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
-                  f"({escape(str(env.get('gpu_name') or env.get('cpu_model')))}), {_describe(spec)}, "
-                  f"store {escape(store.safe_url)}", highlight=False)
-    with lease.held(run_id, acquire=False):
-        work_dir = _work_dir(run_id)
-        clean_leftovers(console)
-        run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor, lease=lease)
+    run_id: str | None = None
+    with _until_cases(store, executor, lambda: run_id):  # reads run_id as an interrupt comes out
+        try:
+            with before_recording():
+                lease = RunLease(store)
+                env = executor.environment(device)  # where the cases run: on Ray, a node of the cluster
+            with sigint_deferred():  # an interrupt during the write comes out after it, the run's id known
+                run_id = store.create_run(config_name=planned.cfg.name, config_path=planned.config_path,
+                                          config_text=planned.config_text, device=device,
+                                          environment=_with_filters(env, planned.filters), n_cases=len(cases),
+                                          lease=lease.claim)
+            if on_created is not None:
+                on_created(run_id)
+        except BaseException:
+            executor.close()
+            raise
+        console.print(f"run [bold]{run_id}[/]: {len(cases)} cases on {device} "
+                      f"({escape(str(env.get('gpu_name') or env.get('cpu_model')))}), {_describe(spec)}, "
+                      f"store {escape(store.safe_url)}", highlight=False)
+        with lease.held(run_id, acquire=False):
+            work_dir = _work_dir(run_id)
+            clean_leftovers(console)
+            run_cases(store, run_id, cases, work_dir, console, store.latest_ceilings(env), executor, lease=lease)
     return run_id
 
 
@@ -289,7 +321,8 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
     """Finish the cases of `run_id` that have no record, with the config, filters, device and preset the run
     started with. Raises RunBusyError while another orchestrator, from any folder or host, holds the run.
     A complete run is left as it is. `on_resumed(run_id)` once the resume is allowed and counted (or the run
-    found complete): not for a resume that is refused."""
+    found complete): not for a resume that is refused. Ctrl-C or SIGTERM comes out as NotRecorded before the
+    resume is under way, as NoCaseRan after, until run_cases takes over."""
     with before_recording():
         run = store.run(run_id)
     if run["status"] == "complete":
@@ -304,17 +337,18 @@ def resume_run(store: Store, run_id: str, console: Console, spec: ExecutorSpec =
                 console.print(f"took over the lease of run {run_id} from {lease.took_over}", highlight=False)
             device, cases = resumed_cases(run)
             executor = _resume_executor(run, device, spec)
-        try:
-            console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
-                          f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
-            attempt = store.start_resume(run_id, lease=lease.token)
-            if on_resumed is not None:
-                on_resumed(run_id)
-        except BaseException:
-            executor.close()
-            raise
-        ceilings = store.latest_ceilings(run.get("environment") or {})
-        clean_leftovers(console)
-        run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt,
-                  lease=lease)
+        with _until_cases(store, executor, lambda: run_id):
+            try:
+                console.print(f"resuming [bold]{run_id}[/]: {len(cases) - len(store.done_case_ids(run_id))} of "
+                              f"{len(cases)} cases left on {device}, {_describe(spec)}", highlight=False)
+                attempt = store.start_resume(run_id, lease=lease.token)
+                if on_resumed is not None:
+                    on_resumed(run_id)
+            except BaseException:
+                executor.close()
+                raise
+            ceilings = store.latest_ceilings(run.get("environment") or {})
+            clean_leftovers(console)
+            run_cases(store, run_id, cases, _work_dir(run_id), console, ceilings, executor, attempt=attempt,
+                      lease=lease)
     return run_id

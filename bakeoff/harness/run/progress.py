@@ -63,7 +63,7 @@ class RunProgress:
             if self.done == self.total:
                 self._bar.update(self._task, description="done")
             elif exc_type is not None:
-                self._bar.update(self._task, description="interrupted" if exc_type is KeyboardInterrupt
+                self._bar.update(self._task, description="interrupted" if issubclass(exc_type, KeyboardInterrupt)
                                  else "stopped")
             self._bar.__exit__(exc_type, *exc)
 
