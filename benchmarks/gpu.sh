@@ -170,13 +170,19 @@ suite() {
   cp results/bakeoff.db "$OUT/bakeoff.db"
   python3 "$R/benchmarks/speed_summary.py" "$OUT/records.json" --run-s "$(( run_s + ${FIRST_RUN_S:-0} ))" \
     --run-log "$OUT/run.log" "${agree[@]}" --json "$OUT/speed_summary.json" 2>&1 | grep -v "^gate:" | tail -40
-  pack_out suite  # nine files and more: a call returns eight
+  pack_out suite "$OUT" clear  # nine files and more: a call returns eight
 }
 
-pack_out() {  # NAME: everything under $OUT into $OUT/NAME.tar.gz alone
-  local tgz="/tmp/$1.tar.gz"
-  tar czf "$tgz" -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv "$tgz" "$OUT/" \
-    && echo "$1.tar.gz: tar xzf it into DIR"
+pack_out() {  # NAME DIR clear|keep [HINT]: DIR packed into $OUT/NAME.tar.gz. clear: then it is all $OUT holds
+  # (DIR may be $OUT itself); keep: what $OUT holds stays beside it. HINT ends the line saying how to unpack it.
+  local name=$1 dir=$2 out=$3 hint=${4:-} tgz
+  case "$out" in
+    clear) tgz="/tmp/$name.tar.gz"
+           tar czf "$tgz" -C "$dir" . && find "$OUT" -mindepth 1 -delete && mv "$tgz" "$OUT/" || return ;;
+    keep) tar czf "$OUT/$name.tar.gz" -C "$dir" . || return ;;
+    *) echo "pack_out $name: clear or keep \$OUT, not '$out'" >&2; return 2 ;;
+  esac
+  echo "$name.tar.gz: tar xzf it into DIR$hint"
 }
 
 config() {
@@ -230,7 +236,7 @@ inject() {  # the stores, logs and JSON come back as one inject.tar.gz (a device
   timeout -k 10 $(( $(left_s) - 10 )) python3 "$R/benchmarks/inject_disturbance.py" --out "$PWD/inject-out" \
     --work "$PWD/inject" --total-s $(( $(left_s) - 45 )) --jobs "$JOBS" ${INJECT_ARGS:-} > "$OUT/inject.txt" 2>&1
   echo "inject_disturbance exited $?"
-  [ -d "$PWD/inject-out" ] && tar czf "$OUT/inject.tar.gz" -C "$PWD/inject-out" . && echo "inject.tar.gz: tar xzf it into DIR, then --tables DIR"
+  [ -d "$PWD/inject-out" ] && pack_out inject "$PWD/inject-out" keep ", then --tables DIR"
   tail -c 11000 "$OUT/inject.txt"
 }
 
@@ -254,7 +260,7 @@ tritongen() {  # one call: the clock checks, the paired three-dtype run, do_benc
   [ "$budget" -gt 60 ] && timeout -k 5 $(( budget + 30 )) python3 "$R/benchmarks/tritongen_vs_inductor.py" \
     --dtypes bfloat16 float16 float32 --budget-s "$budget" > "$dir/dobench.txt" 2>&1
   echo "do_bench exited $? (budget ${budget} s)"; tail -45 "$dir/dobench.txt"
-  tar czf "$OUT/tritongen.tar.gz" -C "$dir" . && echo "tritongen.tar.gz: tar xzf it into DIR"
+  pack_out tritongen "$dir" keep  # the do_bench JSON in $OUT stays beside it
 }
 
 checks() {  # the device checks: GPU tests, the sweep on the sweep-serving adapters, XLA's host figures
@@ -271,7 +277,7 @@ checks() {  # the device checks: GPU tests, the sweep on the sweep-serving adapt
   timeout -k 5 $(( $(left_s) - 25 )) python3 "$R/benchmarks/independent_timers.py" --xla-layers \
     --workloads ew_sigmoid_relu,layernorm_gelu > "$dir/xla_layers.txt" 2>&1; echo "xla layers exited $?"
   tail -30 "$dir/xla_layers.txt"
-  tar czf "$OUT/checks.tar.gz" -C "$dir" . && echo "checks.tar.gz: tar xzf it into DIR"
+  pack_out checks "$dir" keep
 }
 
 case "$JOB" in
