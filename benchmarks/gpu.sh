@@ -31,10 +31,12 @@
 #                      their own tools' timers (independent_timers.py).
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
-#   tritongen          the clock checks (marker_clock_check.py, kernel_clock_check.py), then configs/h200_tritongen_dtypes.yaml
+#   tritongen [ARGS]   the clock checks (marker_clock_check.py, kernel_clock_check.py), then configs/h200_tritongen_dtypes.yaml
 #                      (TG_CONFIG) under `bakeoff run --jobs $JOBS` (TG_RUN_S, default 330 s; 0 leaves the run out), its paired table and
 #                      noise shares (noise_share.py, with eager across cases), then tritongen_vs_inductor.py's
-#                      do_bench table with its ceilings in the three dtypes in the time left; packed into
+#                      do_bench table with its ceilings in the three dtypes in the time left (ARGS go to
+#                      tritongen_vs_inductor.py: e.g. --workloads softmax --wide-dtypes float32 for the wide
+#                      search's tune log on a GPU the pruned order was not tuned on); packed into
 #                      $OUT/tritongen.tar.gz (the do_bench JSON lands in $OUT itself).
 #   checks             the GPU tests (pytest -m gpu: the marker clock against NVML, ONNX Runtime's IOBinding without
 #                      copies, the CUPTI pass, tritongen's bfloat16 loads against eager), then configs/sweep_h200.yaml on eager, ONNX Runtime, tritongen and
@@ -258,7 +260,7 @@ tritongen() {  # one call: the clock checks, the paired three-dtype run, do_benc
   fi
   local budget=$(( $(left_s) - 50 ))
   [ "$budget" -gt 60 ] && timeout -k 5 $(( budget + 30 )) python3 "$R/benchmarks/tritongen_vs_inductor.py" \
-    --dtypes bfloat16 float16 float32 --budget-s "$budget" > "$dir/dobench.txt" 2>&1
+    --dtypes bfloat16 float16 float32 --budget-s "$budget" "$@" > "$dir/dobench.txt" 2>&1
   echo "do_bench exited $? (budget ${budget} s)"; tail -45 "$dir/dobench.txt"
   pack_out tritongen "$dir" keep  # the do_bench JSON in $OUT stays beside it
 }
