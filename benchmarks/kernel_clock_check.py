@@ -9,7 +9,7 @@ flushed before each), after SUSTAIN_S of the pair back to back, beside neighbour
 
 - `tiny`: a one-element add (the device idles between the matmul's calls),
 - `spin`: one thread spinning 20M cycles (about 10 ms at low power: a slow, low-power neighbour's calls),
-- `copy`: a 1 GiB device-to-device copy (memory-bound),
+- `copy`: a 1 GiB elementwise kernel (memory-bound),
 - `gemm`: torch.mm on 8192^3 bf16 (cuBLAS: the pair holds the GPU at its power limit).
 
 Per neighbour: the matmul's span, the marker clock, the in-kernel clock, NVML's clock, and the span in cycles by
@@ -140,10 +140,11 @@ def neighbour_call(name: str) -> Any:
     if name == "spin":  # not torch.cuda._sleep: CUPTI names that `spin_kernel`, as the markers
         spin, out = spinning_kernel(), torch.zeros(1, device="cuda", dtype=torch.int64)
         return TimedCall("spin", lambda: spin[(1,)](out, CYCLES=20_000_000, num_warps=1), sync)
-    if name == "copy":
-        src = torch.empty(2 ** 29, device="cuda", dtype=torch.int16)  # 1 GiB
+    if name == "copy":  # a kernel (torch.add), not copy_: a device-to-device copy_ is a memcpy, which the
+        # profile's kernel spans do not see
+        src = torch.zeros(2 ** 28, device="cuda", dtype=torch.float32)  # 1 GiB read, 1 GiB written
         dst = torch.empty_like(src)
-        return TimedCall("copy", lambda: dst.copy_(src), sync)
+        return TimedCall("copy", lambda: torch.add(src, 1.0, out=dst), sync)
     x = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16)
     return TimedCall("gemm", lambda: torch.mm(x, x), sync)
 
