@@ -25,7 +25,8 @@
 #                      the repo root); NO_WARM=1 turns warm compile off; show.txt, records.json, bakeoff.db.
 #   timing             the timer against triton.testing.do_bench (validate_timing.py --agreement-only), then
 #                      REPEATS (5) fresh worker processes of each REPRO case (default
-#                      "softmax/inductor ew_sigmoid_relu/inductor"): the spread of their medians.
+#                      "softmax/inductor ew_sigmoid_relu/inductor"): the spread of their medians; then
+#                      flush_process_check.py (a memory-bound kernel's per-process time after each L2 flush).
 #   quality            configs/sweep.yaml, configs/grad.yaml and configs/numerics.yaml (cpu sizes) on the GPU
 #                      backends, each in its own store with its table; then XLA's and IREE's figures against
 #                      their own tools' timers (independent_timers.py).
@@ -208,6 +209,8 @@ timing() {
   SKIP_AGREEMENT=1 timeout -k 10 $(( $(left_s) - 10 )) python3 "$R/benchmarks/validate_timing.py" --no-ceilings \
     --repeats "${REPEATS:-5}" "${repro[@]}" > "$OUT/fresh.txt" 2>&1
   echo "fresh workers exited $?"; grep -v -i warn "$OUT/fresh.txt" | tail -16
+  timeout -k 5 $(( $(left_s) - 5 )) python3 "$R/benchmarks/flush_process_check.py" --json "$OUT/flush.json" \
+    > "$OUT/flush.txt" 2>&1; echo "flush_process_check exited $?"; tail -8 "$OUT/flush.txt"
 }
 
 quality() {

@@ -1,0 +1,106 @@
+"""Does a memory-bound kernel keep a time of its own in each process, and is the L2 flush why? (GPU only; ~40 s.)
+
+bakeoff flushes the L2 before each timed call by writing a 256 MB buffer (`CacheFlusher`: `zero_()`, as
+`triton.testing.do_bench` does), which leaves the L2 full of dirty lines that the call then writes back. Eager's
+RMSNorm (one memory-bound kernel) read 0.107 to 0.126 ms in the cases of one H100 run at one clock, each worker
+process keeping its own time. Here each of PROCESSES fresh processes times the same calls after three flushes,
+interleaved in rounds: `write` (zero_: dirty lines, bakeoff's and do_bench's), `read` (a sum over the buffer:
+clean lines) and `none`; per mode, the per-process medians and their spread across processes. A spread that is
+there after `write` and gone after `read` puts the per-process time on the flush's write-backs; one there in
+every mode puts it on the process (where its buffers landed), not the flush.
+
+    PYTHONPATH=. python3 benchmarks/flush_process_check.py [--processes 6] [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from typing import Any, Sequence
+
+MODES = ("write", "read", "none")
+ROWS, COLS = 16384, 4096  # the rmsnorm workload's gpu preset
+FLUSH_BYTES = 256 * 1024 * 1024
+ROUNDS, CALLS = 10, 20  # per mode: ROUNDS rounds of CALLS calls, the modes interleaved round by round
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """max / min - 1 over the processes' medians (None for fewer than two)."""
+    return max(values) / min(values) - 1 if len(values) >= 2 and min(values) > 0 else None
+
+
+def summarise(per_process: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per probe and mode: each process's median (ms) and their spread across processes."""
+    out: dict[str, dict[str, Any]] = {}
+    for probe in per_process[0]["medians_ms"]:
+        out[probe] = {}
+        for mode in MODES:
+            meds = [p["medians_ms"][probe][mode] for p in per_process]
+            out[probe][mode] = {"medians_ms": meds, "spread": spread(meds)}
+    return out
+
+
+def child() -> dict[str, Any]:
+    """One process: the probes' median ms after each flush mode, CUDA events around each call."""
+    import torch
+
+    x = torch.randn(ROWS, COLS, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(COLS, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    buf = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.int32)
+    probes = {"rms_norm bf16": lambda: torch.nn.functional.rms_norm(x, (COLS,), w, 1e-6),
+              "add bf16": lambda: torch.add(x, 1.0, out=out)}
+    flush = {"write": buf.zero_, "read": lambda: buf.sum(dtype=torch.int64), "none": lambda: None}
+    times: dict[str, dict[str, list[float]]] = {p: {m: [] for m in MODES} for p in probes}
+    for fn in probes.values():
+        fn()
+    torch.cuda.synchronize()
+    for _ in range(ROUNDS):
+        for name, fn in probes.items():
+            for mode in MODES:
+                pairs = []
+                for _ in range(CALLS):
+                    flush[mode]()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    fn()
+                    end.record()
+                    pairs.append((start, end))
+                torch.cuda.synchronize()
+                times[name][mode] += [s.elapsed_time(e) for s, e in pairs]
+    return {"x_ptr": x.data_ptr(), "buf_ptr": buf.data_ptr(),
+            "medians_ms": {p: {m: statistics.median(v) for m, v in by.items()} for p, by in times.items()}}
+
+
+def print_table(summary: dict[str, dict[str, Any]]) -> None:
+    for probe, by in summary.items():
+        for mode, got in by.items():
+            meds = " ".join(f"{m:.4f}" for m in got["medians_ms"])
+            s = got["spread"]
+            print(f"{probe:14s} {mode:5s}  spread {'-' if s is None else format(s, '6.1%')}  per process ms: {meds}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--processes", type=int, default=6)
+    ap.add_argument("--json", help="write the per-process medians and the summary here")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child()))
+        return
+    per_process = []
+    for _ in range(args.processes):
+        got = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True, check=True)
+        per_process.append(json.loads(got.stdout.strip().splitlines()[-1]))
+    summary = summarise(per_process)
+    print_table(summary)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"processes": per_process, "summary": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
