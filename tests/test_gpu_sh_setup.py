@@ -1,0 +1,50 @@
+"""benchmarks/gpu.sh's setup: IREE must have travelled (`.gpu`) or be installed already, except for the jobs
+that run no IREE case (tritongen, timing), which go on without it and say so."""
+from __future__ import annotations
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+GPU_SH = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu.sh"
+
+
+def _function(name: str) -> str:
+    lines = GPU_SH.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}() {{"))
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    return "\n".join(lines[start:end + 1])
+
+
+def _setup(tmp_path: Path, job: str) -> subprocess.CompletedProcess:
+    """setup() as JOB `job` in a checkout that carried .gpudeps but not .gpu, IREE not installed, nvidia-smi a stub."""
+    root = tmp_path / "repo"
+    (root / ".gpudeps").mkdir(parents=True)
+    with zipfile.ZipFile(root / ".gpudeps" / "pydeps.zip", "w") as z:
+        z.writestr("stub_dep/__init__.py", "")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'name\nStub GPU'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    script = "\n".join(["set -uo pipefail", _function("setup"), _function("install_ort"),
+                        f'R="{root}"; JOB="{job}"', "setup", 'echo "setup done in $PWD"'])
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SITE": str(tmp_path / "site"), "WORK": str(tmp_path / "work"),
+           "OUT": str(tmp_path / "out"), "HOME": str(tmp_path)}
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.mark.parametrize("job", ["tritongen", "timing"])
+def test_a_job_that_runs_no_iree_case_goes_on_without_it(tmp_path, job):
+    got = _setup(tmp_path, job)
+    assert got.returncode == 0, got.stderr
+    assert f"the {job} job runs no IREE case" in got.stdout
+    assert "setup done in" in got.stdout and (tmp_path / "site" / "stub_dep").is_dir()
+
+
+@pytest.mark.parametrize("job", ["suite", "checks"])
+def test_a_job_that_may_run_iree_stops_and_says_what_to_carry(tmp_path, job):
+    got = _setup(tmp_path, job)
+    assert got.returncode == 2
+    assert "carry .gpu" in got.stderr and "setup done" not in got.stdout
