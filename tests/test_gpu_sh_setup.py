@@ -7,15 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-GPU_SH = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu.sh"
-
-
-def _function(name: str) -> str:
-    lines = GPU_SH.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}() {{"))
-    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
-    return "\n".join(lines[start:end + 1])
+from test_gpu_sh_ort import _function
 
 
 def _setup(tmp_path: Path, job: str) -> subprocess.CompletedProcess:
