@@ -18,17 +18,17 @@ import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.noise_share import spread  # noqa: E402  (max / min - 1 over two or more values, else None)
 
 MODES = ("write", "read", "none")
 ROWS, COLS = 16384, 4096  # the rmsnorm workload's gpu preset
 FLUSH_BYTES = 256 * 1024 * 1024
 ROUNDS, CALLS = 10, 20  # per mode: ROUNDS rounds of CALLS calls, the modes interleaved round by round
-
-
-def spread(values: Sequence[float]) -> float | None:
-    """max / min - 1 over the processes' medians (None for fewer than two)."""
-    return max(values) / min(values) - 1 if len(values) >= 2 and min(values) > 0 else None
 
 
 def summarise(per_process: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
