@@ -71,16 +71,33 @@ def summarise(name: str, spans_ms: Sequence[float], marker_mhz: Sequence[float],
             "marker_over_kernel": med([m / k - 1 for m, k in paired])}
 
 
+def _register_reads() -> tuple[Any, Any]:
+    """Triton functions reading the SM's `%clock64` and the device's `%globaltimer` (ns) where they are called."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def clock64():
+        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+    @triton.jit
+    def globaltimer():
+        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False,
+                                         pack=1)
+
+    return clock64, globaltimer
+
+
 def clocked_matmul_kernel() -> Any:
     """The persistent matmul, its programs stamping their start and end (built here: needs Triton)."""
     import triton
     import triton.language as tl
 
+    clock64, globaltimer = _register_reads()
+
     @triton.jit
     def _stamp():
-        c = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-        t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-        return c, t
+        return clock64(), globaltimer()
 
     @triton.jit(do_not_specialize=["row"])
     def clocked_matmul(a, b, c, stamps, row, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -112,16 +129,14 @@ def spinning_kernel() -> Any:
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def _clock():
-        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+    clock64, _ = _register_reads()
 
     @triton.jit
     def neighbour_spin(out, CYCLES: tl.constexpr):
-        c0 = _clock()
+        c0 = clock64()
         c = c0
         while c - c0 < CYCLES:
-            c = _clock()
+            c = clock64()
         tl.store(out, c - c0)
 
     return neighbour_spin
