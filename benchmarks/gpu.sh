@@ -32,8 +32,8 @@
 #                      their own tools' timers (independent_timers.py).
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
-#   tritongen [ARGS]   the clock checks (marker_clock_check.py, kernel_clock_check.py; TG_CLOCK=0 leaves them
-#                      out), then configs/h200_tritongen_dtypes.yaml (TG_CONFIG) under `bakeoff run --jobs $JOBS`
+#   tritongen [ARGS]   the clock checks (marker_clock_check.py, kernel_clock_check.py, pm_clock_check.py;
+#                      TG_CLOCK=0 leaves them out), then configs/h200_tritongen_dtypes.yaml (TG_CONFIG) under `bakeoff run --jobs $JOBS`
 #                      (TG_RUN_S, default 330 s; 0 leaves the run out), its paired table and
 #                      noise shares (noise_share.py, with eager across cases), then tritongen_vs_inductor.py's
 #                      do_bench table with its ceilings in the three dtypes in the time left (ARGS go to
@@ -67,11 +67,13 @@ pack() {  # IREE 3.13 repacked (from ../shared/gpu) and the pure-Python packages
   mkdir -p .gpu && cp -r "${GPU_SHARED:-../shared/gpu}"/* .gpu/ && chmod -R u+w .gpu
   local tmp; tmp=$(mktemp -d)
   # pydantic and SQLAlchemy (its C extensions dropped: the pure-Python fallback) for the harness; pytest for the
-  # GPU tests (the image has Pygments). CPython 3.12, as on the image.
+  # GPU tests (the image has Pygments); cupti-python for pm_clock_check.py (the image has cuda-bindings, numpy and
+  # libcupti 13.0). CPython 3.12, as on the image.
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp/whl" \
     pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 sqlalchemy==2.1.9 \
-    pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4 pytest-timeout==2.4.0 || exit 2
+    pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4 pytest-timeout==2.4.0 \
+    cupti-python==13.4.0 cuda-pathfinder==1.9.1 pyelftools==0.33 || exit 2
   mkdir "$tmp/site" && (cd "$tmp/site" && for w in "$tmp"/whl/*.whl; do python3 -m zipfile -e "$w" .; done \
     && find . -path '*sqlalchemy*' -name '*.so' -delete && rm -f ./*.dist-info/RECORD)
   mkdir -p .gpudeps && rm -f .gpudeps/pydeps.zip && (cd "$tmp/site" && python3 -m zipfile -c "$R/.gpudeps/pydeps.zip" .)
@@ -257,6 +259,11 @@ tritongen() {  # one call: the clock checks, the paired three-dtype run, do_benc
       > "$dir/marker_clock.txt" 2>&1; echo "marker_clock_check exited $?"; tail -30 "$dir/marker_clock.txt"
     timeout -k 5 90 python3 "$R/benchmarks/kernel_clock_check.py" --json "$dir/kernel_clock.json" \
       > "$dir/kernel_clock.txt" 2>&1; echo "kernel_clock_check exited $?"; tail -12 "$dir/kernel_clock.txt"
+    local nvperf; nvperf=$(dirname "$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null \
+      | xargs -I{} find {} -name libnvperf_host.so 2>/dev/null | head -1)")  # beside torch's libcupti
+    LD_LIBRARY_PATH="$nvperf:${LD_LIBRARY_PATH:-}" timeout -k 5 90 python3 "$R/benchmarks/pm_clock_check.py" \
+      --json "$dir/pm_clock.json" > "$dir/pm_clock.txt" 2>&1; echo "pm_clock_check exited $?"
+    tail -12 "$dir/pm_clock.txt"
   fi
   if [ "${TG_RUN_S:-330}" -gt 0 ]; then
     B calibrate --dtype bfloat16 --dtype float32 > "$dir/calibrate.txt" 2>&1

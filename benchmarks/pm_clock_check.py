@@ -1,0 +1,194 @@
+"""Can the GPU's own performance monitors read the clock a foreign kernel ran at? (GPU only; ~30 s; cupti-python.)
+
+kernel_clock_check.py showed that a power-capped matmul runs at a clock the marker spins around it cannot see, and
+that its cycles by its own `%clock64` / `%globaltimer` stay equal beside any neighbour. A backend's kernels cannot
+be made to stamp their clock; the GPU's PM sampler (CUPTI's PM Sampling API, through NVIDIA's cupti-python) reads
+hardware counters every INTERVAL_NS while any kernel runs, without touching it, and stamps each sample in
+`%globaltimer` ns. Here the same stamped matmul runs beside the same neighbours with the sampler on, after SUSTAIN_S
+of the pair back to back, and each call's clock by the sampler (`sm__cycles_elapsed.avg` over the nanoseconds of
+the samples wholly inside the call's window: its programs' first start to last end) is set beside the call's
+in-kernel clock; the graphics clock (`gr__cycles_elapsed.max`) beside them. A first pass, whose samples did not
+fall inside its calls, is left out.
+
+Per neighbour: the in-kernel clock, the sampler's SM and graphics clocks inside the calls, the median per-call
+difference from the in-kernel clock, and the cycles by each clock; across neighbours, the spread of each.
+
+    PYTHONPATH=. python3 benchmarks/pm_clock_check.py [--json OUT.json] [--calls 40]
+
+Needs `pip install cupti-python` and the libnvperf_host / libnvperf_target beside the libcupti in use on the
+loader's path (torch's `nvidia/cu13/lib`: `gpu.sh tritongen` sets LD_LIBRARY_PATH). With a libcupti older than
+the binding (13.0 beside cupti-python 13.4, as on the GPU image) the profiler host's init struct is passed at the
+older size.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.kernel_clock_check import (BK, BM, BN, NEIGHBOURS, SIZE, SUSTAIN_S,  # noqa: E402
+                                           clocked_matmul_kernel, cycles_spread, neighbour_call, program_mhz)
+
+INTERVAL_NS = 20_000
+METRICS = ("sm__cycles_elapsed.avg", "gr__cycles_elapsed.max")
+CLOCKS = (("sm", "sm__cycles_elapsed.avg"), ("gr", "gr__cycles_elapsed.max"))
+HOST_INIT_BYTES_13_0 = 48  # CUpti_Profiler_Host_Initialize_Params up to pHostObject, before the set name
+
+
+def sample_mhz(samples: Sequence[tuple[int, int, float]]) -> float | None:
+    """The clock over (start ns, end ns, cycles) samples: their cycles over their nanoseconds, in MHz."""
+    ns = sum(e - s for s, e, _ in samples)
+    return sum(c for _, _, c in samples) / ns * 1e3 if ns > 0 else None
+
+
+def inside(samples: Sequence[tuple[int, int, float]], window: tuple[int, int]) -> list[tuple[int, int, float]]:
+    """The samples that lie wholly inside `window` (start ns, end ns)."""
+    return [x for x in samples if x[0] >= window[0] and x[1] <= window[1]]
+
+
+def call_window(stamps: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """A call's window in `%globaltimer` ns from its programs' (clock64, ns, clock64, ns) stamps: the first start
+    to the last end."""
+    return min(r[1] for r in stamps), max(r[3] for r in stamps)
+
+
+def compare(windows: Sequence[tuple[int, int]], kernel_mhz: Sequence[float | None],
+            samples: Sequence[tuple[int, int, float]]) -> dict[str, Any]:
+    """Per call, the sampler's clock inside its window beside its in-kernel clock; medians over the calls."""
+    pm, diffs, n_inside = [], [], 0
+    for w, k in zip(windows, kernel_mhz):
+        got = inside(samples, w)
+        n_inside += len(got)
+        m = sample_mhz(got)
+        pm.append(m)
+        if m and k:
+            diffs.append(m / k - 1)
+    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    return {"mhz": med([m for m in pm if m]), "over_kernel": med(diffs),
+            "over_kernel_max": max((abs(d) for d in diffs), default=None), "samples_inside": n_inside,
+            "per_call_mhz": pm}
+
+
+def row(name: str, windows: Sequence[tuple[int, int]], kernel_mhz: Sequence[float | None],
+        samples: Sequence[tuple[int, int, Sequence[float]]]) -> dict[str, Any]:
+    """One neighbour's row: the in-kernel clock and, per sampled clock, its comparison and the calls' median
+    cycles (span x clock, millions)."""
+    spans_ms = [(w[1] - w[0]) / 1e6 for w in windows]
+    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    out = {"neighbour": name, "calls": len(windows), "samples": len(samples), "span_ms": med(spans_ms),
+           "kernel_mhz": med([k for k in kernel_mhz if k]),
+           "kernel_mcycles": med([s * k / 1e3 for s, k in zip(spans_ms, kernel_mhz) if k])}
+    for i, (key, _) in enumerate(CLOCKS):
+        got = compare(windows, kernel_mhz, [(s, e, v[i]) for s, e, v in samples])
+        out.update({f"{key}_{k}": v for k, v in got.items()})
+        out[f"{key}_mcycles"] = med([s * m / 1e3 for s, m in zip(spans_ms, got["per_call_mhz"]) if m])
+    return out
+
+
+def collector(device: int) -> Any:
+    """An enabled PM sampling collector configured for METRICS every INTERVAL_NS."""
+    import cupti.cupti as cc
+    import cupti.profiler_host as ph
+    from cupti import pm_sampling
+
+    col = pm_sampling.Collector(device_index=device)
+    col.enable()
+    try:
+        ph.ProfilerHost(col._chip_name, ph.ProfilerType.PM_SAMPLING).initialize()
+    except cc.cuptiError as exc:
+        if exc.status != cc.Result.ERROR_INVALID_PARAMETER:
+            raise
+        print(f"libcupti refused the profiler host's {cc.PROFILER_HOST_INITIALIZE_PARAMS_STRUCT_SIZE}-byte init "
+              f"struct: passing the {HOST_INIT_BYTES_13_0}-byte one it knows")
+        cc.PROFILER_HOST_INITIALIZE_PARAMS_STRUCT_SIZE = HOST_INIT_BYTES_13_0
+    col.configure(metrics=list(METRICS), sampling_interval=INTERVAL_NS,
+                  trigger_mode=pm_sampling.TriggerMode.GPU_TIME_INTERVAL)
+    return col
+
+
+def one_pass(kernel: Any, name: str, calls: int, col: Any) -> dict[str, Any]:
+    """Sustain the matmul and `name`, then run them `calls` times with the sampler on; the matmul's row."""
+    import torch
+
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    a, b = (torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    c = torch.empty_like(a)
+    stamps = torch.zeros((calls + 1, programs, 4), device="cuda", dtype=torch.int64)
+    neighbour = neighbour_call(name)
+
+    def matmul(row_index: int) -> None:
+        kernel[(programs,)](a, b, c, stamps, row_index, S=SIZE, BM=BM, BN=BN, BK=BK, PROGRAMS=programs,
+                            num_warps=8, num_stages=3)
+
+    end = time.perf_counter() + SUSTAIN_S
+    while time.perf_counter() < end:  # the sustain's calls stamp the spare last row
+        matmul(calls)
+        neighbour.call()
+        torch.cuda.synchronize()
+    col.start()
+    for i in range(calls):
+        matmul(i)
+        neighbour.call()
+    torch.cuda.synchronize()
+    col.stop()
+    samples = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in col.decode(max_samples=200_000)]
+    stamped = stamps[:calls].tolist()
+    kernel_mhz = [statistics.median(m) if (m := program_mhz(r)) else None for r in stamped]
+    return row(name, [call_window(r) for r in stamped], kernel_mhz, samples)
+
+
+def print_table(rows: Sequence[dict[str, Any]]) -> None:
+    f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    print(f"{'neighbour':9s} {'span ms':>8s} {'kernel':>7s} {'PM sm':>7s} {'PM gr':>7s} {'sm/kern':>8s} "
+          f"{'max':>6s} {'gr/kern':>8s} {'inside':>6s} {'Mcyc kern':>9s} {'Mcyc sm':>8s} {'Mcyc gr':>8s}")
+    for r in rows:
+        print(f"{r['neighbour']:9s} {f(r['span_ms'], '8.4f')} {f(r['kernel_mhz'], '7.1f')} {f(r['sm_mhz'], '7.1f')} "
+              f"{f(r['gr_mhz'], '7.1f')} {f(r['sm_over_kernel'], '+8.2%')} {f(r['sm_over_kernel_max'], '6.1%')} "
+              f"{f(r['gr_over_kernel'], '+8.2%')} {r['sm_samples_inside']:6d} {f(r['kernel_mcycles'], '9.4f')} "
+              f"{f(r['sm_mcycles'], '8.4f')} {f(r['gr_mcycles'], '8.4f')}")
+    for key, words in (("span_ms", "span (ms)"), ("kernel_mcycles", "cycles by the in-kernel clock"),
+                       ("sm_mcycles", "cycles by the PM sampler's SM clock"),
+                       ("gr_mcycles", "cycles by the PM sampler's graphics clock")):
+        s = cycles_spread(rows, key)
+        print(f"across neighbours, {words}: " + ("-" if s is None else f"{s:.2%}"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--calls", type=int, default=40, help="calls of the matmul per neighbour")
+    args = ap.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("pm_clock_check: needs a CUDA GPU")
+    torch.zeros(1, device="cuda")
+    col = collector(0)
+    print(f"PM sampling on {torch.cuda.get_device_name(0)}: {', '.join(METRICS)} every {INTERVAL_NS} ns")
+    kernel = clocked_matmul_kernel()
+    rows, failed = [], []
+    try:
+        one_pass(kernel, "tiny", 4, col)  # the sampler's first pass: its samples missed its calls
+        for name in NEIGHBOURS:  # a neighbour whose pass fails is named; the others still make the table
+            try:
+                rows.append(one_pass(kernel, name, args.calls, col))
+            except Exception as exc:  # noqa: BLE001 - reported, not hidden
+                failed.append({"neighbour": name, "error": f"{type(exc).__name__}: {exc}"[:400]})
+                print(f"{name}: {failed[-1]['error']}")
+    finally:
+        col.disable()
+    print_table(rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rows": rows, "failed": failed, "metrics": METRICS, "interval_ns": INTERVAL_NS,
+                       "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

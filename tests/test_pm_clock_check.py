@@ -1,0 +1,43 @@
+"""benchmarks/pm_clock_check.py: the PM sampler's clock over the samples inside each call's window, set beside the
+call's in-kernel clock, on made-up samples and stamps (the GPU run is the benchmark itself)."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import pm_clock_check as pc
+
+
+def test_sample_clock_is_their_cycles_over_their_nanoseconds():
+    # 19,800 cycles in 10,000 ns twice: 1980 MHz; no samples or no time: no clock
+    assert pc.sample_mhz([(0, 10_000, 19_800.0), (10_000, 20_000, 19_800.0)]) == pytest.approx(1980.0)
+    assert pc.sample_mhz([(0, 10_000, 20_000.0), (10_000, 30_000, 20_000.0)]) == pytest.approx(40_000 / 30_000 * 1e3)
+    assert pc.sample_mhz([]) is None and pc.sample_mhz([(5, 5, 1.0)]) is None
+
+
+def test_only_samples_wholly_inside_a_call_count_for_it():
+    samples = [(0, 10, 1.0), (10, 20, 2.0), (20, 30, 3.0), (25, 40, 4.0)]
+    assert pc.inside(samples, (5, 30)) == [(10, 20, 2.0), (20, 30, 3.0)]
+    # the window: the programs' first start to their last end, in %globaltimer ns
+    assert pc.call_window([(0, 105, 9, 300), (0, 100, 9, 290), (0, 120, 9, 310)]) == (100, 310)
+
+
+def test_a_call_without_samples_inside_gives_no_clock_and_no_difference():
+    got = pc.compare([(0, 20_000), (100_000, 101_000)], [1980.0, 1500.0],
+                     [(0, 10_000, 19_800.0), (10_000, 20_000, 19_800.0), (100_500, 101_500, 2_000.0)])
+    assert got["per_call_mhz"] == [pytest.approx(1980.0), None]
+    assert got["over_kernel"] == pytest.approx(0.0) and got["samples_inside"] == 2 and got["mhz"] == 1980.0
+
+
+def test_rows_put_each_call_in_cycles_by_the_kernel_and_by_each_sampled_clock():
+    # two 1 ms calls at an in-kernel 1500 MHz; the SM counter agrees, the graphics clock reads 20% above
+    windows = [(0, 1_000_000), (2_000_000, 3_000_000)]
+    samples = [(s, s + 500_000, (750_000.0, 900_000.0)) for s in (0, 500_000, 2_000_000, 2_500_000)]
+    r = pc.row("gemm", windows, [1500.0, 1500.0], samples)
+    assert r["span_ms"] == pytest.approx(1.0) and r["kernel_mcycles"] == pytest.approx(1.5)
+    assert r["sm_mhz"] == pytest.approx(1500.0) and r["sm_over_kernel"] == pytest.approx(0.0)
+    assert r["gr_mhz"] == pytest.approx(1800.0) and r["gr_over_kernel"] == pytest.approx(0.2)
+    assert r["sm_mcycles"] == pytest.approx(1.5) and r["gr_mcycles"] == pytest.approx(1.8)
+    assert r["calls"] == 2 and r["samples"] == 4 and r["sm_samples_inside"] == 4
+    # across neighbours: the sampled cycles spread as the sampled clock misreads, the kernel's hold
+    spin = pc.row("spin", windows, [1400.0, 1400.0], [(s, e, (v[0] * 1.1, v[1])) for s, e, v in samples])
+    assert pc.cycles_spread([r, spin], "sm_mcycles") == pytest.approx(1.65 / 1.5 - 1)
