@@ -7,8 +7,10 @@ hardware counters every INTERVAL_NS while any kernel runs, without touching it, 
 `%globaltimer` ns. Here the same stamped matmul runs beside the same neighbours with the sampler on, after SUSTAIN_S
 of the pair back to back, and each call's clock by the sampler (`sm__cycles_elapsed.avg` over the nanoseconds of
 the samples wholly inside the call's window: its programs' first start to last end) is set beside the call's
-in-kernel clock; the graphics clock (`gr__cycles_elapsed.max`) beside them. A first pass, whose samples did not
-fall inside its calls, is left out.
+in-kernel clock; beside them the SMs' active cycles (`sm__cycles_active.avg`: in a persistent matmul every SM is
+busy for the whole window, so active cycles over nanoseconds is a clock too, one that may not count cycles the
+hardware skipped to hold its power) and the graphics clock (`gr__cycles_elapsed.max`). A first pass, whose
+samples did not fall inside its calls, is left out.
 
 Per neighbour: the in-kernel clock, the sampler's SM and graphics clocks inside the calls, the median per-call
 difference from the in-kernel clock, and the cycles by each clock; across neighbours, the spread of each.
@@ -36,8 +38,8 @@ from benchmarks.kernel_clock_check import (BK, BM, BN, NEIGHBOURS, SIZE, SUSTAIN
                                            clocked_matmul_kernel, cycles_spread, neighbour_call, program_mhz)
 
 INTERVAL_NS = 20_000
-METRICS = ("sm__cycles_elapsed.avg", "gr__cycles_elapsed.max")
-CLOCKS = (("sm", "sm__cycles_elapsed.avg"), ("gr", "gr__cycles_elapsed.max"))
+CLOCKS = (("sm", "sm__cycles_elapsed.avg"), ("active", "sm__cycles_active.avg"), ("gr", "gr__cycles_elapsed.max"))
+METRICS = tuple(m for _, m in CLOCKS)
 HOST_INIT_BYTES_13_0 = 48  # CUpti_Profiler_Host_Initialize_Params up to pHostObject, before the set name
 
 
@@ -137,7 +139,9 @@ def one_pass(kernel: Any, name: str, calls: int, col: Any) -> dict[str, Any]:
         neighbour.call()
     torch.cuda.synchronize()
     col.stop()
-    samples = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in col.decode(max_samples=200_000)]
+    data = col.decode(max_samples=200_000)
+    at = [list(data.metrics).index(m) for _, m in CLOCKS]  # the values come in the decoder's metric order
+    samples = [(s.start_timestamp, s.end_timestamp, [s.metric_values[i] for i in at]) for s in data]
     stamped = stamps[:calls].tolist()
     kernel_mhz = [statistics.median(m) if (m := program_mhz(r)) else None for r in stamped]
     return row(name, [call_window(r) for r in stamped], kernel_mhz, samples)
@@ -145,15 +149,17 @@ def one_pass(kernel: Any, name: str, calls: int, col: Any) -> dict[str, Any]:
 
 def print_table(rows: Sequence[dict[str, Any]]) -> None:
     f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    print(f"{'neighbour':9s} {'span ms':>8s} {'kernel':>7s} {'PM sm':>7s} {'PM gr':>7s} {'sm/kern':>8s} "
-          f"{'max':>6s} {'gr/kern':>8s} {'inside':>6s} {'Mcyc kern':>9s} {'Mcyc sm':>8s} {'Mcyc gr':>8s}")
+    print(f"{'neighbour':9s} {'span ms':>8s} {'kernel':>7s} {'PM sm':>7s} {'active':>7s} {'PM gr':>7s} "
+          f"{'sm/kern':>8s} {'act/kern':>8s} {'gr/kern':>8s} {'inside':>6s} {'Mcyc kern':>9s} {'Mcyc sm':>8s} "
+          f"{'Mcyc act':>8s}")
     for r in rows:
         print(f"{r['neighbour']:9s} {f(r['span_ms'], '8.4f')} {f(r['kernel_mhz'], '7.1f')} {f(r['sm_mhz'], '7.1f')} "
-              f"{f(r['gr_mhz'], '7.1f')} {f(r['sm_over_kernel'], '+8.2%')} {f(r['sm_over_kernel_max'], '6.1%')} "
-              f"{f(r['gr_over_kernel'], '+8.2%')} {r['sm_samples_inside']:6d} {f(r['kernel_mcycles'], '9.4f')} "
-              f"{f(r['sm_mcycles'], '8.4f')} {f(r['gr_mcycles'], '8.4f')}")
+              f"{f(r['active_mhz'], '7.1f')} {f(r['gr_mhz'], '7.1f')} {f(r['sm_over_kernel'], '+8.2%')} "
+              f"{f(r['active_over_kernel'], '+8.2%')} {f(r['gr_over_kernel'], '+8.2%')} {r['sm_samples_inside']:6d} "
+              f"{f(r['kernel_mcycles'], '9.4f')} {f(r['sm_mcycles'], '8.4f')} {f(r['active_mcycles'], '8.4f')}")
     for key, words in (("span_ms", "span (ms)"), ("kernel_mcycles", "cycles by the in-kernel clock"),
                        ("sm_mcycles", "cycles by the PM sampler's SM clock"),
+                       ("active_mcycles", "cycles by the SMs' active cycles"),
                        ("gr_mcycles", "cycles by the PM sampler's graphics clock")):
         s = cycles_spread(rows, key)
         print(f"across neighbours, {words}: " + ("-" if s is None else f"{s:.2%}"))

@@ -29,15 +29,17 @@ def test_a_call_without_samples_inside_gives_no_clock_and_no_difference():
 
 
 def test_rows_put_each_call_in_cycles_by_the_kernel_and_by_each_sampled_clock():
-    # two 1 ms calls at an in-kernel 1500 MHz; the SM counter agrees, the graphics clock reads 20% above
+    # two 1 ms calls at an in-kernel 1500 MHz; the SM counter agrees, the SMs were active 90% of it, the graphics
+    # clock reads 20% above
     windows = [(0, 1_000_000), (2_000_000, 3_000_000)]
-    samples = [(s, s + 500_000, (750_000.0, 900_000.0)) for s in (0, 500_000, 2_000_000, 2_500_000)]
+    samples = [(s, s + 500_000, (750_000.0, 675_000.0, 900_000.0)) for s in (0, 500_000, 2_000_000, 2_500_000)]
     r = pc.row("gemm", windows, [1500.0, 1500.0], samples)
     assert r["span_ms"] == pytest.approx(1.0) and r["kernel_mcycles"] == pytest.approx(1.5)
     assert r["sm_mhz"] == pytest.approx(1500.0) and r["sm_over_kernel"] == pytest.approx(0.0)
     assert r["gr_mhz"] == pytest.approx(1800.0) and r["gr_over_kernel"] == pytest.approx(0.2)
+    assert r["active_mhz"] == pytest.approx(1350.0) and r["active_over_kernel"] == pytest.approx(-0.1)
     assert r["sm_mcycles"] == pytest.approx(1.5) and r["gr_mcycles"] == pytest.approx(1.8)
     assert r["calls"] == 2 and r["samples"] == 4 and r["sm_samples_inside"] == 4
     # across neighbours: the sampled cycles spread as the sampled clock misreads, the kernel's hold
-    spin = pc.row("spin", windows, [1400.0, 1400.0], [(s, e, (v[0] * 1.1, v[1])) for s, e, v in samples])
+    spin = pc.row("spin", windows, [1400.0, 1400.0], [(s, e, (v[0] * 1.1, v[1], v[2])) for s, e, v in samples])
     assert pc.cycles_spread([r, spin], "sm_mcycles") == pytest.approx(1.65 / 1.5 - 1)
