@@ -25,7 +25,7 @@ import argparse
 import json
 import statistics
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 NEIGHBOURS = ("tiny", "spin", "copy", "gemm")
 SUSTAIN_S = 3.0  # the pair back to back before each pass: the power controller's clock settles within 2-3 s
@@ -201,6 +201,26 @@ def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
     return out
 
 
+def each_neighbour(one_pass_for: Callable[[str], dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The rows of `one_pass_for(name)` over NEIGHBOURS; a neighbour whose pass fails is named (printed, and in the
+    second list) and the others still make the table."""
+    rows, failed = [], []
+    for name in NEIGHBOURS:
+        try:
+            rows.append(one_pass_for(name))
+        except Exception as exc:  # noqa: BLE001 - reported, not hidden
+            failed.append({"neighbour": name, "error": f"{type(exc).__name__}: {exc}"[:400]})
+            print(f"{name}: {failed[-1]['error']}")
+    return rows, failed
+
+
+def print_spreads(rows: Sequence[dict[str, Any]], keys: Sequence[tuple[str, str]]) -> None:
+    """Per (row key, words): the spread of that figure across the neighbours."""
+    for key, words in keys:
+        s = cycles_spread(rows, key)
+        print(f"across neighbours, {words}: " + ("-" if s is None else f"{s:.2%}"))
+
+
 def print_table(rows: Sequence[dict[str, Any]]) -> None:
     print(f"{'neighbour':9s} {'calls':>5s} {'span ms':>8s} {'marker':>7s} {'kernel':>7s} {'NVML':>6s} "
           f"{'Mcyc marker':>11s} {'Mcyc kernel':>11s} {'marker/kernel':>13s}")
@@ -209,10 +229,8 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
         print(f"{r['neighbour']:9s} {r['calls']:5d} {f(r['span_ms'], '8.4f')} {f(r['marker_mhz'], '7.1f')} "
               f"{f(r['kernel_mhz'], '7.1f')} {f(r['nvml_mhz'], '6.0f')} {f(r['marker_mcycles'], '11.4f')} "
               f"{f(r['kernel_mcycles'], '11.4f')} {f(r['marker_over_kernel'], '+13.2%')}")
-    for key, words in (("span_ms", "span (ms)"), ("marker_mcycles", "cycles by the marker clock"),
-                       ("kernel_mcycles", "cycles by the in-kernel clock")):
-        s = cycles_spread(rows, key)
-        print(f"across neighbours, {words}: " + ("-" if s is None else f"{s:.2%}"))
+    print_spreads(rows, (("span_ms", "span (ms)"), ("marker_mcycles", "cycles by the marker clock"),
+                         ("kernel_mcycles", "cycles by the in-kernel clock")))
 
 
 def main() -> None:
@@ -225,13 +243,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("kernel_clock_check: needs a CUDA GPU")
     kernel = clocked_matmul_kernel()
-    rows, failed = [], []
-    for name in NEIGHBOURS:  # a neighbour whose pass fails is named; the others still make the table
-        try:
-            rows.append(one_pass(kernel, name, args.calls))
-        except Exception as exc:  # noqa: BLE001 - reported, not hidden
-            failed.append({"neighbour": name, "error": f"{type(exc).__name__}: {exc}"[:400]})
-            print(f"{name}: {failed[-1]['error']}")
+    rows, failed = each_neighbour(lambda name: one_pass(kernel, name, args.calls))
     print_table(rows)
     if args.json:
         with open(args.json, "w") as f:

@@ -34,8 +34,8 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.kernel_clock_check import (BK, BM, BN, NEIGHBOURS, SIZE, SUSTAIN_S,  # noqa: E402
-                                           clocked_matmul_kernel, cycles_spread, neighbour_call, program_mhz)
+from benchmarks.kernel_clock_check import (BK, BM, BN, SIZE, SUSTAIN_S, clocked_matmul_kernel,  # noqa: E402
+                                           each_neighbour, neighbour_call, print_spreads, program_mhz)
 
 INTERVAL_NS = 20_000
 CLOCKS = (("sm", "sm__cycles_elapsed.avg"), ("active", "sm__cycles_active.avg"), ("gr", "gr__cycles_elapsed.max"))
@@ -157,12 +157,10 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
               f"{f(r['active_mhz'], '7.1f')} {f(r['gr_mhz'], '7.1f')} {f(r['sm_over_kernel'], '+8.2%')} "
               f"{f(r['active_over_kernel'], '+8.2%')} {f(r['gr_over_kernel'], '+8.2%')} {r['sm_samples_inside']:6d} "
               f"{f(r['kernel_mcycles'], '9.4f')} {f(r['sm_mcycles'], '8.4f')} {f(r['active_mcycles'], '8.4f')}")
-    for key, words in (("span_ms", "span (ms)"), ("kernel_mcycles", "cycles by the in-kernel clock"),
-                       ("sm_mcycles", "cycles by the PM sampler's SM clock"),
-                       ("active_mcycles", "cycles by the SMs' active cycles"),
-                       ("gr_mcycles", "cycles by the PM sampler's graphics clock")):
-        s = cycles_spread(rows, key)
-        print(f"across neighbours, {words}: " + ("-" if s is None else f"{s:.2%}"))
+    print_spreads(rows, (("span_ms", "span (ms)"), ("kernel_mcycles", "cycles by the in-kernel clock"),
+                         ("sm_mcycles", "cycles by the PM sampler's SM clock"),
+                         ("active_mcycles", "cycles by the SMs' active cycles"),
+                         ("gr_mcycles", "cycles by the PM sampler's graphics clock")))
 
 
 def main() -> None:
@@ -178,15 +176,9 @@ def main() -> None:
     col = collector(0)
     print(f"PM sampling on {torch.cuda.get_device_name(0)}: {', '.join(METRICS)} every {INTERVAL_NS} ns")
     kernel = clocked_matmul_kernel()
-    rows, failed = [], []
     try:
         one_pass(kernel, "tiny", 4, col)  # the sampler's first pass: its samples missed its calls
-        for name in NEIGHBOURS:  # a neighbour whose pass fails is named; the others still make the table
-            try:
-                rows.append(one_pass(kernel, name, args.calls, col))
-            except Exception as exc:  # noqa: BLE001 - reported, not hidden
-                failed.append({"neighbour": name, "error": f"{type(exc).__name__}: {exc}"[:400]})
-                print(f"{name}: {failed[-1]['error']}")
+        rows, failed = each_neighbour(lambda name: one_pass(kernel, name, args.calls, col))
     finally:
         col.disable()
     print_table(rows)

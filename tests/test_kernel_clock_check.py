@@ -46,3 +46,15 @@ def test_the_spinning_neighbour_is_a_kernel_of_its_own_name():
     from bakeoff.harness.measure.device_time import MARK_NAME
 
     assert kc.spinning_kernel().fn.__name__ not in (MARK_NAME, "")
+
+
+def test_a_failing_neighbour_is_named_and_the_others_still_make_rows(capsys):
+    def one(name):
+        if name == "spin":
+            raise RuntimeError("no spin today")
+        return {"neighbour": name}
+
+    rows, failed = kc.each_neighbour(one)
+    assert [r["neighbour"] for r in rows] == [n for n in kc.NEIGHBOURS if n != "spin"]
+    assert failed == [{"neighbour": "spin", "error": "RuntimeError: no spin today"}]
+    assert "spin: RuntimeError: no spin today" in capsys.readouterr().out
