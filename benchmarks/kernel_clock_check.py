@@ -164,12 +164,12 @@ def neighbour_call(name: str) -> Any:
     return TimedCall("gemm", lambda: torch.mm(x, x), sync)
 
 
-def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
-    """Sustain the matmul and `name` back to back, then profile them paired; the matmul's row for `name`."""
+def stamped_pair(kernel: Any, name: str, calls: int) -> tuple[list[Any], Any, list[int]]:
+    """The matmul (each call stamping the next row of `stamps`) and the neighbour `name` as TimedCalls, sustained
+    back to back for SUSTAIN_S; the pair, the stamps (rows enough for a profile of `calls`) and the count of
+    matmul calls made since the sustain."""
     import torch
 
-    from bakeoff.harness.measure.clocks import ClockSampler
-    from bakeoff.harness.measure.device_time import profile_device_time
     from bakeoff.harness.measure.timing import TimedCall
 
     programs = torch.cuda.get_device_properties(0).multi_processor_count
@@ -190,12 +190,26 @@ def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
             t.call()
         torch.cuda.synchronize()
     made[0] = 0
+    return pair, stamps, made
+
+
+def stamped_rows(stamps: Any, made: int, rows: Sequence[int]) -> tuple[list[Any], list[float | None]]:
+    """The stamps of the matmul's calls `rows` and each call's in-kernel clock (the median over its programs)."""
+    if made > stamps.shape[0]:
+        raise RuntimeError(f"{made} matmul calls overran the {stamps.shape[0]} stamp rows")
+    got = stamps[list(rows)].tolist()
+    return got, [statistics.median(m) if (m := program_mhz(r)) else None for r in got]
+
+
+def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
+    """Sustain the matmul and `name` back to back, then profile them paired; the matmul's row for `name`."""
+    from bakeoff.harness.measure.clocks import ClockSampler
+    from bakeoff.harness.measure.device_time import profile_device_time
+
+    pair, stamps, made = stamped_pair(kernel, name, calls)
     with ClockSampler("cuda:0") as nv:
         f = profile_device_time(pair, "cuda", calls, True)["matmul"]
-    if made[0] > stamps.shape[0]:
-        raise RuntimeError(f"{made[0]} matmul calls overran the {stamps.shape[0]} stamp rows")
-    rows = stamps[profiled_rows(made[0], len(f.span_samples_ms))].tolist()
-    kernel_mhz = [statistics.median(m) if (m := program_mhz(r)) else None for r in rows]
+    _, kernel_mhz = stamped_rows(stamps, made[0], profiled_rows(made[0], len(f.span_samples_ms)))
     out = summarise(name, f.span_samples_ms, f.span_sm_clock_mhz or [], kernel_mhz, nv.at(f.windows_s))
     out["marker_error"] = f.span_sm_clock_error
     return out
