@@ -28,6 +28,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -143,14 +144,24 @@ def profiled_pass(kernel: Any, calls: int, col: Any) -> dict[str, Any]:
     from bakeoff.harness.measure.device_time import profile_device_time
 
     pair, stamps, made = stamped_pair(kernel, "gemm", calls)
+    epoch_minus_perf_ns = time.time_ns() - time.perf_counter_ns()  # %globaltimer counts ns since the epoch
     col.start()
     f = profile_device_time(pair, "cuda", calls, True)["matmul"]
     torch.cuda.synchronize()
     col.stop()
+    samples = decoded(col)
     stamped, kernel_mhz = stamped_rows(stamps, made[0], profiled_rows(made[0], len(f.span_samples_ms)))
-    out = row("gemm+CUPTI", [call_window(r) for r in stamped], kernel_mhz, decoded(col))
+    out = row("gemm+CUPTI", [call_window(r) for r in stamped], kernel_mhz, samples)
+    # what the harness has without stamps: each profiled call's host window (synchronized both ends, its two
+    # markers inside), on the epoch clock
+    host = [(int(a * 1e9) + epoch_minus_perf_ns, int(b * 1e9) + epoch_minus_perf_ns) for a, b in f.windows_s]
+    by_host = compare(host, kernel_mhz, [(s, e, v[0]) for s, e, v in samples])
     out.update(cupti_spans=len(f.span_samples_ms), cupti_span_ms=statistics.median(f.span_samples_ms),
-               marker_mhz=statistics.median(f.span_sm_clock_mhz) if f.span_sm_clock_mhz else None)
+               marker_mhz=statistics.median(f.span_sm_clock_mhz) if f.span_sm_clock_mhz else None,
+               host_window_sm_mhz=by_host["mhz"], host_window_sm_over_kernel=by_host["over_kernel"],
+               host_window_samples=by_host["samples_inside"],
+               host_window_start_minus_stamp_us=statistics.median(
+                   (h[0] - w[0]) / 1e3 for h, w in zip(host, (call_window(r) for r in stamped))))
     return out
 
 
@@ -177,10 +188,14 @@ def print_profiled(r: dict[str, Any]) -> None:
         return
     f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     print(f"beside the CUPTI pass (gemm neighbour): {r['cupti_spans']} spans, median "
-          f"{f(r['cupti_span_ms'], '.4f')} ms (stamps {f(r['span_ms'], '.4f')}); in-kernel {f(r['kernel_mhz'], '.1f')} MHz, sampler SM "
-          f"{f(r['sm_mhz'], '.1f')} ({f(r['sm_over_kernel'], '+.2%')}), active {f(r['active_mhz'], '.1f')} "
-          f"({f(r['active_over_kernel'], '+.2%')}), markers {f(r['marker_mhz'], '.1f')}; "
-          f"{r['sm_samples_inside']} samples inside the calls")
+          f"{f(r['cupti_span_ms'], '.4f')} ms (stamps {f(r['span_ms'], '.4f')}); in-kernel "
+          f"{f(r['kernel_mhz'], '.1f')} MHz, sampler SM {f(r['sm_mhz'], '.1f')} ({f(r['sm_over_kernel'], '+.2%')}), "
+          f"active {f(r['active_mhz'], '.1f')} ({f(r['active_over_kernel'], '+.2%')}), "
+          f"markers {f(r['marker_mhz'], '.1f')}; {r['sm_samples_inside']} samples inside the calls")
+    print(f"  by the host windows (the harness's, on the epoch clock): sampler SM "
+          f"{f(r['host_window_sm_mhz'], '.1f')} ({f(r['host_window_sm_over_kernel'], '+.2%')}), "
+          f"{r['host_window_samples']} samples; window start minus the call's first program start "
+          f"{f(r['host_window_start_minus_stamp_us'], '+.1f')} us")
 
 
 def main() -> None:
@@ -209,8 +224,9 @@ def main() -> None:
     print_profiled(profiled)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"rows": rows, "failed": failed, "profiled": profiled, "metrics": METRICS, "interval_ns": INTERVAL_NS,
-                       "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S}, fh, indent=1)
+            json.dump({"rows": rows, "failed": failed, "profiled": profiled, "metrics": METRICS,
+                       "interval_ns": INTERVAL_NS, "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S},
+                      fh, indent=1)
 
 
 if __name__ == "__main__":
