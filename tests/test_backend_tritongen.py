@@ -516,6 +516,25 @@ def test_the_row_search_puts_the_looped_twin_first_in_float32_and_second_in_16_b
     assert searched["rmsnorm", "bfloat16"] == [(0, 4096, 4), (1, 2048, 8)]
 
 
+def test_two_rows_on_four_warps_are_searched_wide_in_16_bit_rows_only():
+    """2 rows / 4 warps (per-column inputs loaded and unpacked once for both rows) is in the wide search of 16-bit
+    row kernels, after the pruned head, and never a row-loop twin (64 elements a thread); float32 rows leave it
+    out."""
+    from bakeoff.backends.tritongen.codegen import generate
+    from bakeoff.backends.tritongen.configs import candidates
+    from bakeoff.backends.tritongen.fusion import fuse
+    from bakeoff.backends.tritongen.source import CodegenTarget
+
+    w = builtin_workloads()["layernorm_gelu"]
+    for dtype, want in (("bfloat16", True), ("float16", True), ("float32", False)):
+        plan = fuse(bind(w.graph, w.presets["gpu"], dtype))
+        src = generate(plan, plan.kernels[0], CodegenTarget(False, dtype))
+        wide, pruned = candidates(src, dtype, sms=132), candidates(src, dtype, sms=132, wide=False)
+        two_on_four = [c for c in wide if c["BLOCK_M"] == 2 and c["num_warps"] == 4]
+        assert len(two_on_four) == want and not any(c in pruned for c in two_on_four), dtype
+        assert all("ROWS" not in c for c in two_on_four)
+
+
 def test_a_lane_compensates_its_running_sums_only_over_many_column_blocks():
     """The looped twin of a 4096-column row sums two or four blocks a lane: plain adds (COMPENSATE False); the
     looped form of a 65536-column row sums 64 blocks of 1024: compensated, as the absorption trap needs."""

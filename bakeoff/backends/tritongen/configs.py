@@ -94,15 +94,22 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
         # 1 row / 4 warps first: on the H200 (16384 x 4096) it was the best of these configs or within 1% of it for
         # LayerNorm+GELU (bf16, fp16), softmax and RMSNorm (bf16), whatever the masks; 2 / 8 rose to 79 registers
         # in LN+GELU bf16 (85.9 against 77.5 us)
-        for bm, w in ((1, 4), (2, 8), (1, 8), (4, 16)):
+        # 2 rows / 4 warps (16-bit only, third: outside every pruned search): a thread holds the same columns of both rows, so the
+        # per-column inputs (LayerNorm's w and b) load and unpack once for two rows: 23.7 SASS instructions an
+        # element against 25.6 for LN+GELU bf16 (Triton 3.6, sm_90, offline) at 167 registers, 3 programs a
+        # multiprocessor holding the bytes 1 / 4's six do; not timed yet
+        pairs = ((1, 4), (2, 8)) + (((2, 4),) if dtype != "float32" else ()) + ((1, 8), (4, 16))
+        for bm, w in pairs:
             if bm * bn <= 32768 and bm <= _pow2(s["rows"]) and w * 32 <= max(bm * bn, 128):
                 out.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": 1})
         out = out or [{"BLOCK_M": 1, "BLOCK_N": bn, "num_warps": 4, "num_stages": 1}]
         sms = sms or _sm_count(device)
         if s["rows"] >= 8 * sms:  # enough rows to walk: the row-loop twins, as many programs as stay resident
-            # (<= 128 registers a thread: 16 warps a multiprocessor), so no program waits for a slot
+            # (<= 128 registers a thread, at most 32 elements a thread: 16 warps a multiprocessor), so no program
+            # waits for a slot
             rows = [{**c, "ROWS": 1, "NUM_PROGRAMS": sms * 512 // (32 * c["num_warps"])}
-                    for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)]
+                    for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)
+                    and c["BLOCK_M"] * bn <= 32 * 32 * c["num_warps"]]
             out = out + sorted(rows, key=lambda c: -c["num_warps"])  # measured slower on the H200: wide only
         if bn >= 1024:
             # float32: the looped twin first, at 8 then 16 warps (H200, 16384 x 4096, interleaved with Inductor:
