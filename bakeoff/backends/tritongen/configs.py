@@ -86,40 +86,7 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
         out = [{"BLOCK": b, "num_warps": w, "num_stages": 1} for b, w in ((1024, 4), (4096, 8))]
         return [c for c in out if c["BLOCK"] <= max(128, _pow2(s["numel"]))] or out[:1]
     if kind == "rowreduce":
-        if src.variant == "looped":
-            return [{"BLOCK_M": 1, "BLOCK_N": b, "num_warps": w, "num_stages": 1} for b, w in
-                    ((1024, 4), (2048, 8), (4096, 8))]
-        bn = s["block_n"]
-        out = []
-        # 1 row / 4 warps first: on the H200 (16384 x 4096) it was the best of these configs or within 1% of it for
-        # LayerNorm+GELU (bf16, fp16), softmax and RMSNorm (bf16), whatever the masks; 2 / 8 rose to 79 registers
-        # in LN+GELU bf16 (85.9 against 77.5 us)
-        # 2 rows / 4 warps (16-bit only, third: outside every pruned search): a thread holds the same columns of both rows, so the
-        # per-column inputs (LayerNorm's w and b) load and unpack once for two rows: 23.7 SASS instructions an
-        # element against 25.6 for LN+GELU bf16 (Triton 3.6, sm_90, offline) at 167 registers, 3 programs a
-        # multiprocessor holding the bytes 1 / 4's six do; not timed yet
-        pairs = ((1, 4), (2, 8)) + (((2, 4),) if dtype != "float32" else ()) + ((1, 8), (4, 16))
-        for bm, w in pairs:
-            if bm * bn <= 32768 and bm <= _pow2(s["rows"]) and w * 32 <= max(bm * bn, 128):
-                out.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": 1})
-        out = out or [{"BLOCK_M": 1, "BLOCK_N": bn, "num_warps": 4, "num_stages": 1}]
-        sms = sms or _sm_count(device)
-        if s["rows"] >= 8 * sms:  # enough rows to walk: the row-loop twins, as many programs as stay resident
-            # (<= 128 registers a thread, at most 32 elements a thread: 16 warps a multiprocessor), so no program
-            # waits for a slot
-            rows = [{**c, "ROWS": 1, "NUM_PROGRAMS": sms * 512 // (32 * c["num_warps"])}
-                    for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)
-                    and c["BLOCK_M"] * bn <= 32 * 32 * c["num_warps"]]
-            out = out + sorted(rows, key=lambda c: -c["num_warps"])  # measured slower on the H200: wide only
-        if bn >= 1024:
-            # float32: the looped twin first, at 8 then 16 warps (H200, 16384 x 4096, interleaved with Inductor:
-            # softmax 131.5 us at 8 warps, 152 at 16, 133.4 persistent; RMSNorm 130.8 at 8, 128.9 at 16 (Inductor
-            # 128.8), 134.7 persistent); 16-bit: second (it won RMSNorm; softmax and LN+GELU reload and lose)
-            fp32 = dtype == "float32"
-            loops = [{"BLOCK_M": 1, "BLOCK_N": b, "num_warps": w, "num_stages": 1, "LOOP": 1}
-                     for b, w in ((bn // 2, 8),) + (((bn // 2, 16),) if fp32 else ()) + ((bn // 4, 4),)]
-            out = loops[:2] + out + loops[2:] if fp32 else out[:1] + loops[:1] + out[1:] + loops[1:]
-        return out
+        return _rowreduce(src, dtype, device, sms)
     if kind == "matmul":
         tiles = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4),
                  (64, 64, 32, 4, 4))
@@ -143,6 +110,45 @@ def _space(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[
             out = ([out[0], ptma[0]] if dtype == "float32" else [ptma[0], out[0]]) + ptma[1:] + out[1:] + tma
         return out or [{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
     return _attention(src, dtype)
+
+
+def _rowreduce(src: KernelSource, dtype: str, device: str, sms: int | None) -> list[Config]:
+    """A row kernel's ordered configs: rows per program and warps, the row-loop twins, the looped twins."""
+    s = src.sizes
+    if src.variant == "looped":
+        return [{"BLOCK_M": 1, "BLOCK_N": b, "num_warps": w, "num_stages": 1} for b, w in
+                ((1024, 4), (2048, 8), (4096, 8))]
+    bn = s["block_n"]
+    out = []
+    # 1 row / 4 warps first: on the H200 (16384 x 4096) it was the best of these configs or within 1% of it for
+    # LayerNorm+GELU (bf16, fp16), softmax and RMSNorm (bf16), whatever the masks; 2 / 8 rose to 79 registers
+    # in LN+GELU bf16 (85.9 against 77.5 us)
+    # 2 rows / 4 warps (16-bit rows of 1024 or more, behind a looped twin: outside every pruned search): a thread
+    # holds the same columns of both rows, so the per-column inputs (LayerNorm's w and b) load and unpack once for
+    # two rows: 23.7 SASS instructions an element against 25.6 for LN+GELU bf16 (Triton 3.6, sm_90, offline) at
+    # 167 registers, 3 programs a multiprocessor holding the bytes 1 / 4's six do; not timed yet
+    pairs = ((1, 4), (2, 8)) + (((2, 4),) if dtype != "float32" and bn >= 1024 else ()) + ((1, 8), (4, 16))
+    for bm, w in pairs:
+        if bm * bn <= 32768 and bm <= _pow2(s["rows"]) and w * 32 <= max(bm * bn, 128):
+            out.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": 1})
+    out = out or [{"BLOCK_M": 1, "BLOCK_N": bn, "num_warps": 4, "num_stages": 1}]
+    sms = sms or _sm_count(device)
+    if s["rows"] >= 8 * sms:  # enough rows to walk: the row-loop twins, as many programs as stay resident
+        # (<= 128 registers a thread, at most 32 elements a thread: 16 warps a multiprocessor), so no program
+        # waits for a slot
+        rows = [{**c, "ROWS": 1, "NUM_PROGRAMS": sms * 512 // (32 * c["num_warps"])}
+                for c in out if c["BLOCK_M"] <= 2 and c["num_warps"] in (4, 8)
+                and c["BLOCK_M"] * bn <= 32 * 32 * c["num_warps"]]
+        out = out + sorted(rows, key=lambda c: -c["num_warps"])  # measured slower on the H200: wide only
+    if bn >= 1024:
+        # float32: the looped twin first, at 8 then 16 warps (H200, 16384 x 4096, interleaved with Inductor:
+        # softmax 131.5 us at 8 warps, 152 at 16, 133.4 persistent; RMSNorm 130.8 at 8, 128.9 at 16 (Inductor
+        # 128.8), 134.7 persistent); 16-bit: second (it won RMSNorm; softmax and LN+GELU reload and lose)
+        fp32 = dtype == "float32"
+        loops = [{"BLOCK_M": 1, "BLOCK_N": b, "num_warps": w, "num_stages": 1, "LOOP": 1}
+                 for b, w in ((bn // 2, 8),) + (((bn // 2, 16),) if fp32 else ()) + ((bn // 4, 4),)]
+        out = loops[:2] + out + loops[2:] if fp32 else out[:1] + loops[:1] + out[1:] + loops[1:]
+    return out
 
 
 def _split_k(src: KernelSource, dtype: str, device: str, sms: int | None, out: list[Config]) -> list[Config]:
