@@ -33,8 +33,8 @@
 #   disturbance        gate_disturbance.py: does work in other processes move timing? (the evidence for
 #                      `timing.gate: auto`); COMPILERS (JOBS - 1), ROUNDS (5).
 #   tritongen [ARGS]   the clock checks (marker_clock_check.py, kernel_clock_check.py, pm_clock_check.py;
-#                      TG_CLOCK=0 leaves them out), then configs/h200_tritongen_dtypes.yaml (TG_CONFIG) under `bakeoff run --jobs $JOBS`
-#                      (TG_RUN_S, default 330 s; 0 leaves the run out), its paired table and
+#                      TG_CLOCK=0 leaves them out), then configs/h200_tritongen_dtypes.yaml (TG_CONFIG) under
+#                      `bakeoff run --jobs $JOBS` (TG_RUN_S, default 330 s; 0 leaves the run out), its paired table and
 #                      noise shares (noise_share.py, with eager across cases), then tritongen_vs_inductor.py's
 #                      do_bench table with its ceilings in the three dtypes in the time left (ARGS go to
 #                      tritongen_vs_inductor.py: e.g. --workloads softmax --wide-dtypes float32 for the wide

@@ -13,8 +13,9 @@ A Hopper GPU runs one SM clock for the whole chip, so the markers right before a
 of microseconds away from its kernels) read the clock at the call's edges; the call's clock is the mean of the
 two readings, and both are kept. That is the clock the call ran at unless the call itself drives the GPU to its
 power limit: around a power-capped matmul the markers read 11-34% above the clock its own programs counted on
-an H200 (docs/MEASUREMENT.md), so cycles from this clock are right in direction, not in size, for such calls. A pair whose long spin is not the longer, or a reading outside what a
-GPU runs at (MIN_MHZ to MAX_MHZ), is no reading: the call then has no marker clock, never a wrong one.
+an H200 (docs/MEASUREMENT.md), so cycles from this clock are right in direction, not in size, for such calls.
+A pair whose long spin is not the longer, or a reading outside what a GPU runs at (MIN_MHZ to MAX_MHZ), is no
+reading: the call then has no marker clock, never a wrong one.
 """
 from __future__ import annotations
 
