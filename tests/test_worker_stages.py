@@ -103,3 +103,50 @@ def test_the_compile_figures_leave_out_the_workers_waits_for_the_gate(monkeypatc
 
     r = first_result(make, [])
     assert (r.total_s, r.first_run_s, r.gate_wait_s) == (3.0, 1.0, 3.0)
+
+
+def test_a_compiler_done_before_its_first_run_runs_it_inside_the_gate(monkeypatch):
+    """A compiler that finished inside compile() (it names its compiler stages: IREE, ONNX Runtime, TensorRT)
+    leaves a first run that is device work alone, as long as one call (IREE's float32 mlp_block: 1.1 s), so that
+    run rejoins the device's gate (device_work); a lazy compiler's first run is its compile and stays outside."""
+    from contextlib import contextmanager
+
+    from bakeoff.backends.compiled import CompileInfo
+    from bakeoff.harness.worker import compile_step
+
+    inside, seen = [False], []
+
+    @contextmanager
+    def device_work():
+        inside[0] = True
+        try:
+            yield True
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(compile_step, "device_work", device_work)
+
+    class Run(_Compiled):
+        def __init__(self, stages):
+            super().__init__()
+            self.info = CompileInfo(compiler_stages=stages)
+
+        def prepare(self, inputs):
+            seen.append(("prepare", inside[0]))
+            return inputs
+
+        def run(self, prepared):
+            seen.append(("run", inside[0]))
+            return prepared
+
+        def sync(self) -> None:
+            seen.append(("sync", inside[0]))
+
+    first_result(lambda: Run(("compile",)), [])
+    assert seen == [("prepare", True), ("run", True), ("sync", True)]
+    seen.clear()
+    first_result(lambda: Run(()), [])  # Inductor, XLA, tritongen, eager: the first call compiles
+    assert seen == [("prepare", False), ("run", False), ("sync", False)]
+    seen.clear()
+    first_result(lambda: _Compiled(), [])  # no CompileInfo at all: as a lazy compiler
+    assert not inside[0]
