@@ -33,6 +33,16 @@ SIZE = 8192  # the matmul's M = N = K
 BM, BN, BK = 128, 256, 64
 
 
+def median_or_none(xs: Sequence[float]) -> float | None:
+    """The median of `xs`, None where there are none."""
+    return statistics.median(xs) if xs else None
+
+
+def shown(value: float | None, spec: str) -> str:
+    """`value` in `spec`, "-" where there is none."""
+    return "-" if value is None else format(value, spec)
+
+
 def program_mhz(stamps: Sequence[Sequence[int]]) -> list[float]:
     """Each program's clock in MHz from its (clock64 start, globaltimer ns start, clock64 end, globaltimer ns
     end); programs whose timer did not advance are left out."""
@@ -60,7 +70,7 @@ def summarise(name: str, spans_ms: Sequence[float], marker_mhz: Sequence[float],
               kernel_mhz: Sequence[float | None], nvml_mhz: Sequence[float | None]) -> dict[str, Any]:
     """One neighbour's row: medians of the matmul's span and clocks, and of its cycles (span x clock) by each;
     a call whose programs gave no in-kernel reading (None) is left out of the in-kernel figures."""
-    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    med = median_or_none
     nv = [x for x in nvml_mhz if x]
     inside = [(s, k) for s, k in zip(spans_ms, kernel_mhz) if k]
     paired = [(m, k) for m, k in zip(marker_mhz, kernel_mhz) if k]
@@ -215,7 +225,8 @@ def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
     return out
 
 
-def each_neighbour(one_pass_for: Callable[[str], dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+def each_neighbour(one_pass_for: Callable[[str], dict[str, Any]]
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """The rows of `one_pass_for(name)` over NEIGHBOURS; a neighbour whose pass fails is named (printed, and in the
     second list) and the others still make the table."""
     rows, failed = [], []
@@ -239,7 +250,7 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
     print(f"{'neighbour':9s} {'calls':>5s} {'span ms':>8s} {'marker':>7s} {'kernel':>7s} {'NVML':>6s} "
           f"{'Mcyc marker':>11s} {'Mcyc kernel':>11s} {'marker/kernel':>13s}")
     for r in rows:
-        f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+        f = shown
         print(f"{r['neighbour']:9s} {r['calls']:5d} {f(r['span_ms'], '8.4f')} {f(r['marker_mhz'], '7.1f')} "
               f"{f(r['kernel_mhz'], '7.1f')} {f(r['nvml_mhz'], '6.0f')} {f(r['marker_mcycles'], '11.4f')} "
               f"{f(r['kernel_mcycles'], '11.4f')} {f(r['marker_over_kernel'], '+13.2%')}")

@@ -34,8 +34,9 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.kernel_clock_check import (SUSTAIN_S, clocked_matmul_kernel, each_neighbour,  # noqa: E402
-                                           print_spreads, profiled_rows, stamped_pair, stamped_rows)
+from benchmarks.kernel_clock_check import (SUSTAIN_S, clocked_matmul_kernel,  # noqa: E402
+                                           each_neighbour, median_or_none, print_spreads, profiled_rows, shown,
+                                           stamped_pair, stamped_rows)
 
 INTERVAL_NS = 20_000
 CLOCKS = (("sm", "sm__cycles_elapsed.avg"), ("active", "sm__cycles_active.avg"), ("gr", "gr__cycles_elapsed.max"))
@@ -71,7 +72,7 @@ def compare(windows: Sequence[tuple[int, int]], kernel_mhz: Sequence[float | Non
         pm.append(m)
         if m and k:
             diffs.append(m / k - 1)
-    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    med = median_or_none
     return {"mhz": med([m for m in pm if m]), "over_kernel": med(diffs),
             "over_kernel_max": max((abs(d) for d in diffs), default=None), "samples_inside": n_inside,
             "per_call_mhz": pm}
@@ -82,7 +83,7 @@ def row(name: str, windows: Sequence[tuple[int, int]], kernel_mhz: Sequence[floa
     """One neighbour's row: the in-kernel clock and, per sampled clock, its comparison and the calls' median
     cycles (span x clock, millions)."""
     spans_ms = [(w[1] - w[0]) / 1e6 for w in windows]
-    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    med = median_or_none
     out = {"neighbour": name, "calls": len(windows), "samples": len(samples), "span_ms": med(spans_ms),
            "kernel_mhz": med([k for k in kernel_mhz if k]),
            "kernel_mcycles": med([s * k / 1e3 for s, k in zip(spans_ms, kernel_mhz) if k])}
@@ -157,7 +158,7 @@ def profiled_pass(kernel: Any, calls: int, col: Any) -> dict[str, Any]:
     host = [(int(a * 1e9) + epoch_minus_perf_ns, int(b * 1e9) + epoch_minus_perf_ns) for a, b in f.windows_s]
     by_host = compare(host, kernel_mhz, [(s, e, v[0]) for s, e, v in samples])
     out.update(cupti_spans=len(f.span_samples_ms), cupti_span_ms=statistics.median(f.span_samples_ms),
-               marker_mhz=statistics.median(f.span_sm_clock_mhz) if f.span_sm_clock_mhz else None,
+               marker_mhz=median_or_none(f.span_sm_clock_mhz or []),
                host_window_sm_mhz=by_host["mhz"], host_window_sm_over_kernel=by_host["over_kernel"],
                host_window_samples=by_host["samples_inside"],
                host_window_start_minus_stamp_us=statistics.median(
@@ -166,7 +167,7 @@ def profiled_pass(kernel: Any, calls: int, col: Any) -> dict[str, Any]:
 
 
 def print_table(rows: Sequence[dict[str, Any]]) -> None:
-    f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    f = shown
     print(f"{'neighbour':9s} {'span ms':>8s} {'kernel':>7s} {'PM sm':>7s} {'active':>7s} {'PM gr':>7s} "
           f"{'sm/kern':>8s} {'act/kern':>8s} {'gr/kern':>8s} {'inside':>6s} {'Mcyc kern':>9s} {'Mcyc sm':>8s} "
           f"{'Mcyc act':>8s}")
@@ -186,7 +187,7 @@ def print_profiled(r: dict[str, Any]) -> None:
     if "error" in r:
         print(f"beside the CUPTI pass: {r['error']}")
         return
-    f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    f = shown
     print(f"beside the CUPTI pass (gemm neighbour): {r['cupti_spans']} spans, median "
           f"{f(r['cupti_span_ms'], '.4f')} ms (stamps {f(r['span_ms'], '.4f')}); in-kernel "
           f"{f(r['kernel_mhz'], '.1f')} MHz, sampler SM {f(r['sm_mhz'], '.1f')} ({f(r['sm_over_kernel'], '+.2%')}), "

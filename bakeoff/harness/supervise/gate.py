@@ -34,8 +34,8 @@ device may mix them and an exclusive timer still has the device alone:
   that launches no more than a lazy compiler's first run on the device: a compile by a compiler that times
   nothing on the device (`Backend.compile_times_on_device`), and a spare's imports. A compiler done before its
   first run (it names its compiler stages: IREE, ONNX Runtime, TensorRT) runs that first run inside the gate
-  (`device_work`, worker/compile_step.py): it is device work alone, and may last a second. Meanwhile it holds a fourth lock,
-  `PREFIX.compiling`, shared, so an ``exclusive`` timer (which takes it exclusively after the gate) still
+  (`device_work`, worker/compile_step.py): it is device work alone, and may last a second. Meanwhile it holds a
+  fourth lock, `PREFIX.compiling`, shared, so an ``exclusive`` timer (which takes it exclusively after the gate) still
   has the device and the host alone, while a ``beside_compiles`` timer does not wait for it.
   Starting host work goes through the turnstile, so a waiting exclusive timer is not starved either; host
   work ends by dropping `PREFIX.compiling` before rejoining the gate, so nothing waits while holding it.
