@@ -41,6 +41,7 @@ from benchmarks.kernel_clock_check import (SUSTAIN_S, clocked_matmul_kernel,  # 
 INTERVAL_NS = 20_000
 CLOCKS = (("sm", "sm__cycles_elapsed.avg"), ("active", "sm__cycles_active.avg"), ("gr", "gr__cycles_elapsed.max"))
 METRICS = tuple(m for _, m in CLOCKS)
+RAW: dict[str, Any] = {}  # per pass, the calls' windows and the samples, for --raw
 HOST_INIT_BYTES_13_0 = 48  # CUpti_Profiler_Host_Initialize_Params up to pHostObject, before the set name
 
 
@@ -94,6 +95,59 @@ def row(name: str, windows: Sequence[tuple[int, int]], kernel_mhz: Sequence[floa
     return out
 
 
+def best_shift_ns(windows: Sequence[tuple[int, int]], samples: Sequence[tuple[int, int, Sequence[float]]],
+                  reach_ns: int = 4_000_000, step_ns: int = 2_000, center_ns: int = 0) -> dict[str, Any]:
+    """Where the samples' timestamps sit against the calls' windows: the shift of the windows (ns, within
+    +-reach_ns) under which the samples inside them show the SMs busiest (active over elapsed cycles, summed; the
+    stamped matmul keeps every SM busy for its whole window; the middle of the shifts that read within 0.1% of the
+    best; searched within center_ns +- reach_ns), with that ratio at the best shift and at none."""
+    import numpy as np
+
+    if not windows or not samples:
+        return {"shift_ns": None, "busy_at_shift": None, "busy_unshifted": None}
+    ws = np.array(sorted(windows), dtype=np.float64)
+    st = np.array([x[0] for x in samples], dtype=np.float64)
+    en = np.array([x[1] for x in samples], dtype=np.float64)
+    sm = np.array([x[2][0] for x in samples], dtype=float)
+    act = np.array([x[2][1] for x in samples], dtype=float)
+
+    def busy(shift: int) -> float | None:
+        at = np.searchsorted(ws[:, 0] + shift, st, side="right") - 1
+        ok = (at >= 0) & (en <= ws[np.clip(at, 0, None), 1] + shift)
+        return float(act[ok].sum() / sm[ok].sum()) if ok.sum() >= 10 and sm[ok].sum() > 0 else None
+
+    scored = [(k, b) for k in range(center_ns - reach_ns, center_ns + reach_ns + 1, step_ns)
+              if (b := busy(k)) is not None]
+    if not scored:
+        return {"shift_ns": None, "busy_at_shift": None, "busy_unshifted": None}
+    top = max(b for _, b in scored)
+    plateau = [k for k, b in scored if b >= top - 1e-3]  # shifts within a sample of the best read alike
+    shift = plateau[len(plateau) // 2]
+    return {"shift_ns": shift, "busy_at_shift": busy(shift), "busy_unshifted": busy(0)}
+
+
+def in_ns(samples: Sequence[tuple[int, int, Any]]) -> tuple[list[tuple[float, float, Any]], float]:
+    """The samples on a nanosecond scale, and the ticks per ns they came in. Beside a profiler that registers its
+    own CUPTI timestamp (Kineto, torch's profiler: the host's TSC) the sampler stamps in that clock's ticks: a
+    sample INTERVAL_NS long then spans interval x ticks-per-ns. Samples stamped 0 (none taken) are left out."""
+    got = [x for x in samples if x[0] > 0 and x[1] > x[0]]
+    if not got:
+        return [], 1.0
+    per_ns = statistics.median(e - s for s, e, _ in got) / INTERVAL_NS
+    per_ns = 1.0 if abs(per_ns - 1) < 0.01 else per_ns
+    return [(s / per_ns, e / per_ns, v) for s, e, v in got], per_ns
+
+
+def shifted(windows: Sequence[tuple[float, float]], shift_ns: float) -> list[tuple[float, float]]:
+    return [(a + shift_ns, b + shift_ns) for a, b in windows]
+
+
+def time_bases(windows: Sequence[tuple[int, int]], samples: Sequence[tuple[int, int, Any]]) -> dict[str, Any]:
+    """The first and last window and sample timestamps (ns): whether the two share a time base at all."""
+    return {"windows_ns": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None,
+            "samples_ns": [min(x[0] for x in samples), max(x[1] for x in samples)] if samples else None}
+
+
 def collector(device: int) -> Any:
     """An enabled PM sampling collector configured for METRICS every INTERVAL_NS."""
     import cupti.cupti as cc
@@ -134,35 +188,70 @@ def one_pass(kernel: Any, name: str, calls: int, col: Any) -> dict[str, Any]:
     torch.cuda.synchronize()
     col.stop()
     stamped, kernel_mhz = stamped_rows(stamps, made[0], range(calls))
-    return row(name, [call_window(r) for r in stamped], kernel_mhz, decoded(col))
+    windows, samples = [call_window(r) for r in stamped], decoded(col)
+    RAW[name] = {"windows_ns": windows, "samples": samples, "kernel_mhz": kernel_mhz}
+    return row(name, windows, kernel_mhz, samples) | best_shift_ns(windows, samples) | time_bases(windows, samples)
 
 
 def profiled_pass(kernel: Any, calls: int, col: Any) -> dict[str, Any]:
-    """The matmul beside cuBLAS's GEMM profiled as the harness profiles a paired case (CUPTI's activity records,
-    markers, L2 flushes) with the sampler on: does the sampler work beside the CUPTI pass, and read the same?"""
+    """The matmul beside cuBLAS's GEMM profiled as the harness profiles a paired case (Kineto's CUPTI activity
+    records, markers, L2 flushes) with the sampler on: does the sampler work beside the CUPTI pass, and can its
+    samples be put on the harness's own host windows (perf_counter around each profiled call, synchronized at both
+    ends, its markers outside) without the kernel's stamps? The samples come in Kineto's clock (in_ns); the offset
+    to perf_counter is found as where the SMs are busiest inside the windows (best_shift_ns: from where the first
+    sample fell, +-50 ms in 20 us steps, then +-40 us in 1 us), and the same is done for the stamped windows to
+    check it."""
     import torch
 
     from bakeoff.harness.measure.device_time import profile_device_time
 
     pair, stamps, made = stamped_pair(kernel, "gemm", calls)
-    epoch_minus_perf_ns = time.time_ns() - time.perf_counter_ns()  # %globaltimer counts ns since the epoch
+    host0_ns = time.perf_counter_ns()
     col.start()
     f = profile_device_time(pair, "cuda", calls, True)["matmul"]
     torch.cuda.synchronize()
     col.stop()
-    samples = decoded(col)
+    raw = decoded(col)
+    samples, per_ns = in_ns(raw)
     stamped, kernel_mhz = stamped_rows(stamps, made[0], profiled_rows(made[0], len(f.span_samples_ms)))
-    out = row("gemm+CUPTI", [call_window(r) for r in stamped], kernel_mhz, samples)
-    # what the harness has without stamps: each profiled call's host window (synchronized both ends, its two
-    # markers inside), on the epoch clock
-    host = [(int(a * 1e9) + epoch_minus_perf_ns, int(b * 1e9) + epoch_minus_perf_ns) for a, b in f.windows_s]
-    by_host = compare(host, kernel_mhz, [(s, e, v[0]) for s, e, v in samples])
-    out.update(cupti_spans=len(f.span_samples_ms), cupti_span_ms=statistics.median(f.span_samples_ms),
-               marker_mhz=median_or_none(f.span_sm_clock_mhz or []),
-               host_window_sm_mhz=by_host["mhz"], host_window_sm_over_kernel=by_host["over_kernel"],
-               host_window_samples=by_host["samples_inside"],
-               host_window_start_minus_stamp_us=statistics.median(
-                   (h[0] - w[0]) / 1e3 for h, w in zip(host, (call_window(r) for r in stamped))))
+    windows = [call_window(r) for r in stamped]
+    host = [(a * 1e9, b * 1e9) for a, b in f.windows_s]
+    RAW["gemm+CUPTI"] = {"windows_ns": windows, "samples": raw, "host_windows_s": f.windows_s, "host0_ns": host0_ns}
+    out = {"neighbour": "gemm+CUPTI", "samples": len(raw), "samples_stamped": len(samples), "ticks_per_ns": per_ns,
+           "cupti_spans": len(f.span_samples_ms), "cupti_span_ms": statistics.median(f.span_samples_ms),
+           "marker_mhz": median_or_none(f.span_sm_clock_mhz or [])} | time_bases(windows, samples)
+    out["kernel_mhz"] = median_or_none([k for k in kernel_mhz if k])
+    for key, wins, guess in (("host", host, int(samples[0][0] - host0_ns) if samples else 0),
+                             ("stamps", windows, None)):
+        if guess is None:  # the stamps: where the host fit put each call, less its own start
+            shift = out.get("host_shift_ns")
+            guess = None if shift is None else int(statistics.median(
+                h[0] + shift - w[0] for h, w in zip(host, windows)))
+        fit = best_shift_ns(wins, samples, 50_000_000, 20_000, guess) if guess is not None else {"shift_ns": None}
+        if fit["shift_ns"] is not None:
+            fit = best_shift_ns(wins, samples, 40_000, 1_000, fit["shift_ns"])
+        got = compare(shifted(wins, fit["shift_ns"]), kernel_mhz, [(s, e, v[0]) for s, e, v in samples]) \
+            if fit["shift_ns"] is not None else {"mhz": None, "over_kernel": None, "samples_inside": 0}
+        out |= {f"{key}_shift_ns": fit["shift_ns"], f"{key}_busy": fit.get("busy_at_shift"),
+                f"{key}_sm_mhz": got["mhz"], f"{key}_sm_over_kernel": got["over_kernel"],
+                f"{key}_sm_over_kernel_max": got.get("over_kernel_max"), f"{key}_samples": got["samples_inside"]}
+    return out
+
+
+def realigned(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows again with every pass's windows moved by the shift that puts the spin pass's windows where its
+    samples show the SMs busy (the spin keeps one SM of all busy: its edges are sharp): the offset between
+    `%globaltimer` and the sampler's clock, one per process. Empty where the spin pass gave none."""
+    spin = RAW.get("spin")
+    fit = best_shift_ns(spin["windows_ns"], spin["samples"]) if spin else {"shift_ns": None}
+    if fit["shift_ns"] is None:
+        return []
+    out = []
+    for r in rows:
+        raw = RAW[r["neighbour"]]
+        moved = shifted(raw["windows_ns"], fit["shift_ns"])
+        out.append(row(r["neighbour"], moved, raw["kernel_mhz"], raw["samples"]) | best_shift_ns(moved, raw["samples"])
+                   | {"aligned_by_ns": fit["shift_ns"]})
     return out
 
 
@@ -176,6 +265,9 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
               f"{f(r['active_mhz'], '7.1f')} {f(r['gr_mhz'], '7.1f')} {f(r['sm_over_kernel'], '+8.2%')} "
               f"{f(r['active_over_kernel'], '+8.2%')} {f(r['gr_over_kernel'], '+8.2%')} {r['sm_samples_inside']:6d} "
               f"{f(r['kernel_mcycles'], '9.4f')} {f(r['sm_mcycles'], '8.4f')} {f(r['active_mcycles'], '8.4f')}")
+    for r in rows:
+        print(f"  {r['neighbour']}: SMs busy inside the calls {shown(r['busy_unshifted'], '.3f')}; with the windows "
+              f"shifted {shown(r['shift_ns'], '+d')} ns {shown(r['busy_at_shift'], '.3f')}")
     print_spreads(rows, (("span_ms", "span (ms)"), ("kernel_mcycles", "cycles by the in-kernel clock"),
                          ("sm_mcycles", "cycles by the PM sampler's SM clock"),
                          ("active_mcycles", "cycles by the SMs' active cycles"),
@@ -183,26 +275,26 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
 
 
 def print_profiled(r: dict[str, Any]) -> None:
-    """The profiled pass: the sampler beside the CUPTI pass."""
+    """The profiled pass: the sampler beside the CUPTI pass, put on the host windows and on the stamps."""
     if "error" in r:
         print(f"beside the CUPTI pass: {r['error']}")
         return
     f = shown
-    print(f"beside the CUPTI pass (gemm neighbour): {r['cupti_spans']} spans, median "
-          f"{f(r['cupti_span_ms'], '.4f')} ms (stamps {f(r['span_ms'], '.4f')}); in-kernel "
-          f"{f(r['kernel_mhz'], '.1f')} MHz, sampler SM {f(r['sm_mhz'], '.1f')} ({f(r['sm_over_kernel'], '+.2%')}), "
-          f"active {f(r['active_mhz'], '.1f')} ({f(r['active_over_kernel'], '+.2%')}), "
-          f"markers {f(r['marker_mhz'], '.1f')}; {r['sm_samples_inside']} samples inside the calls")
-    print(f"  by the host windows (the harness's, on the epoch clock): sampler SM "
-          f"{f(r['host_window_sm_mhz'], '.1f')} ({f(r['host_window_sm_over_kernel'], '+.2%')}), "
-          f"{r['host_window_samples']} samples; window start minus the call's first program start "
-          f"{f(r['host_window_start_minus_stamp_us'], '+.1f')} us")
+    print(f"beside the CUPTI pass (gemm neighbour): {r['cupti_spans']} spans, median {f(r['cupti_span_ms'], '.4f')} "
+          f"ms; {r['samples']} samples ({r['samples_stamped']} stamped, {r['ticks_per_ns']:.5f} ticks per ns); "
+          f"in-kernel {f(r['kernel_mhz'], '.1f')} MHz, markers {f(r['marker_mhz'], '.1f')}")
+    for key, words in (("host", "the host windows"), ("stamps", "the stamped windows")):
+        print(f"  on {words}: shift {f(r[f'{key}_shift_ns'], '+.0f')} ns, SMs busy {f(r[f'{key}_busy'], '.3f')}, "
+              f"sampler SM {f(r[f'{key}_sm_mhz'], '.1f')} MHz, per call vs in-kernel median "
+              f"{f(r[f'{key}_sm_over_kernel'], '+.2%')} (worst {f(r[f'{key}_sm_over_kernel_max'], '.2%')}), "
+              f"{r[f'{key}_samples']} samples inside")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--calls", type=int, default=40, help="calls of the matmul per neighbour")
+    ap.add_argument("--raw", help="write each pass's call windows and samples here (gzip JSON)")
     args = ap.parse_args()
     import torch
 
@@ -222,12 +314,22 @@ def main() -> None:
     finally:
         col.disable()
     print_table(rows)
+    aligned = realigned(rows)
+    if aligned:
+        print(f"the same, with every window moved by the spin pass's shift ({aligned[0]['aligned_by_ns']:+d} ns; "
+              "%globaltimer against the sampler's clock):")
+        print_table(aligned)
     print_profiled(profiled)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"rows": rows, "failed": failed, "profiled": profiled, "metrics": METRICS,
+            json.dump({"rows": rows, "aligned": aligned, "failed": failed, "profiled": profiled, "metrics": METRICS,
                        "interval_ns": INTERVAL_NS, "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S},
                       fh, indent=1)
+    if args.raw:
+        import gzip
+
+        with gzip.open(args.raw, "wt") as fh:
+            json.dump({"metrics": METRICS, "passes": RAW}, fh)
 
 
 if __name__ == "__main__":

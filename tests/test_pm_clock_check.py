@@ -44,3 +44,23 @@ def test_rows_put_each_call_in_cycles_by_the_kernel_and_by_each_sampled_clock():
     # across neighbours: the sampled cycles spread as the sampled clock misreads, the kernel's hold
     spin = pc.row("spin", windows, [1400.0, 1400.0], [(s, e, (v[0] * 1.1, v[1], v[2])) for s, e, v in samples])
     assert kc.cycles_spread([r, spin], "sm_mcycles") == pytest.approx(1.65 / 1.5 - 1)
+
+
+def test_best_shift_finds_where_the_samples_sit_against_the_windows():
+    # calls of 1 ms every 11 ms, the SMs fully busy inside them and 1/132 busy between (a one-thread spin); the
+    # samples' clock runs 300 us behind the windows'
+    lag = 300_000
+    windows = [(k * 11_000_000, k * 11_000_000 + 1_000_000) for k in range(20)]
+    samples = []
+    for t in range(0, 220_000_000, 20_000):
+        busy = any(s <= t < e for s, e in windows)
+        samples.append((t - lag, t - lag + 20_000, [30.0, 30.0 if busy else 30.0 / 132]))
+    got = pc.best_shift_ns(windows, samples)
+    assert abs(got["shift_ns"] + lag) <= 20_000  # within one sample
+    assert got["busy_at_shift"] == pytest.approx(1.0)
+    assert got["busy_unshifted"] < 0.8
+
+
+def test_best_shift_without_samples_inside_says_none():
+    got = pc.best_shift_ns([(0, 1000)], [(10**12, 10**12 + 20_000, [1.0, 1.0])])
+    assert got == {"shift_ns": None, "busy_at_shift": None, "busy_unshifted": None}
