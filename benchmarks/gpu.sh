@@ -67,8 +67,8 @@ pack() {  # IREE 3.13 repacked (from ../shared/gpu) and the pure-Python packages
   mkdir -p .gpu && cp -r "${GPU_SHARED:-../shared/gpu}"/* .gpu/ && chmod -R u+w .gpu
   local tmp; tmp=$(mktemp -d)
   # pydantic and SQLAlchemy (its C extensions dropped: the pure-Python fallback) for the harness; pytest for the
-  # GPU tests (the image has Pygments); cupti-python for pm_clock_check.py (the image has cuda-bindings, numpy and
-  # libcupti 13.0). CPython 3.12, as on the image.
+  # GPU tests (the image has Pygments); cupti-python for the PM sampler (pm_sampler.py, pm_clock_check.py; the
+  # image has cuda-bindings, numpy and libcupti 13.0). CPython 3.12, as on the image.
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp/whl" \
     pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 sqlalchemy==2.1.9 \

@@ -222,6 +222,8 @@ def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
     _, kernel_mhz = stamped_rows(stamps, made[0], profiled_rows(made[0], len(f.span_samples_ms)))
     out = summarise(name, f.span_samples_ms, f.span_sm_clock_mhz or [], kernel_mhz, nv.at(f.windows_s))
     out["marker_error"] = f.span_sm_clock_error
+    out["clock_source"] = f.span_sm_clock_source  # the harness's per-call clock: the PM sampler's, or the markers'
+    out["edges_mhz"] = median_or_none([(a + b) / 2 for a, b in f.span_sm_clock_edges_mhz if a and b])
     return out
 
 
@@ -254,8 +256,10 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
         print(f"{r['neighbour']:9s} {r['calls']:5d} {f(r['span_ms'], '8.4f')} {f(r['marker_mhz'], '7.1f')} "
               f"{f(r['kernel_mhz'], '7.1f')} {f(r['nvml_mhz'], '6.0f')} {f(r['marker_mcycles'], '11.4f')} "
               f"{f(r['kernel_mcycles'], '11.4f')} {f(r['marker_over_kernel'], '+13.2%')}")
-    print_spreads(rows, (("span_ms", "span (ms)"), ("marker_mcycles", "cycles by the marker clock"),
+    print_spreads(rows, (("span_ms", "span (ms)"), ("marker_mcycles", "cycles by the harness's per-call clock"),
                          ("kernel_mcycles", "cycles by the in-kernel clock")))
+    print("the harness's per-call clock ('marker' above): " + ", ".join(
+        f"{r['neighbour']} {r.get('clock_source')} (markers {shown(r.get('edges_mhz'), '.1f')} MHz)" for r in rows))
 
 
 def main() -> None:

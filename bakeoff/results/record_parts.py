@@ -23,7 +23,7 @@ Status = Literal["ok", "skipped", "mismatch", "compile_error", "runtime_error", 
 # A number JSON cannot spell, written as text where it is the finding (the worst element of an output).
 NonFinite = Literal["nan", "inf", "-inf"]
 CheckStatus = Literal["ok", "mismatch"]
-ClockSource = Literal["marker-spin", "nvml"]  # how a per-call SM clock was read (harness/measure/marker_clock.py)
+ClockSource = Literal["pm-sampler", "marker-spin", "nvml"]  # how a per-call SM clock was read (call_clocks.py)
 
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=True)
 
@@ -257,9 +257,11 @@ class DeviceTime(_Figures):
     span_sm_clock_mhz: list[float] | None = doc("the SM clock during each profiled call, MHz (span_sm_clock_source "
                                                 "says how it was read)")
     span_sm_clock_source: ClockSource | None = doc(
-        "where span_sm_clock_mhz was read: 'marker-spin', on the device, the mean of the readings of the markers "
-        "before and after the call (span_sm_clock_edges_mhz); 'nvml', NVML's readings inside the call's host "
-        "window (their median, else the nearest), where the markers gave no clock for some call")
+        "where span_sm_clock_mhz was read: 'pm-sampler', the GPU's PM sampler over the call's own span (elapsed SM "
+        "cycles over nanoseconds); 'marker-spin', on the device, the mean of the readings of the markers before and "
+        "after the call (span_sm_clock_edges_mhz), where the sampler is unavailable or missed a call; 'nvml', "
+        "NVML's readings inside the call's host window (their median, else the nearest), where neither read every "
+        "call")
     span_sm_clock_edges_mhz: list[tuple[float | None, float | None]] | None = doc(
         "the SM clock read by the marker before and by the marker after each profiled call, MHz (the difference "
         "of its two spin kernels' CUPTI durations; None: that marker gave no reading)")
@@ -374,5 +376,6 @@ class FigureQuality(_Group):
     speedup_drift_rel: float | None = doc("spread of those ratios' third-medians over the smallest (None: <15)")
     headline_sm_clock_mhz_max: int | None = doc("highest SM clock over the headline's samples, MHz")
     headline_sm_clock_source: ClockSource | None = doc(
-        "where the headline's clock figures were read: 'marker-spin', the per-call clocks of every profiled call "
-        "(device_span_sm_clock_mhz and eager's); 'nvml', NVML's readings over the CUPTI pass")
+        "where the headline's clock figures were read: 'pm-sampler' or 'marker-spin', the per-call clocks of every "
+        "profiled call (device_span_sm_clock_mhz and eager's; 'marker-spin' where any target's came from the "
+        "markers); 'nvml', NVML's readings over the CUPTI pass")

@@ -34,8 +34,9 @@ from typing import Any, Iterable, Sequence
 
 from bakeoff.harness.measure.kernel_times import kernel_times
 from bakeoff.harness.measure.marker_clock import MARK_SPINS, Edges, call_edges, per_call_mhz
+from bakeoff.harness.measure.pm_sampler import Sample, Sampling, call_clocks, fit_offset
 from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_kernel_event, stats
-from bakeoff.results.call_clocks import MARKER_SOURCE
+from bakeoff.results.call_clocks import MARKER_SOURCE, PM_SOURCE
 
 # Before each profiled call, about this much of the target's own calls (at most LEAD_IN_CALLS calls, at least 1).
 LEAD_IN_MS = 2.0
@@ -72,6 +73,8 @@ class CallTimes:
     launched: tuple[tuple[str, float], ...] = ()  # (kernel name, device µs) of each kernel of the call
     clock_edges_mhz: Edges = (None, None)  # the SM clock read by the marker before it and the marker after it
     clock_error: str | None = None  # why a marker around it gave no clock
+    window_us: tuple[float, float] = (0.0, 0.0)  # its first kernel's start and last kernel's end on the timeline
+    marker_windows_us: tuple[tuple[float, float], ...] = ()  # the markers before and after it, start to end
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class DeviceFigures:
     kernel_times: list[dict[str, Any]] = field(default_factory=list)  # per kernel name (measure/kernel_times.py)
     windows_s: list[tuple[float, float]] = field(default_factory=list)  # each profiled call's host window
     span_sm_clock_mhz: list[float] = field(default_factory=list)  # the SM clock per profiled call, MHz
-    span_sm_clock_source: str | None = None  # where it was read: MARKER_SOURCE, or NVML's (ClockSampler.at)
+    span_sm_clock_source: str | None = None  # where it was read: PM_SOURCE, MARKER_SOURCE, or NVML's
     span_sm_clock_edges_mhz: list[Edges] = field(default_factory=list)  # the markers' readings around each call
     span_sm_clock_error: str | None = None  # why the markers gave no clock for some call
 
@@ -164,10 +167,11 @@ def segment_calls(activities: Iterable[KernelSpan], n_calls: int) -> list[CallTi
         inside = [k for k in kernels if opened[0].start_us <= k.start_us < closed[0].start_us]
         if not inside:
             raise ProfileError(f"profiled call {j} launched no kernel that CUPTI saw")
-        span_us = max(k.end_us for k in inside) - min(k.start_us for k in inside)
+        first, last = min(k.start_us for k in inside), max(k.end_us for k in inside)
         edges, why = call_edges(_durations_us(opened), _durations_us(closed))
-        out.append(CallTimes(span_us / 1e3, sum(k.end_us - k.start_us for k in inside) / 1e3, len(inside),
-                             tuple((k.name, k.end_us - k.start_us) for k in inside), edges, why))
+        out.append(CallTimes((last - first) / 1e3, sum(k.end_us - k.start_us for k in inside) / 1e3, len(inside),
+                             tuple((k.name, k.end_us - k.start_us) for k in inside), edges, why, (first, last),
+                             tuple((m[0].start_us, m[-1].end_us) for m in (opened, closed))))
     return out
 
 
@@ -231,7 +235,7 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
         torch.cuda.synchronize()
         lead_in[t.name] = lead_in_calls((time.perf_counter() - t0) * 1e3)
     deadline = None if budget_s is None else time.perf_counter() + budget_s
-    with cuda_profiler() as prof:
+    with Sampling(_device_index(device)) as pm, cuda_profiler() as prof:
         for done in range(calls):
             if deadline and done >= min_calls and time.perf_counter() > deadline:
                 break
@@ -252,10 +256,37 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
                 mark()
                 order.append(t.name)
     segments = segment_calls(_kernel_spans(prof.function_events), len(order))
-    by_target: dict[str, list[CallTimes]] = {t.name: [] for t in targets}
-    windows_of: dict[str, list[tuple[float, float]]] = {t.name: [] for t in targets}
-    for name, seg, window in zip(order, segments, windows):
-        by_target[name].append(seg)
-        windows_of[name].append(window)
-    return {name: replace(figures_of(segs), windows_s=windows_of[name]) for name, segs in by_target.items()}
+    clocks = sampled_clocks(segments, pm.samples)
+    by_target: dict[str, list[int]] = {t.name: [] for t in targets}
+    for j, name in enumerate(order):
+        by_target[name].append(j)
+    return {name: with_sampled_clock(replace(figures_of([segments[j] for j in at]), windows_s=[windows[j] for j in at]),
+                                     [clocks[j] for j in at])
+            for name, at in by_target.items()}
+
+
+def _device_index(device: str) -> int:
+    import torch
+
+    return int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
+
+
+def sampled_clocks(calls: Sequence[CallTimes], samples: Sequence[Sample]) -> list[float | None]:
+    """Per call, the SM clock the PM sampler read over its span (measure/pm_sampler.py): the samples put on the
+    profiler's timeline by where the calls' spans hold the SMs busy and the markers do not; all None without
+    samples or where no offset fits."""
+    if not samples:
+        return [None] * len(calls)
+    spans = [(c.window_us[0] * 1e3, c.window_us[1] * 1e3) for c in calls]
+    quiet = [(a * 1e3, b * 1e3) for c in calls for a, b in c.marker_windows_us]
+    shift, _ = fit_offset(spans, samples, quiet)
+    return [None] * len(calls) if shift is None else call_clocks(spans, samples, shift)
+
+
+def with_sampled_clock(figures: DeviceFigures, clocks: Sequence[float | None]) -> DeviceFigures:
+    """`figures` with the sampler's per-call clock (PM_SOURCE) where it read every call; the markers' readings
+    stay beside it (span_sm_clock_edges_mhz). As they are otherwise."""
+    if not clocks or any(c is None for c in clocks) or len(clocks) != len(figures.span_samples_ms):
+        return figures
+    return replace(figures, span_sm_clock_mhz=[float(c) for c in clocks], span_sm_clock_source=PM_SOURCE)
 

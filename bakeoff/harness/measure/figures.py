@@ -12,8 +12,9 @@ For the backend and for eager beside it (paired: interleaved, measured the same 
   replayed up to 20 times within a quarter of the timer's budget, at least `min_reps` times);
 - the SM clock during the whole window (`sm_clock_mhz*`, NVML), and over the CUPTI pass alone, the headline's own
   samples (`headline_sm_clock_mhz_median`, `_min`, `_max`, `headline_sm_clock_source`; None on the CPU or
-  without the span): the per-call clocks the pass's markers read on the device (`device_span_sm_clock_mhz`,
-  measure/marker_clock.py) where every profiled call of both targets has one, else NVML's readings over the pass
+  without the span): the per-call clocks read on the device (`device_span_sm_clock_mhz`: the PM sampler's over
+  each call's span, measure/pm_sampler.py, else the pass's markers', measure/marker_clock.py) where every
+  profiled call of both targets has one, else NVML's readings over the pass
   (and NVML's per call in its host window for a target whose markers gave none).
 
 The headline (`headline_ms`, `headline_method`): on a GPU, the CUPTI span, the one figure obtained the same way
@@ -39,7 +40,7 @@ from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
                                             measure, pipeline_calls, pipeline_memory_cap_bytes,
                                             pipelined_latency)
-from bakeoff.results.call_clocks import MARKER_SOURCE, NVML_SOURCE
+from bakeoff.results.call_clocks import DEVICE_SOURCES, MARKER_SOURCE, NVML_SOURCE, PM_SOURCE
 from bakeoff.results.speedup_interval import interval_fields
 
 # The timing targets' names, internal to one case: never a config label, so a label such as "eager" for
@@ -220,15 +221,16 @@ def nvml_fallback(figures: DeviceFigures, span_clock: ClockSampler) -> DeviceFig
 
 def headline_clock_fields(profiled: dict[str, DeviceFigures], span_clock: ClockSampler) -> dict[str, Any]:
     """The SM clock over the headline's samples: median, lowest, highest and the share of readings over
-    CLOCK_DROP_LIMIT under their median, from every target's per-call marker clocks where each target has them,
-    else from NVML's readings over the CUPTI pass; {} without a reading."""
-    if profiled and all(f.span_sm_clock_source == MARKER_SOURCE for f in profiled.values()):
+    CLOCK_DROP_LIMIT under their median, from every target's per-call device clocks (the PM sampler's or the
+    markers') where each target has them, else from NVML's readings over the CUPTI pass; {} without a reading."""
+    sources = {f.span_sm_clock_source for f in profiled.values()}
+    if profiled and sources <= set(DEVICE_SOURCES):
         values = [c for f in profiled.values() for c in f.span_sm_clock_mhz]
         return {"headline_sm_clock_mhz_median": float(statistics.median(values)),
                 "headline_sm_clock_mhz_min": int(round(min(values))),
                 "headline_sm_clock_mhz_max": int(round(max(values))),
                 "headline_sm_clock_low_share": low_share(values, CLOCK_DROP_LIMIT),
-                "headline_sm_clock_source": MARKER_SOURCE}
+                "headline_sm_clock_source": PM_SOURCE if sources == {PM_SOURCE} else MARKER_SOURCE}
     clk = span_clock.fields()
     if "sm_clock_mhz" not in clk:
         return {}

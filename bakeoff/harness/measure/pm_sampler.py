@@ -1,0 +1,246 @@
+"""The SM clock each profiled call ran at, read by the GPU's own performance monitors over the call's span.
+
+The markers around a call read the clock before and after it, when a power-capped GPU has already recovered: on
+the H200 they read 11-34% above the clock a compute-bound call ran at, which only the call's own `%clock64` shows
+(benchmarks/kernel_clock_check.py). The PM sampler (CUPTI's PM Sampling API, through NVIDIA's cupti-python)
+counts every SM's elapsed and active cycles every INTERVAL_NS while any kernel runs, touching none: here it runs
+through the CUPTI pass, and a call's clock is the elapsed cycles over the nanoseconds of the samples that lie
+wholly inside the call's span (its first kernel's start to its last kernel's end), for any backend's kernels.
+
+The samples and the profiler's kernel records are stamped on different clocks (beside Kineto, CUPTI stamps the
+samples in the host's TSC ticks; the kernel records come as microseconds from the trace's start): `fit_offset`
+finds the one offset of the pass as where the SMs are busiest inside the calls' spans (a cross-correlation on
+the samples' grid, then a fine search), and a pass whose calls do not keep the SMs busy gets no clock from here.
+Beside the stamps of a persistent matmul this read its clock within 0.5-1% per call (H100;
+benchmarks/pm_clock_check.py).
+
+Only one process holds a device's sampler at a time: it is enabled for one pass, inside the timing gate, and
+disabled after it. Without cupti-python, or where the sampler fails to start, the markers' clock stands.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import statistics
+from typing import Any, Sequence
+
+import numpy as np
+
+INTERVAL_NS = 20_000
+METRICS = ("sm__cycles_elapsed.avg", "sm__cycles_active.avg")
+MIN_BUSY = 0.5  # the calls' spans must hold SMs at least this busy for the fit to stand
+FINE_REACH_NS, FINE_STEP_NS = 40_000, 1_000
+HOST_INIT_BYTES_13_0 = 48  # CUpti_Profiler_Host_Initialize_Params of libcupti 13.0, before the set name
+ENV_OFF = "BAKEOFF_PM_SAMPLER"  # "0": leave the sampler off
+
+Sample = tuple[float, float, float, float]  # start ns, end ns, SM elapsed cycles, SM active cycles (SM average)
+_STATE: dict[str, Any] = {}  # per process: the loaded libraries, the refusal reason
+
+
+def unavailable() -> str | None:
+    """Why this process cannot sample (the package, its libraries, a switch), or None."""
+    if os.environ.get(ENV_OFF, "1") == "0":
+        return f"{ENV_OFF}=0"
+    if "why" not in _STATE:
+        _STATE["why"] = _load()
+    return _STATE["why"]
+
+
+def _load() -> str | None:
+    try:
+        import cupti  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any failure means no sampler, and says why
+        return f"cupti-python is not installed (pip install 'bakeoff[cuda]'): {exc}"[:300]
+    for lib in ("libnvperf_host.so", "libnvperf_target.so"):  # libcupti dlopens them: load them where torch has them
+        found = sorted(glob.glob(os.path.join(_nvidia_dir(), "**", lib), recursive=True))
+        try:
+            if found:
+                ctypes.CDLL(found[-1], mode=ctypes.RTLD_GLOBAL)
+        except OSError as exc:
+            return f"{lib} did not load: {exc}"[:300]
+    return None
+
+
+def _nvidia_dir() -> str:
+    try:
+        import nvidia
+
+        return list(nvidia.__path__)[0]
+    except Exception:  # noqa: BLE001 - no wheel-installed CUDA libraries: the loader's path only
+        return "/nonexistent"
+
+
+class Sampling:
+    """One pass of the sampler on `device_index`: `with Sampling(0) as pm: ...`, then `pm.samples` (in_ns) or
+    `pm.error` (why there are none). Never raises for the sampler's sake: the pass it wraps must stand."""
+
+    def __init__(self, device_index: int) -> None:
+        self.device_index, self.samples, self.error = device_index, [], unavailable()
+        self._col: Any = None
+
+    def __enter__(self) -> "Sampling":
+        if self.error is None:
+            try:
+                self._col = _collector(self.device_index)
+                self._col.start()
+            except Exception as exc:  # noqa: BLE001
+                self.error = f"the PM sampler did not start: {type(exc).__name__}: {exc}"[:300]
+                self._close()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._col is None:
+            return
+        try:
+            self._col.stop()
+            self.samples = in_ns(_decoded(self._col))
+            if not self.samples:
+                self.error = "the PM sampler gave no samples"
+        except Exception as exc:  # noqa: BLE001
+            self.error = f"the PM sampler's samples did not decode: {type(exc).__name__}: {exc}"[:300]
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        try:
+            if self._col is not None:
+                self._col.disable()
+        except Exception:  # noqa: BLE001 - already broken: the error above says so
+            pass
+        self._col = None
+
+
+def _collector(device_index: int) -> Any:
+    """An enabled PM sampling collector for METRICS every INTERVAL_NS. libcupti 13.0 (the GPU image's) refuses
+    the profiler-host init struct of cupti-python 13.4 by its size; the size it knows is passed instead."""
+    import cupti.cupti as cc
+    import cupti.profiler_host as ph
+    from cupti import pm_sampling
+
+    col = pm_sampling.Collector(device_index=device_index)
+    col.enable()
+    try:
+        if not _STATE.get("host_ok"):
+            try:
+                ph.ProfilerHost(col._chip_name, ph.ProfilerType.PM_SAMPLING).initialize()
+            except cc.cuptiError as exc:
+                if exc.status != cc.Result.ERROR_INVALID_PARAMETER:
+                    raise
+                cc.PROFILER_HOST_INITIALIZE_PARAMS_STRUCT_SIZE = HOST_INIT_BYTES_13_0
+            _STATE["host_ok"] = True
+        col.configure(metrics=list(METRICS), sampling_interval=INTERVAL_NS,
+                      trigger_mode=pm_sampling.TriggerMode.GPU_TIME_INTERVAL)
+    except Exception:
+        col.disable()
+        raise
+    return col
+
+
+def _decoded(col: Any) -> list[tuple[int, int, float, float]]:
+    data = col.decode(max_samples=1_000_000)
+    at = [list(data.metrics).index(m) for m in METRICS]  # the values come in the decoder's metric order
+    return [(s.start_timestamp, s.end_timestamp, *(float(s.metric_values[i]) for i in at)) for s in data]
+
+
+def in_ns(raw: Sequence[tuple[int, int, float, float]]) -> list[Sample]:
+    """The samples on a nanosecond scale, sorted: a profiler that registers its own CUPTI timestamp (Kineto: the
+    host's TSC) has the sampler stamp in that clock's ticks, so a sample INTERVAL_NS long spans interval x ticks
+    per ns. Samples stamped 0 (none taken) and those not one interval long (the first after a pause spans the
+    pause) are left out."""
+    got = sorted(x for x in raw if x[0] > 0 and x[1] > x[0])
+    if not got:
+        return []
+    ticks = statistics.median(e - s for s, e, _, _ in got)
+    per_ns = 1.0 if abs(ticks / INTERVAL_NS - 1) < 0.01 else ticks / INTERVAL_NS
+    return [(s / per_ns, e / per_ns, sm, act) for s, e, sm, act in got if abs((e - s) / ticks - 1) < 0.5]
+
+
+def busy_at(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample], shift_ns: float,
+            whole: bool = True) -> tuple[float | None, int]:
+    """Active over elapsed SM cycles of the samples inside the windows moved by shift_ns (wholly inside, or
+    touching them where not `whole`), and how many samples that was."""
+    if not samples or not windows_ns:
+        return None, 0
+    ws = np.array(sorted(windows_ns), dtype=np.float64) + shift_ns
+    arr = np.array(samples, dtype=np.float64)
+    if whole:
+        at = np.searchsorted(ws[:, 0], arr[:, 0], side="right") - 1
+        ok = (at >= 0) & (arr[:, 1] <= ws[np.clip(at, 0, None), 1])
+    else:
+        at = np.searchsorted(ws[:, 0], arr[:, 1], side="left") - 1
+        ok = (at >= 0) & (arr[:, 0] < ws[np.clip(at, 0, None), 1])
+    sm = arr[ok, 2].sum()
+    return (float(arr[ok, 3].sum() / sm) if sm > 0 else None), int(ok.sum())
+
+
+def fit_offset(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample],
+               quiet_ns: Sequence[tuple[float, float]] = ()) -> tuple[float | None, float]:
+    """The shift (ns) that puts the calls' windows on the samples' clock, and the SMs' busy share inside them
+    there; (None, busy) where that share is under MIN_BUSY. The score of a shift: the share of active cycles in
+    the samples wholly inside the calls' windows, less the share in those touching the `quiet_ns` windows (the
+    markers: one SM of all busy), which keeps the calls from fitting onto their own lead-in calls. Coarse: every
+    lag of the samples' grid that puts the windows mostly on samples (FFT cross-correlations); fine:
+    +-FINE_REACH_NS around the best, the middle of the shifts within 0.1% of the best."""
+    if not samples or not windows_ns:
+        return None, 0.0
+    arr = np.array(samples, dtype=np.float64)
+    t0, n = arr[0, 0], int((arr[-1, 1] - arr[0, 0]) // INTERVAL_NS) + 1
+    grid = np.clip(((arr[:, 0] - t0) // INTERVAL_NS).astype(np.int64), 0, n - 1)
+    sm, act = np.zeros(n), np.zeros(n)
+    sm[grid], act[grid] = arr[:, 2], arr[:, 3]
+    w0 = min(a for a, _ in windows_ns)
+    num, den = _lagged(act, sm, _bins(windows_ns, w0, True))
+    score = np.where(den > 0, num / np.where(den > 0, den, 1), 0.0)
+    if quiet_ns:
+        qn, qd = _lagged(act, sm, _bins(quiet_ns, w0, False))
+        score = score - np.where(qd > 0, qn / np.where(qd > 0, qd, 1), 0.0)
+    lags = np.flatnonzero(den > 0.5 * den.max()) if den.max() > 0 else []
+    if not len(lags):
+        return None, 0.0
+    coarse = t0 + int(lags[np.argmax(score[lags])]) * INTERVAL_NS - w0
+
+    def fine_score(k: int) -> float:
+        calls = busy_at(windows_ns, samples, coarse + k)[0] or 0.0
+        return calls - ((busy_at(quiet_ns, samples, coarse + k, whole=False)[0] or 0.0) if quiet_ns else 0.0)
+
+    fine = [(k, fine_score(k)) for k in range(-FINE_REACH_NS, FINE_REACH_NS + 1, FINE_STEP_NS)]
+    top = max(b for _, b in fine)
+    best = [k for k, b in fine if b >= top - 1e-3]
+    shift = coarse + best[len(best) // 2]
+    busy = busy_at(windows_ns, samples, shift)[0] or 0.0
+    return (shift if busy >= MIN_BUSY else None), busy
+
+
+def _bins(windows_ns: Sequence[tuple[float, float]], w0: float, whole: bool) -> np.ndarray:
+    """1 in the grid bins (INTERVAL_NS from w0) wholly inside a window (`whole`) or touching one."""
+    ind = np.zeros(int((max(b for _, b in windows_ns) - w0) // INTERVAL_NS) + 2)
+    for a, b in windows_ns:
+        lo = np.ceil((a - w0) / INTERVAL_NS) if whole else np.floor((a - w0) / INTERVAL_NS)
+        hi = np.floor((b - w0) / INTERVAL_NS) if whole else np.ceil((b - w0) / INTERVAL_NS)
+        ind[max(int(lo), 0):max(int(hi), 0)] = 1.0
+    return ind
+
+
+def _lagged(act: np.ndarray, sm: np.ndarray, ind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every lag L on the grid: the active and the elapsed cycles in the bins the windows cover when they
+    start at bin L (two cross-correlations by FFT)."""
+    n = len(sm)
+    size = 1 << int(np.ceil(np.log2(n + len(ind))))
+    f_ind = np.conj(np.fft.rfft(ind, size))
+    return (np.fft.irfft(np.fft.rfft(act, size) * f_ind, size)[:n],
+            np.fft.irfft(np.fft.rfft(sm, size) * f_ind, size)[:n])
+
+
+def call_clocks(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample], shift_ns: float
+                ) -> list[float | None]:
+    """Per window (moved by shift_ns), the SM clock in MHz over the samples wholly inside it: their elapsed
+    cycles over their nanoseconds; None for a window with no sample wholly inside (a call under two intervals)."""
+    arr = np.array(samples, dtype=np.float64)
+    out: list[float | None] = []
+    for a, b in windows_ns:
+        lo = np.searchsorted(arr[:, 0], a + shift_ns, side="left")
+        hi = np.searchsorted(arr[:, 1], b + shift_ns, side="right")
+        ns = (arr[lo:hi, 1] - arr[lo:hi, 0]).sum() if hi > lo else 0.0
+        out.append(float(arr[lo:hi, 2].sum() / ns * 1e3) if ns > 0 else None)
+    return out
