@@ -56,16 +56,19 @@ def test_samples_in_ticks_come_back_in_ns_without_the_empty_and_the_pause():
     assert ps.in_ns([(100, 100 + DT, 1.0, 1.0)])[0][:2] == (100, 100 + DT)  # already ns: as they are
 
 
-@pytest.mark.parametrize("offset_ns, ticks_per_ns", [(2_930_000, 1.0), (146_749_000_000, 2.10005)])
-def test_the_fit_puts_the_calls_on_the_samples_and_reads_their_own_clock(offset_ns, ticks_per_ns):
-    calls, markers, at, end = timeline()
+@pytest.mark.parametrize("offset_ns, ticks_per_ns, groups", [(2_930_000, 1.0, 12), (146_749_000_000, 2.10005, 12),
+                                                              (3_000_000, 2.1, 200)])
+def test_the_fit_puts_the_calls_on_the_samples_and_reads_their_own_clock(offset_ns, ticks_per_ns, groups):
+    # 200 groups: the pass repeats every 5, and a lag of 5 calls fits as well but for the ends
+    calls, markers, at, end = timeline(groups)
     samples = ps.in_ns(sampled(at, end, offset_ns, ticks_per_ns))
     shift, busy = ps.fit_offset(calls, samples, markers)
     assert shift is not None and abs(shift - offset_ns) <= DT and busy > 0.95
     clocks = ps.call_clocks(calls, samples, shift)
     assert all(c == pytest.approx(1300.0, rel=0.01) for c in clocks)
     # the lead-in calls are as busy as the profiled ones: only the markers tell the two apart
-    assert abs(ps.fit_offset(calls, samples)[0] - offset_ns) > 100_000
+    if groups == 12:
+        assert abs(ps.fit_offset(calls, samples)[0] - offset_ns) > 100_000
     lead_shift = offset_ns - 550_000
     assert ps.busy_at(calls, samples, lead_shift)[0] == pytest.approx(1.0)
     assert ps.busy_at(markers, samples, lead_shift, whole=False)[0] > 0.5

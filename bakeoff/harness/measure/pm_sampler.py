@@ -156,14 +156,14 @@ def in_ns(raw: Sequence[tuple[int, int, float, float]]) -> list[Sample]:
     return [(s / per_ns, e / per_ns, sm, act) for s, e, sm, act in got if abs((e - s) / ticks - 1) < 0.5]
 
 
-def busy_at(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample], shift_ns: float,
+def busy_at(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample] | np.ndarray, shift_ns: float,
             whole: bool = True) -> tuple[float | None, int]:
     """Active over elapsed SM cycles of the samples inside the windows moved by shift_ns (wholly inside, or
     touching them where not `whole`), and how many samples that was."""
-    if not samples or not windows_ns:
+    if not len(samples) or not windows_ns:
         return None, 0
     ws = np.array(sorted(windows_ns), dtype=np.float64) + shift_ns
-    arr = np.array(samples, dtype=np.float64)
+    arr = samples if isinstance(samples, np.ndarray) else np.array(samples, dtype=np.float64)
     if whole:
         at = np.searchsorted(ws[:, 0], arr[:, 0], side="right") - 1
         ok = (at >= 0) & (arr[:, 1] <= ws[np.clip(at, 0, None), 1])
@@ -180,35 +180,37 @@ def fit_offset(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Samp
     there; (None, busy) where that share is under MIN_BUSY. The score of a shift: the share of active cycles in
     the samples wholly inside the calls' windows, less the share in those touching the `quiet_ns` windows (the
     markers: one SM of all busy), which keeps the calls from fitting onto their own lead-in calls. Coarse: every
-    lag of the samples' grid that puts the windows mostly on samples (FFT cross-correlations); fine:
+    lag of the samples' grid that puts all the windows on samples (FFT cross-correlations); fine:
     +-FINE_REACH_NS around the best, the middle of the shifts within 0.1% of the best."""
     if not samples or not windows_ns:
         return None, 0.0
     arr = np.array(samples, dtype=np.float64)
     t0, n = arr[0, 0], int((arr[-1, 1] - arr[0, 0]) // INTERVAL_NS) + 1
     grid = np.clip(((arr[:, 0] - t0) // INTERVAL_NS).astype(np.int64), 0, n - 1)
-    sm, act = np.zeros(n), np.zeros(n)
-    sm[grid], act[grid] = arr[:, 2], arr[:, 3]
+    sm, act, got = np.zeros(n), np.zeros(n), np.zeros(n)
+    sm[grid], act[grid], got[grid] = arr[:, 2], arr[:, 3], 1.0
     w0 = min(a for a, _ in windows_ns)
-    num, den = _lagged(act, sm, _bins(windows_ns, w0, True))
+    ind = _bins(windows_ns, w0, True)
+    (num, den, cnt) = _lagged((act, sm, got), ind)
     score = np.where(den > 0, num / np.where(den > 0, den, 1), 0.0)
     if quiet_ns:
-        qn, qd = _lagged(act, sm, _bins(quiet_ns, w0, False))
+        qn, qd = _lagged((act, sm), _bins(quiet_ns, w0, False))
         score = score - np.where(qd > 0, qn / np.where(qd > 0, qd, 1), 0.0)
-    lags = np.flatnonzero(den > 0.5 * den.max()) if den.max() > 0 else []
+    # every window on samples: a pass repeats itself, and a lag of whole calls would fit as well but for the ends
+    lags = np.flatnonzero(cnt >= cnt.max() - max(0.005 * ind.sum(), 0.5)) if ind.sum() else []
     if not len(lags):
         return None, 0.0
     coarse = t0 + int(lags[np.argmax(score[lags])]) * INTERVAL_NS - w0
 
     def fine_score(k: int) -> float:
-        calls = busy_at(windows_ns, samples, coarse + k)[0] or 0.0
-        return calls - ((busy_at(quiet_ns, samples, coarse + k, whole=False)[0] or 0.0) if quiet_ns else 0.0)
+        calls = busy_at(windows_ns, arr, coarse + k)[0] or 0.0
+        return calls - ((busy_at(quiet_ns, arr, coarse + k, whole=False)[0] or 0.0) if quiet_ns else 0.0)
 
     fine = [(k, fine_score(k)) for k in range(-FINE_REACH_NS, FINE_REACH_NS + 1, FINE_STEP_NS)]
     top = max(b for _, b in fine)
     best = [k for k, b in fine if b >= top - 1e-3]
     shift = coarse + best[len(best) // 2]
-    busy = busy_at(windows_ns, samples, shift)[0] or 0.0
+    busy = busy_at(windows_ns, arr, shift)[0] or 0.0
     return (shift if busy >= MIN_BUSY else None), busy
 
 
@@ -222,14 +224,13 @@ def _bins(windows_ns: Sequence[tuple[float, float]], w0: float, whole: bool) -> 
     return ind
 
 
-def _lagged(act: np.ndarray, sm: np.ndarray, ind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For every lag L on the grid: the active and the elapsed cycles in the bins the windows cover when they
-    start at bin L (two cross-correlations by FFT)."""
-    n = len(sm)
+def _lagged(series: Sequence[np.ndarray], ind: np.ndarray) -> list[np.ndarray]:
+    """For every lag L on the grid, per series: its sum over the bins the windows cover when they start at bin L
+    (cross-correlations by FFT)."""
+    n = len(series[0])
     size = 1 << int(np.ceil(np.log2(n + len(ind))))
     f_ind = np.conj(np.fft.rfft(ind, size))
-    return (np.fft.irfft(np.fft.rfft(act, size) * f_ind, size)[:n],
-            np.fft.irfft(np.fft.rfft(sm, size) * f_ind, size)[:n])
+    return [np.fft.irfft(np.fft.rfft(x, size) * f_ind, size)[:n] for x in series]
 
 
 def call_clocks(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample], shift_ns: float
