@@ -1,16 +1,20 @@
-"""Can the GPU's own performance monitors read the clock a foreign kernel ran at? (GPU only; ~30 s; cupti-python.)
+"""Can the GPU's own performance monitors read the clock a power-capped kernel ran at? (GPU only; ~40 s; cupti-python.)
 
 kernel_clock_check.py showed that a power-capped matmul runs at a clock the marker spins around it cannot see, and
 that its cycles by its own `%clock64` / `%globaltimer` stay equal beside any neighbour. A backend's kernels cannot
 be made to stamp their clock; the GPU's PM sampler (CUPTI's PM Sampling API, through NVIDIA's cupti-python) reads
-hardware counters every INTERVAL_NS while any kernel runs, without touching it, and stamps each sample in
-`%globaltimer` ns. Here the same stamped matmul runs beside the same neighbours with the sampler on, after SUSTAIN_S
-of the pair back to back, and each call's clock by the sampler (`sm__cycles_elapsed.avg` over the nanoseconds of
-the samples wholly inside the call's window: its programs' first start to last end) is set beside the call's
-in-kernel clock; beside them the SMs' active cycles (`sm__cycles_active.avg`: in a persistent matmul every SM is
-busy for the whole window, so active cycles over nanoseconds is a clock too, one that may not count cycles the
-hardware skipped to hold its power) and the graphics clock (`gr__cycles_elapsed.max`). A first pass, whose
-samples did not fall inside its calls, is left out.
+hardware counters every INTERVAL_NS while any kernel runs, without touching it. Here the same stamped matmul runs
+beside the same neighbours with the sampler on, after SUSTAIN_S of the pair back to back, and each call's clock
+by the sampler (`sm__cycles_elapsed.avg` over the nanoseconds of the samples wholly inside the call's window: its
+programs' first start to last end) is set beside the call's in-kernel clock; beside them the SMs' active cycles
+(`sm__cycles_active.avg`, which also tells where the calls are: a persistent matmul keeps every SM busy, the spin
+neighbour one of them) and the graphics clock (`gr__cycles_elapsed.max`). A first pass is left out.
+
+The samples are stamped by CUPTI's clock, not `%globaltimer`: the host's clock, which `%globaltimer` trails by a
+millisecond or more, one offset per process; and beside Kineto (the harness's CUPTI pass) the host's TSC ticks,
+since Kineto registers its own CUPTI timestamp. So the table comes twice: as stamped, then with every window moved
+by the offset at which the spin pass's windows hold the busiest SMs (`best_shift_ns`); the pass beside the
+harness's CUPTI pass is fitted to its host windows, as the harness could, and to the stamps.
 
 Per neighbour: the in-kernel clock, the sampler's SM and graphics clocks inside the calls, the median per-call
 difference from the in-kernel clock, and the cycles by each clock; across neighbours, the spread of each.
