@@ -151,9 +151,11 @@ def in_ns(raw: Sequence[tuple[int, int, float, float]]) -> list[Sample]:
     got = sorted(x for x in raw if x[0] > 0 and x[1] > x[0])
     if not got:
         return []
-    ticks = statistics.median(e - s for s, e, _, _ in got)
+    typical = statistics.median(e - s for s, e, _, _ in got)
+    got = [x for x in got if abs((x[1] - x[0]) / typical - 1) < 0.5]
+    ticks = statistics.fmean(e - s for s, e, _, _ in got)  # a tick's rounding, alternate ways, averages out
     per_ns = 1.0 if abs(ticks / INTERVAL_NS - 1) < 0.01 else ticks / INTERVAL_NS
-    return [(s / per_ns, e / per_ns, sm, act) for s, e, sm, act in got if abs((e - s) / ticks - 1) < 0.5]
+    return [(s / per_ns, e / per_ns, sm, act) for s, e, sm, act in got]
 
 
 def busy_at(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample] | np.ndarray, shift_ns: float,
