@@ -88,6 +88,27 @@ def test_long_calls_are_profiled_and_replayed_within_the_budget():
     assert replay.median_ms == pytest.approx(single_ms, rel=0.2)
 
 
+def test_the_pm_sampler_reads_the_clock_of_a_call_that_fills_the_gpu():
+    """Where cupti-python is installed, a call that keeps every SM busy for about a millisecond gets its per-call
+    clock from the PM sampler over its own span, within what the GPU runs at; the markers' readings stay beside
+    it. Not a check of its accuracy: benchmarks/pm_clock_check.py and kernel_clock_check.py set it beside the
+    clock a kernel's own programs counted."""
+    from bakeoff.harness.measure import pm_sampler
+    from bakeoff.harness.measure.device_time import profile_device_time
+    from bakeoff.harness.measure.environment import _nvml, _nvml_handle
+    from bakeoff.harness.measure.timing import TimedCall
+
+    if pm_sampler.unavailable():
+        pytest.skip(pm_sampler.unavailable())
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    figs = profile_device_time([TimedCall("mm", lambda: a @ a, torch.cuda.synchronize)], "cuda", 10, True)["mm"]
+    assert figs.span_sm_clock_source == "pm-sampler", figs.span_sm_clock_sampler_error
+    assert len(figs.span_sm_clock_mhz) == 10 and all(b and e for b, e in figs.span_sm_clock_edges_mhz)
+    nv = _nvml()
+    top = nv.nvmlDeviceGetMaxClockInfo(_nvml_handle(nv, 0), nv.NVML_CLOCK_SM) if nv else 3500
+    assert all(0.2 * top < c < 1.03 * top for c in figs.span_sm_clock_mhz), (figs.span_sm_clock_mhz, top)
+
+
 def test_markers_read_the_sm_clock_of_every_call():
     """Every profiled call gets its SM clock from the markers around it, within what the GPU runs at; with a
     near-idle device (a tiny call) the clock holds still, so NVML's reading is good there and the markers' must

@@ -106,10 +106,21 @@ def test_the_sampler_clock_replaces_the_markers_only_where_it_read_every_call():
     marked = figures(3, [1900.0, 1900.0, 1890.0])
     got = with_sampled_clock(marked, [1300.0, 1310.0, 1305.0])
     assert got.span_sm_clock_source == PM_SOURCE and got.span_sm_clock_mhz == [1300.0, 1310.0, 1305.0]
-    assert with_sampled_clock(marked, [1300.0, None, 1305.0]) is marked
+    short = with_sampled_clock(marked, [1300.0, None, 1305.0])
+    assert short.span_sm_clock_source == MARKER_SOURCE and short.span_sm_clock_mhz == marked.span_sm_clock_mhz
+    assert short.span_sm_clock_sampler_error.startswith("1 of 3 profiled calls had no PM sample")
+    assert short.fields("eager_")["eager_device_span_sm_clock_sampler_error"] == short.span_sm_clock_sampler_error
     assert with_sampled_clock(marked, []) is marked
     calls = [CallTimes(0.4, 0.4, 1, window_us=(a / 1e3, b / 1e3)) for a, b in timeline(3)[0]]
-    assert sampled_clocks(calls, []) == [None, None, None]
+    assert sampled_clocks(calls, [], "cupti-python is not installed") == ([None] * 3, "cupti-python is not installed")
+    off = with_sampled_clock(marked, *sampled_clocks(calls, [], "cupti-python is not installed"))
+    assert off.span_sm_clock_source == MARKER_SOURCE and off.span_sm_clock_sampler_error.startswith("cupti-python")
+    # samples that no offset puts the calls on (the SMs a fifth busy): why, and the markers' clock stands
+    _, markers, at, end = timeline(3)
+    idle = [(s, e, c, a * 0.2) for s, e, c, a in ps.in_ns(sampled(at, end, 5_000, 1.0))]
+    clocks, why = sampled_clocks([CallTimes(0.4, 0.4, 1, window_us=c.window_us,
+                                            marker_windows_us=()) for c in calls], idle)
+    assert clocks == [None] * 3 and why.startswith("no offset put the calls on the PM sampler's samples")
 
 
 def test_the_headline_clock_names_the_sampler_only_when_every_target_had_it():

@@ -282,6 +282,8 @@ NOT_ON_THIS_RUN = {
     **dict.fromkeys(["device_span_sm_clock_edges_mhz", "device_span_sm_clock_error",
                      "eager_device_span_sm_clock_edges_mhz", "eager_device_span_sm_clock_error"],
                     "the markers' clock readings: tests/test_marker_clock.py"),
+    **dict.fromkeys(["device_span_sm_clock_sampler_error", "eager_device_span_sm_clock_sampler_error"],
+                    "why the PM sampler gave no clock: tests/test_pm_sampler.py"),
     **dict.fromkeys(["gpu_state_before", "gpu_state_after"], "GPU only: test_gpu_state_fields_are_declared"),
     **dict.fromkeys(["gpu_other_processes", "gpu_process_error", "ceiling", "ceiling_exceeded", "pct_of_ceiling",
                      "pct_of_ceiling_measured", "pct_of_spec_peak"],

@@ -266,6 +266,9 @@ class DeviceTime(_Figures):
         "the SM clock read by the marker before and by the marker after each profiled call, MHz (the difference "
         "of its two spin kernels' CUPTI durations; None: that marker gave no reading)")
     span_sm_clock_error: str | None = doc("why the markers gave no clock for some profiled call")
+    span_sm_clock_sampler_error: str | None = doc(
+        "why the PM sampler gave no clock for some profiled call (cupti-python missing, the sampler did not start, "
+        "no offset fitted, a call shorter than two samples); the clock is then the markers'")
     kernel_count: int | None = doc("device kernels per call, median")
     kernel_sum_ms: float | None = doc("median summed kernel ms per call")
     kernel_sum_p20_ms: float | None = doc("20th percentile summed kernel ms per call")
@@ -296,6 +299,7 @@ DEVICE_TIME_COLUMNS = Flat.of({"span_ms": "device_span_ms", "span_p20_ms": "devi
                    "span_sm_clock_source": "device_span_sm_clock_source",
                    "span_sm_clock_edges_mhz": "device_span_sm_clock_edges_mhz",
                    "span_sm_clock_error": "device_span_sm_clock_error",
+                   "span_sm_clock_sampler_error": "device_span_sm_clock_sampler_error",
                    "kernel_count": "kernel_count",
                    "kernel_sum_ms": "device_ms", "kernel_sum_p20_ms": "device_ms_p20",
                    "kernel_sum_p80_ms": "device_ms_p80", "profiled_calls": "profiled_calls",
@@ -304,7 +308,7 @@ DEVICE_TIME_COLUMNS = Flat.of({"span_ms": "device_span_ms", "span_p20_ms": "devi
 EAGER_DEVICE_TIME_COLUMNS = DEVICE_TIME_COLUMNS.mirror("eager_", (
     "span_ms", "span_p20_ms", "span_p80_ms", "span_iqr_rel", "span_samples_ms", "span_sm_clock_mhz",
     "span_sm_clock_source", "span_sm_clock_edges_mhz", "span_sm_clock_error", "kernel_sum_ms", "kernel_sum_p20_ms",
-    "kernel_sum_p80_ms", "kernel_count", "profiled_calls", "kernel_times"))
+    "kernel_sum_p80_ms", "kernel_count", "profiled_calls", "kernel_times", "span_sm_clock_sampler_error"))
 HEADLINE_COLUMNS = Flat.of({**spread_columns("headline"), "iqr_rel": "headline_iqr_rel", "n": "headline_n",
                      "method": "headline_method", "fallback": "headline_fallback"})
 

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 from bakeoff.harness.measure.kernel_times import kernel_times
 from bakeoff.harness.measure.marker_clock import MARK_SPINS, Edges, call_edges, per_call_mhz
-from bakeoff.harness.measure.pm_sampler import Sample, Sampling, call_clocks, fit_offset
+from bakeoff.harness.measure.pm_sampler import INTERVAL_NS, MIN_BUSY, Sample, Sampling, call_clocks, fit_offset
 from bakeoff.harness.measure.timing import CacheFlusher, Stats, TimedCall, is_kernel_event, stats
 from bakeoff.results.call_clocks import MARKER_SOURCE, PM_SOURCE
 
@@ -92,6 +92,7 @@ class DeviceFigures:
     span_sm_clock_source: str | None = None  # where it was read: PM_SOURCE, MARKER_SOURCE, or NVML's
     span_sm_clock_edges_mhz: list[Edges] = field(default_factory=list)  # the markers' readings around each call
     span_sm_clock_error: str | None = None  # why the markers gave no clock for some call
+    span_sm_clock_sampler_error: str | None = None  # why the PM sampler gave no clock for some call
 
     def fields(self, prefix: str = "") -> dict[str, float | int | list[float]]:
         """Record fields: `{prefix}device_span_ms` (median), p20/p80, IQR, n and samples (`_samples_ms`);
@@ -111,7 +112,9 @@ class DeviceFigures:
                 **({f"{prefix}device_span_sm_clock_edges_mhz": [list(e) for e in self.span_sm_clock_edges_mhz]}
                    if self.span_sm_clock_edges_mhz else {}),
                 **({f"{prefix}device_span_sm_clock_error": self.span_sm_clock_error}
-                   if self.span_sm_clock_error else {})}
+                   if self.span_sm_clock_error else {}),
+                **({f"{prefix}device_span_sm_clock_sampler_error": self.span_sm_clock_sampler_error}
+                   if self.span_sm_clock_sampler_error else {})}
 
 
 def lead_in_calls(single_call_ms: float) -> int:
@@ -256,12 +259,12 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
                 mark()
                 order.append(t.name)
     segments = segment_calls(_kernel_spans(prof.function_events), len(order))
-    clocks = sampled_clocks(segments, pm.samples)
+    clocks, why = sampled_clocks(segments, pm.samples, pm.error)
     by_target: dict[str, list[int]] = {t.name: [] for t in targets}
     for j, name in enumerate(order):
         by_target[name].append(j)
     return {name: with_sampled_clock(replace(figures_of([segments[j] for j in at]), windows_s=[windows[j] for j in at]),
-                                     [clocks[j] for j in at])
+                                     [clocks[j] for j in at], why)
             for name, at in by_target.items()}
 
 
@@ -271,22 +274,30 @@ def _device_index(device: str) -> int:
     return int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
 
 
-def sampled_clocks(calls: Sequence[CallTimes], samples: Sequence[Sample]) -> list[float | None]:
+def sampled_clocks(calls: Sequence[CallTimes], samples: Sequence[Sample], error: str | None = None
+                   ) -> tuple[list[float | None], str | None]:
     """Per call, the SM clock the PM sampler read over its span (measure/pm_sampler.py): the samples put on the
-    profiler's timeline by where the calls' spans hold the SMs busy and the markers do not; all None without
-    samples or where no offset fits."""
+    profiler's timeline by where the calls' spans hold the SMs busy and the markers do not; all None, with why,
+    without samples (`error`: the sampler's own reason) or where no offset fits."""
     if not samples:
-        return [None] * len(calls)
+        return [None] * len(calls), error or "the PM sampler gave no samples"
     spans = [(c.window_us[0] * 1e3, c.window_us[1] * 1e3) for c in calls]
     quiet = [(a * 1e3, b * 1e3) for c in calls for a, b in c.marker_windows_us]
-    shift, _ = fit_offset(spans, samples, quiet)
-    return [None] * len(calls) if shift is None else call_clocks(spans, samples, shift)
+    shift, busy = fit_offset(spans, samples, quiet)
+    if shift is None:
+        return [None] * len(calls), (f"no offset put the calls on the PM sampler's samples: at best the SMs were "
+                                     f"{busy:.0%} busy inside them (under {MIN_BUSY:.0%})")
+    return call_clocks(spans, samples, shift), None
 
 
-def with_sampled_clock(figures: DeviceFigures, clocks: Sequence[float | None]) -> DeviceFigures:
+def with_sampled_clock(figures: DeviceFigures, clocks: Sequence[float | None], why: str | None = None
+                       ) -> DeviceFigures:
     """`figures` with the sampler's per-call clock (PM_SOURCE) where it read every call; the markers' readings
-    stay beside it (span_sm_clock_edges_mhz). As they are otherwise."""
-    if not clocks or any(c is None for c in clocks) or len(clocks) != len(figures.span_samples_ms):
-        return figures
-    return replace(figures, span_sm_clock_mhz=[float(c) for c in clocks], span_sm_clock_source=PM_SOURCE)
-
+    stay beside them (span_sm_clock_edges_mhz). Otherwise as they are, with why the sampler gave none."""
+    missing = sum(c is None for c in clocks)
+    if clocks and not missing and len(clocks) == len(figures.span_samples_ms):
+        return replace(figures, span_sm_clock_mhz=[float(c) for c in clocks], span_sm_clock_source=PM_SOURCE)
+    if why is None and missing:
+        why = (f"{missing} of {len(clocks)} profiled calls had no PM sample wholly inside their span (calls under "
+               f"two {INTERVAL_NS // 1000} us intervals)")
+    return replace(figures, span_sm_clock_sampler_error=why) if why else figures
