@@ -20,9 +20,10 @@ clock stands in for the headline's).
 `--across-cases` prints instead, per run and (workload, shape, dtype), eager's headline as measured in each case
 of the run: its own case's headline, and the interleaved eager reference of every other backend's case
 (`eager_headline_ms`). Their spread, largest / smallest - 1, in ms and in SM cycles: each call's span times the
-clock read on the device around it where the record has such per-call clocks (`device_span_sm_clock_mhz` from the
-marker spins, the reference's `eager_device_span_sm_clock_mhz`; results/call_clocks.py), else the headline times the median clock over
-its samples (`headline_sm_clock_mhz_median`); "-" where a case has no clock (older stores). A group holds when its
+clock read on the device where the record has such per-call clocks (`device_span_sm_clock_mhz`, the PM sampler's
+over each call or the marker spins' around it, the reference's `eager_device_span_sm_clock_mhz`;
+results/call_clocks.py), else the headline times the median clock over its samples
+(`headline_sm_clock_mhz_median`); "-" where a case has no clock (older stores). A group holds when its
 spread in ms is at most ACROSS_CASES_LIMIT (3%), or when its spread in cycles is (the clock accounts for it).
 Beside it: each case's clock (its cycles over its ms) for the fastest and the slowest case, and the rank
 correlation of the cases' ms with their clocks (`order`): near -1 says eager ran slower exactly where the clock
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bakeoff.harness.config.timing import TimingConfig  # noqa: E402
 from bakeoff.harness.measure.noise import assess  # noqa: E402
-from bakeoff.results.call_clocks import per_call_clocks, span_kcycles  # noqa: E402
+from bakeoff.results.call_clocks import DEVICE_SOURCES, PM_SOURCE, per_call_clocks, span_kcycles  # noqa: E402
 from bakeoff.results.report.headline_facts import headline_clock_mhz, headline_kcycles, headline_quality  # noqa: E402
 from bakeoff.results.store import Store  # noqa: E402
 
@@ -117,8 +118,9 @@ def _eager_kcycles(rec: dict[str, Any]) -> float | None:
 
 def eager_measurements(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
     """Per (run, workload, shape, dtype, grad): eager's headline in each case that measured it, as
-    {"case": backend label ("eager" for its own case), "ms", "kcycles" (None without a clock), "clock":
-    "per-call" (each call's own clock), "median" (the median clock over the headline's samples) or None}."""
+    {"case": backend label ("eager" for its own case), "ms", "kcycles" (None without a clock), "clock": the
+    source of each call's own clock ("pm-sampler", "marker-spin"), "median" (the median clock over the headline's
+    samples) or None}."""
     groups: dict[tuple, list[dict[str, Any]]] = collections.defaultdict(list)
     for rec in records:
         key = (rec.get("run_id"), rec.get("workload"), rec.get("shape"), rec.get("dtype"), bool(rec.get("grad")))
@@ -127,8 +129,9 @@ def eager_measurements(records: list[dict[str, Any]]) -> dict[tuple, list[dict[s
             ms, kcycles = rec.get("headline_ms"), headline_kcycles(rec)
         else:
             ms, kcycles = rec.get("eager_headline_ms"), _eager_kcycles(rec)
-        per_call = per_call_clocks(rec, "" if own else "eager_") is not None
-        clock = None if kcycles is None else ("per-call" if per_call else "median")
+        prefix = "" if own else "eager_"
+        per_call = per_call_clocks(rec, prefix) is not None
+        clock = None if kcycles is None else (rec[f"{prefix}device_span_sm_clock_source"] if per_call else "median")
         if ms:
             groups[key].append({"case": str(rec.get("backend")), "ms": float(ms), "kcycles": kcycles, "clock": clock,
                                 "mhz": None if kcycles is None else kcycles / float(ms)})
@@ -176,7 +179,8 @@ def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMI
                      "min_ms": min(ms), "max_ms": max(ms),
                      "spread_ms": spread_ms, "spread_kcycles": spread_kc,
                      "clocks": sum(c is not None for c in cyc),
-                     "per_call_clocks": sum(g["clock"] == "per-call" for g in got), "holds": holds})
+                     "per_call_clocks": sum(g["clock"] in DEVICE_SOURCES for g in got),
+                     "pm_clocks": sum(g["clock"] == PM_SOURCE for g in got), "holds": holds})
     return rows
 
 
@@ -184,7 +188,8 @@ def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) 
     pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
     order = lambda x: "-" if x is None else f"{x:+.1f}"  # noqa: E731
     mhz = lambda x: "" if x is None else f" {x:.0f}"  # noqa: E731
-    clocks = lambda r: f"{r['per_call_clocks']}+{r['clocks'] - r['per_call_clocks']}/{r['n']}"  # noqa: E731
+    clocks = lambda r: (f"{r['pm_clocks']}+{r['per_call_clocks'] - r['pm_clocks']}+"  # noqa: E731
+                        f"{r['clocks'] - r['per_call_clocks']}/{r['n']}")
     lines = [f"{'workload':20s} {'dtype':9s} {'n':>2s} {'min ms':>9s} {'max ms':>9s} {'spread':>7s} "
              f"{'cycles':>7s} {'clocks':>7s} {'order':>5s}  fastest / slowest case (MHz)  holds"]
     for r in rows:
@@ -198,9 +203,9 @@ def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) 
     count = collections.Counter(r["holds"] for r in rows)
     lines.append(f"{len(rows)} groups: {count['ms']} within {limit:.0%} in ms, {count['clock']} more within it in "
                  f"SM cycles, {count[False]} over in both, {count[None]} over in ms without clocks to tell")
-    lines.append("clocks: cases with per-call clocks + cases with only the median clock over the headline's samples "
-                 "(eager's and the backend's together) / cases; order: rank correlation of the cases' ms with their clocks (-1.0: "
-                 "the lower the clock, the slower, case by case)")
+    lines.append("clocks: cases with each call's clock by the PM sampler + by the markers + cases with only the "
+                 "median clock over the headline's samples / cases; order: rank correlation of the cases' ms with "
+                 "their clocks (-1.0: the lower the clock, the slower, case by case)")
     return "\n".join(lines)
 
 

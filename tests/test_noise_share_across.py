@@ -46,7 +46,13 @@ def test_a_spread_the_per_call_clocks_account_for_holds_by_the_clock():
     [row] = ns.across_cases(recs)
     assert row["spread_ms"] == pytest.approx(0.10)
     assert row["spread_kcycles"] == pytest.approx(0.0, abs=1e-9) and row["per_call_clocks"] == 3
-    assert row["holds"] == "clock"
+    assert row["holds"] == "clock" and row["pm_clocks"] == 0
+    # the PM sampler's per-call clocks count as well, and are told apart
+    sampled = {"eager_device_span_sm_clock_source": "pm-sampler"}
+    recs = [own(1.00, 1980.0), paired("inductor", 1.10, 1800.0, **sampled), paired("xla", 1.0, 1980.0)]
+    [row] = ns.across_cases(recs)
+    assert row["holds"] == "clock" and row["per_call_clocks"] == 3 and row["pm_clocks"] == 1
+    assert " 1+2+0/3 " in ns.across_table([row])
 
 
 def test_a_spread_the_clock_does_not_account_for_fails():
