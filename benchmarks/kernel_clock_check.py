@@ -1,21 +1,25 @@
-"""Does the marker clock read the clock a compute-bound call ran at, whatever ran beside it? (GPU only; ~40 s.)
+"""Does the harness's per-call clock read the clock a compute-bound call ran at, whatever ran beside it? (GPU
+only; ~50 s.)
 
-The harness reads a call's SM clock from the marker spins just before and just after it (measure/marker_clock.py).
-Inside a power-capped kernel the clock may differ from the clock around it, and no marker can see that. Here a
-persistent bf16 matmul (Triton, one program per SM) reads `%clock64` and `%globaltimer` where each program starts
-and ends, so its cycles over its nanoseconds are the clock the kernel itself ran at. It is profiled as the harness
-profiles a paired case (`profile_device_time`: it and a neighbour interleaved, each call between markers, the L2
-flushed before each), after SUSTAIN_S of the pair back to back, beside neighbours that load the GPU differently:
+The harness reads a call's SM clock with the GPU's PM sampler over the call's span where cupti-python is
+installed (measure/pm_sampler.py), else from the marker spins just before and just after it
+(measure/marker_clock.py). Inside a power-capped kernel the clock may differ from the clock around it, which no
+marker can see. Here a persistent bf16 matmul (Triton, one program per SM) reads `%clock64` and `%globaltimer`
+where each program starts and ends, so its cycles over its nanoseconds are the clock the kernel itself ran at. It
+is profiled as the harness profiles a paired case (`profile_device_time`: it and a neighbour interleaved, each
+call between markers, the L2 flushed before each), after SUSTAIN_S of the pair back to back, beside neighbours
+that load the GPU differently:
 
 - `tiny`: a one-element add (the device idles between the matmul's calls),
 - `spin`: one thread spinning 20M cycles (about 10 ms at low power: a slow, low-power neighbour's calls),
 - `copy`: a 1 GiB elementwise kernel (memory-bound),
 - `gemm`: torch.mm on 8192^3 bf16 (cuBLAS: the pair holds the GPU at its power limit).
 
-Per neighbour: the matmul's span, the marker clock, the in-kernel clock, NVML's clock, and the span in cycles by
-the marker clock and by the in-kernel clock. Where the cycles by the in-kernel clock agree across neighbours and
-those by the marker clock do not, the matmul's time moved with its own clock and the markers misread it; where
-neither agrees, part of the call's time does not scale with the SM clock.
+Per neighbour: the matmul's span, the harness's clock ("marker" in the table; its source and the markers' own
+reading below it), the in-kernel clock, NVML's clock, and the span in cycles by the harness's clock and by the
+in-kernel clock. Where the cycles by the in-kernel clock agree across neighbours and those by the harness's clock
+do not, the matmul's time moved with its own clock and the harness misread it; where neither agrees, part of the
+call's time does not scale with the SM clock. Last, the profiled pass's wall time with the sampler on and off.
 
     PYTHONPATH=. python3 benchmarks/kernel_clock_check.py [--json OUT.json] [--calls 60]
 """
@@ -274,10 +278,38 @@ def main() -> None:
     kernel = clocked_matmul_kernel()
     rows, failed = each_neighbour(lambda name: one_pass(kernel, name, args.calls))
     print_table(rows)
+    cost = sampler_cost(kernel, args.calls)
+    print("the profiled pass (gemm neighbour), wall s: " + ", ".join(f"{k} {v['wall_s']:.2f} ({v['source']})"
+                                                                     for k, v in cost.items()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "failed": failed, "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S},
-                      f, indent=1)
+            json.dump({"rows": rows, "failed": failed, "sampler_cost": cost, "gpu": torch.cuda.get_device_name(0),
+                       "sustain_s": SUSTAIN_S}, f, indent=1)
+
+
+def sampler_cost(kernel: Any, calls: int) -> dict[str, dict[str, Any]]:
+    """The harness's profiled pass of the matmul beside cuBLAS's GEMM, timed on the host with the PM sampler on
+    (where it is available) and off: what the sampler (its start, decode and fit) adds inside the timing gate."""
+    import os
+
+    from bakeoff.harness.measure.device_time import profile_device_time
+    from bakeoff.harness.measure.pm_sampler import ENV_OFF
+
+    out, before = {}, os.environ.get(ENV_OFF)
+    try:
+        for label, switch in (("sampler on", "1"), ("sampler off", "0")):
+            os.environ[ENV_OFF] = switch
+            pair, _, _ = stamped_pair(kernel, "gemm", calls)
+            t0 = time.perf_counter()
+            f = profile_device_time(pair, "cuda", calls, True)["matmul"]
+            out[label] = {"wall_s": time.perf_counter() - t0, "source": f.span_sm_clock_source,
+                          "sampler_error": f.span_sm_clock_sampler_error}
+    finally:
+        if before is None:
+            os.environ.pop(ENV_OFF, None)
+        else:
+            os.environ[ENV_OFF] = before
+    return out
 
 
 if __name__ == "__main__":
