@@ -30,7 +30,8 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   marker clock of a power-capped GEMM read 1598-1969 MHz around calls that took 1.52-1.58 ms); host
   load only where the headline is host-timed (not a DEVICE_METHODS method). A spread the SM clock can account
   for is still a spread of the latency, and its reason names the clock: from each call's own clock where the
-  record has it read on the device (`device_span_sm_clock_mhz` from the marker spins, results/call_clocks.py:
+  record has it read on the device (`device_span_sm_clock_mhz`, the PM sampler's or the markers',
+  results/call_clocks.py:
   the spread of the samples in SM cycles, time x clock, judged by the same limits), else from NVML's clock range
   over the samples (`clock_explains`). NVML's reading changes in steps (on the H200 about every ten calls of a
   few ms) and need not follow the calls' own clock: that note is context for a spread the samples show, never
@@ -41,7 +42,7 @@ These make `measurement_quality`, the case's overall summary. Each figure is als
   (a power-capped GPU under sustained compute-bound load). The latency is then a figure at the clock recorded
   beside it (`headline_sm_clock_mhz_median`, which the terminal and the report show with it), and its reasons
   stay in `headline_noise_reasons`. NVML's clock range never makes `clock`: only clocks read on the
-  device around each call are evidence about the calls.
+  device for each call are evidence about the calls.
 - `speedup_quality` (with `speedup_noise_reasons`; None for eager's own case): the speedup, judged on the
   paired ratios eager_i / backend_i of the headline's interleaved samples (`speedup_iqr_rel`,
   `speedup_drift_rel`) by the same IQR and drift limits. Sample i of the backend and of eager ran back to back,
