@@ -52,14 +52,27 @@ def _load() -> str | None:
         import cupti  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any failure means no sampler, and says why
         return f"cupti-python is not installed (pip install 'bakeoff[cuda]'): {exc}"[:300]
-    for lib in ("libnvperf_host.so", "libnvperf_target.so"):  # libcupti dlopens them: load them where torch has them
-        found = sorted(glob.glob(os.path.join(_nvidia_dir(), "**", lib), recursive=True))
+    here = _cupti_dir()
+    for lib in ("libnvperf_host.so", "libnvperf_target.so"):  # libcupti dlopens them: load the ones beside it
+        found = [os.path.join(here, lib)] if here and os.path.exists(os.path.join(here, lib)) else sorted(
+            glob.glob(os.path.join(_nvidia_dir(), "**", lib), recursive=True))
         try:
             if found:
                 ctypes.CDLL(found[-1], mode=ctypes.RTLD_GLOBAL)
         except OSError as exc:
             return f"{lib} did not load: {exc}"[:300]
     return None
+
+
+def _cupti_dir() -> str | None:
+    """The folder of the libcupti this process uses (torch's, once torch has loaded it), where cuda-pathfinder
+    (which cupti-python loads it with) can tell."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        return os.path.dirname(load_nvidia_dynamic_lib("cupti").abs_path or "") or None
+    except Exception:  # noqa: BLE001 - then the wheels' folders are searched
+        return None
 
 
 def _nvidia_dir() -> str:
