@@ -13,18 +13,18 @@ neighbour one of them) and the graphics clock (`gr__cycles_elapsed.max`). A firs
 The samples are stamped by CUPTI's clock, not `%globaltimer`: the host's clock, which `%globaltimer` trails by a
 millisecond or more, one offset per process; and beside Kineto (the harness's CUPTI pass) the host's TSC ticks,
 since Kineto registers its own CUPTI timestamp. So the table comes twice: as stamped, then with every window moved
-by the offset at which the spin pass's windows hold the busiest SMs (`best_shift_ns`); the pass beside the
-harness's CUPTI pass is fitted to its host windows, as the harness could, and to the stamps.
+by the offset at which the spin pass's windows hold the busiest SMs (the harness's own fit,
+`pm_sampler.fit_offset`); the pass beside the harness's CUPTI pass is fitted to its host windows, as the harness
+could, and to the stamps.
 
 Per neighbour: the in-kernel clock, the sampler's SM and graphics clocks inside the calls, the median per-call
 difference from the in-kernel clock, and the cycles by each clock; across neighbours, the spread of each.
 
     PYTHONPATH=. python3 benchmarks/pm_clock_check.py [--json OUT.json] [--calls 40]
 
-Needs `pip install cupti-python` and the libnvperf_host / libnvperf_target beside the libcupti in use on the
-loader's path (torch's `nvidia/cu13/lib`: `gpu.sh tritongen` sets LD_LIBRARY_PATH). With a libcupti older than
-the binding (13.0 beside cupti-python 13.4, as on the GPU image) the profiler host's init struct is passed at the
-older size.
+Needs `pip install cupti-python`; the sampler is started, read and fitted by the harness's own code
+(harness/measure/pm_sampler.py: it loads the libnvperf beside the libcupti in use, and passes libcupti 13.0, the
+GPU image's, the profiler host's init struct at the size it knows).
 """
 from __future__ import annotations
 
@@ -32,32 +32,20 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bakeoff.harness.measure import pm_sampler as pm  # noqa: E402
 from benchmarks.kernel_clock_check import (SUSTAIN_S, clocked_matmul_kernel,  # noqa: E402
                                            each_neighbour, median_or_none, print_spreads, profiled_rows, shown,
                                            stamped_pair, stamped_rows)
 
-INTERVAL_NS = 20_000
+# The harness's two metrics first (pm_sampler.Sample's columns 2 and 3), then the graphics clock: column 2 + i.
 CLOCKS = (("sm", "sm__cycles_elapsed.avg"), ("active", "sm__cycles_active.avg"), ("gr", "gr__cycles_elapsed.max"))
 METRICS = tuple(m for _, m in CLOCKS)
 RAW: dict[str, Any] = {}  # per pass, the calls' windows and the samples, for --raw
-HOST_INIT_BYTES_13_0 = 48  # CUpti_Profiler_Host_Initialize_Params up to pHostObject, before the set name
-
-
-def sample_mhz(samples: Sequence[tuple[int, int, float]]) -> float | None:
-    """The clock over (start ns, end ns, cycles) samples: their cycles over their nanoseconds, in MHz."""
-    ns = sum(e - s for s, e, _ in samples)
-    return sum(c for _, _, c in samples) / ns * 1e3 if ns > 0 else None
-
-
-def inside(samples: Sequence[tuple[int, int, float]], window: tuple[int, int]) -> list[tuple[int, int, float]]:
-    """The samples that lie wholly inside `window` (start ns, end ns)."""
-    return [x for x in samples if x[0] >= window[0] and x[1] <= window[1]]
 
 
 def call_window(stamps: Sequence[Sequence[int]]) -> tuple[int, int]:
@@ -66,118 +54,46 @@ def call_window(stamps: Sequence[Sequence[int]]) -> tuple[int, int]:
     return min(r[1] for r in stamps), max(r[3] for r in stamps)
 
 
-def compare(windows: Sequence[tuple[int, int]], kernel_mhz: Sequence[float | None],
-            samples: Sequence[tuple[int, int, float]]) -> dict[str, Any]:
-    """Per call, the sampler's clock inside its window beside its in-kernel clock; medians over the calls."""
-    pm, diffs, n_inside = [], [], 0
-    for w, k in zip(windows, kernel_mhz):
-        got = inside(samples, w)
-        n_inside += len(got)
-        m = sample_mhz(got)
-        pm.append(m)
-        if m and k:
-            diffs.append(m / k - 1)
+def compare(windows: Sequence[tuple[float, float]], kernel_mhz: Sequence[float | None],
+            samples: Sequence[tuple[float, ...]], column: int = 2, shift_ns: float = 0.0) -> dict[str, Any]:
+    """Per call, the sampler's clock (the value in `column`) inside its window moved by shift_ns
+    (pm_sampler.call_clocks) beside its in-kernel clock; medians over the calls."""
+    clocks = pm.call_clocks(windows, samples, shift_ns, column)
+    diffs = [m / k - 1 for m, k in zip(clocks, kernel_mhz) if m and k]
     med = median_or_none
-    return {"mhz": med([m for m in pm if m]), "over_kernel": med(diffs),
-            "over_kernel_max": max((abs(d) for d in diffs), default=None), "samples_inside": n_inside,
-            "per_call_mhz": pm}
+    return {"mhz": med([m for m in clocks if m]), "over_kernel": med(diffs),
+            "over_kernel_max": max((abs(d) for d in diffs), default=None),
+            "samples_inside": pm.samples_inside(windows, samples, shift_ns), "per_call_mhz": clocks}
 
 
-def row(name: str, windows: Sequence[tuple[int, int]], kernel_mhz: Sequence[float | None],
-        samples: Sequence[tuple[int, int, Sequence[float]]]) -> dict[str, Any]:
-    """One neighbour's row: the in-kernel clock and, per sampled clock, its comparison and the calls' median
-    cycles (span x clock, millions)."""
+def row(name: str, windows: Sequence[tuple[float, float]], kernel_mhz: Sequence[float | None],
+        samples: Sequence[tuple[float, ...]], shift_ns: float = 0.0) -> dict[str, Any]:
+    """One neighbour's row, its windows moved by shift_ns: the in-kernel clock and, per sampled clock, its
+    comparison and the calls' median cycles (span x clock, millions)."""
     spans_ms = [(w[1] - w[0]) / 1e6 for w in windows]
     med = median_or_none
     out = {"neighbour": name, "calls": len(windows), "samples": len(samples), "span_ms": med(spans_ms),
            "kernel_mhz": med([k for k in kernel_mhz if k]),
            "kernel_mcycles": med([s * k / 1e3 for s, k in zip(spans_ms, kernel_mhz) if k])}
     for i, (key, _) in enumerate(CLOCKS):
-        got = compare(windows, kernel_mhz, [(s, e, v[i]) for s, e, v in samples])
+        got = compare(windows, kernel_mhz, samples, 2 + i, shift_ns)
         out.update({f"{key}_{k}": v for k, v in got.items()})
         out[f"{key}_mcycles"] = med([s * m / 1e3 for s, m in zip(spans_ms, got["per_call_mhz"]) if m])
     return out
 
 
-def best_shift_ns(windows: Sequence[tuple[int, int]], samples: Sequence[tuple[int, int, Sequence[float]]],
-                  reach_ns: int = 4_000_000, step_ns: int = 2_000, center_ns: int = 0) -> dict[str, Any]:
-    """Where the samples' timestamps sit against the calls' windows: the shift of the windows (ns, within
-    +-reach_ns) under which the samples inside them show the SMs busiest (active over elapsed cycles, summed; the
-    stamped matmul keeps every SM busy for its whole window; the middle of the shifts that read within 0.1% of the
-    best; searched within center_ns +- reach_ns), with that ratio at the best shift and at none."""
-    import numpy as np
-
-    if not windows or not samples:
-        return {"shift_ns": None, "busy_at_shift": None, "busy_unshifted": None}
-    ws = np.array(sorted(windows), dtype=np.float64)
-    st = np.array([x[0] for x in samples], dtype=np.float64)
-    en = np.array([x[1] for x in samples], dtype=np.float64)
-    sm = np.array([x[2][0] for x in samples], dtype=float)
-    act = np.array([x[2][1] for x in samples], dtype=float)
-
-    def busy(shift: int) -> float | None:
-        at = np.searchsorted(ws[:, 0] + shift, st, side="right") - 1
-        ok = (at >= 0) & (en <= ws[np.clip(at, 0, None), 1] + shift)
-        return float(act[ok].sum() / sm[ok].sum()) if ok.sum() >= 10 and sm[ok].sum() > 0 else None
-
-    scored = [(k, b) for k in range(center_ns - reach_ns, center_ns + reach_ns + 1, step_ns)
-              if (b := busy(k)) is not None]
-    if not scored:
-        return {"shift_ns": None, "busy_at_shift": None, "busy_unshifted": None}
-    top = max(b for _, b in scored)
-    plateau = [k for k, b in scored if b >= top - 1e-3]  # shifts within a sample of the best read alike
-    shift = plateau[len(plateau) // 2]
-    return {"shift_ns": shift, "busy_at_shift": busy(shift), "busy_unshifted": busy(0)}
+def fitted(windows: Sequence[tuple[float, float]], samples: Sequence[tuple[float, ...]]) -> dict[str, Any]:
+    """Where the samples sit against the calls' windows, by the harness's own fit (pm_sampler.fit_offset, no
+    markers): the shift, the SMs' busy share inside the windows there, and unshifted."""
+    shift, busy = pm.fit_offset(windows, samples)
+    return {"shift_ns": None if shift is None else int(shift), "busy_at_shift": busy if shift is not None else None,
+            "busy_unshifted": pm.busy_at(windows, samples, 0.0)[0]}
 
 
-def in_ns(samples: Sequence[tuple[int, int, Any]]) -> tuple[list[tuple[float, float, Any]], float]:
-    """The samples on a nanosecond scale, and the ticks per ns they came in. Beside a profiler that registers its
-    own CUPTI timestamp (Kineto, torch's profiler: the host's TSC) the sampler stamps in that clock's ticks: a
-    sample INTERVAL_NS long then spans interval x ticks-per-ns. Samples stamped 0 (none taken) are left out."""
-    got = [x for x in samples if x[0] > 0 and x[1] > x[0]]
-    if not got:
-        return [], 1.0
-    per_ns = statistics.median(e - s for s, e, _ in got) / INTERVAL_NS
-    per_ns = 1.0 if abs(per_ns - 1) < 0.01 else per_ns
-    return [(s / per_ns, e / per_ns, v) for s, e, v in got], per_ns
-
-
-def shifted(windows: Sequence[tuple[float, float]], shift_ns: float) -> list[tuple[float, float]]:
-    return [(a + shift_ns, b + shift_ns) for a, b in windows]
-
-
-def time_bases(windows: Sequence[tuple[int, int]], samples: Sequence[tuple[int, int, Any]]) -> dict[str, Any]:
+def time_bases(windows: Sequence[tuple[float, float]], samples: Sequence[tuple[float, ...]]) -> dict[str, Any]:
     """The first and last window and sample timestamps (ns): whether the two share a time base at all."""
     return {"windows_ns": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None,
             "samples_ns": [min(x[0] for x in samples), max(x[1] for x in samples)] if samples else None}
-
-
-def collector(device: int) -> Any:
-    """An enabled PM sampling collector configured for METRICS every INTERVAL_NS."""
-    import cupti.cupti as cc
-    import cupti.profiler_host as ph
-    from cupti import pm_sampling
-
-    col = pm_sampling.Collector(device_index=device)
-    col.enable()
-    try:
-        ph.ProfilerHost(col._chip_name, ph.ProfilerType.PM_SAMPLING).initialize()
-    except cc.cuptiError as exc:
-        if exc.status != cc.Result.ERROR_INVALID_PARAMETER:
-            raise
-        print(f"libcupti refused the profiler host's {cc.PROFILER_HOST_INITIALIZE_PARAMS_STRUCT_SIZE}-byte init "
-              f"struct: passing the {HOST_INIT_BYTES_13_0}-byte one it knows")
-        cc.PROFILER_HOST_INITIALIZE_PARAMS_STRUCT_SIZE = HOST_INIT_BYTES_13_0
-    col.configure(metrics=list(METRICS), sampling_interval=INTERVAL_NS,
-                  trigger_mode=pm_sampling.TriggerMode.GPU_TIME_INTERVAL)
-    return col
-
-
-def decoded(col: Any) -> list[tuple[int, int, list[float]]]:
-    """The samples since the last start: (start ns, end ns, one value per CLOCKS metric)."""
-    data = col.decode(max_samples=200_000)
-    at = [list(data.metrics).index(m) for _, m in CLOCKS]  # the values come in the decoder's metric order
-    return [(s.start_timestamp, s.end_timestamp, [s.metric_values[i] for i in at]) for s in data]
 
 
 def one_pass(kernel: Any, name: str, calls: int, col: Any) -> dict[str, Any]:
@@ -192,51 +108,42 @@ def one_pass(kernel: Any, name: str, calls: int, col: Any) -> dict[str, Any]:
     torch.cuda.synchronize()
     col.stop()
     stamped, kernel_mhz = stamped_rows(stamps, made[0], range(calls))
-    windows, samples = [call_window(r) for r in stamped], decoded(col)
+    windows, samples = [call_window(r) for r in stamped], pm.in_ns(pm.decoded(col, METRICS))
     RAW[name] = {"windows_ns": windows, "samples": samples, "kernel_mhz": kernel_mhz}
-    return row(name, windows, kernel_mhz, samples) | best_shift_ns(windows, samples) | time_bases(windows, samples)
+    return row(name, windows, kernel_mhz, samples) | fitted(windows, samples) | time_bases(windows, samples)
 
 
 def profiled_pass(kernel: Any, calls: int, col: Any) -> dict[str, Any]:
     """The matmul beside cuBLAS's GEMM profiled as the harness profiles a paired case (Kineto's CUPTI activity
     records, markers, L2 flushes) with the sampler on: does the sampler work beside the CUPTI pass, and can its
     samples be put on the harness's own host windows (perf_counter around each profiled call, synchronized at both
-    ends, its markers outside) without the kernel's stamps? The samples come in Kineto's clock (in_ns); the offset
-    to perf_counter is found as where the SMs are busiest inside the windows (best_shift_ns: from where the first
-    sample fell, +-50 ms in 20 us steps, then +-40 us in 1 us), and the same is done for the stamped windows to
+    ends, its markers outside) without the kernel's stamps? The samples come in Kineto's clock (pm_sampler.to_ns);
+    each set of windows is fitted to them by the harness's fit (fitted): the host windows, and the stamps to
     check it."""
     import torch
 
     from bakeoff.harness.measure.device_time import profile_device_time
 
     pair, stamps, made = stamped_pair(kernel, "gemm", calls)
-    host0_ns = time.perf_counter_ns()
     col.start()
     f = profile_device_time(pair, "cuda", calls, True)["matmul"]
     torch.cuda.synchronize()
     col.stop()
-    raw = decoded(col)
-    samples, per_ns = in_ns(raw)
+    raw = pm.decoded(col, METRICS)
+    samples, per_ns = pm.to_ns(raw)
     stamped, kernel_mhz = stamped_rows(stamps, made[0], profiled_rows(made[0], len(f.span_samples_ms)))
     windows = [call_window(r) for r in stamped]
     host = [(a * 1e9, b * 1e9) for a, b in f.windows_s]
-    RAW["gemm+CUPTI"] = {"windows_ns": windows, "samples": raw, "host_windows_s": f.windows_s, "host0_ns": host0_ns}
+    RAW["gemm+CUPTI"] = {"windows_ns": windows, "samples": raw, "host_windows_s": f.windows_s}
     out = {"neighbour": "gemm+CUPTI", "samples": len(raw), "samples_stamped": len(samples), "ticks_per_ns": per_ns,
            "cupti_spans": len(f.span_samples_ms), "cupti_span_ms": statistics.median(f.span_samples_ms),
            "marker_mhz": median_or_none(f.span_sm_clock_mhz or [])} | time_bases(windows, samples)
     out["kernel_mhz"] = median_or_none([k for k in kernel_mhz if k])
-    for key, wins, guess in (("host", host, int(samples[0][0] - host0_ns) if samples else 0),
-                             ("stamps", windows, None)):
-        if guess is None:  # the stamps: where the host fit put each call, less its own start
-            shift = out.get("host_shift_ns")
-            guess = None if shift is None else int(statistics.median(
-                h[0] + shift - w[0] for h, w in zip(host, windows)))
-        fit = best_shift_ns(wins, samples, 50_000_000, 20_000, guess) if guess is not None else {"shift_ns": None}
-        if fit["shift_ns"] is not None:
-            fit = best_shift_ns(wins, samples, 40_000, 1_000, fit["shift_ns"])
-        got = compare(shifted(wins, fit["shift_ns"]), kernel_mhz, [(s, e, v[0]) for s, e, v in samples]) \
-            if fit["shift_ns"] is not None else {"mhz": None, "over_kernel": None, "samples_inside": 0}
-        out |= {f"{key}_shift_ns": fit["shift_ns"], f"{key}_busy": fit.get("busy_at_shift"),
+    for key, wins in (("host", host), ("stamps", windows)):
+        fit = fitted(wins, samples)
+        got = compare(wins, kernel_mhz, samples, 2, fit["shift_ns"]) if fit["shift_ns"] is not None else {
+            "mhz": None, "over_kernel": None, "samples_inside": 0}
+        out |= {f"{key}_shift_ns": fit["shift_ns"], f"{key}_busy": fit["busy_at_shift"],
                 f"{key}_sm_mhz": got["mhz"], f"{key}_sm_over_kernel": got["over_kernel"],
                 f"{key}_sm_over_kernel_max": got.get("over_kernel_max"), f"{key}_samples": got["samples_inside"]}
     return out
@@ -246,16 +153,16 @@ def realigned(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows again with every pass's windows moved by the shift that puts the spin pass's windows where its
     samples show the SMs busy (the spin keeps one SM of all busy: its edges are sharp): the offset between
     `%globaltimer` and the sampler's clock, one per process. Empty where the spin pass gave none."""
-    spin = RAW.get("spin")
-    fit = best_shift_ns(spin["windows_ns"], spin["samples"]) if spin else {"shift_ns": None}
-    if fit["shift_ns"] is None:
+    spin = next((r for r in rows if r["neighbour"] == "spin"), None)
+    shift = spin and spin["shift_ns"]
+    if shift is None:
         return []
     out = []
     for r in rows:
         raw = RAW[r["neighbour"]]
-        moved = shifted(raw["windows_ns"], fit["shift_ns"])
-        out.append(row(r["neighbour"], moved, raw["kernel_mhz"], raw["samples"]) | best_shift_ns(moved, raw["samples"])
-                   | {"aligned_by_ns": fit["shift_ns"]})
+        moved = [(a + shift, b + shift) for a, b in raw["windows_ns"]]
+        out.append(row(r["neighbour"], moved, raw["kernel_mhz"], raw["samples"]) | fitted(moved, raw["samples"])
+                   | {"aligned_by_ns": shift})
     return out
 
 
@@ -305,8 +212,10 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("pm_clock_check: needs a CUDA GPU")
     torch.zeros(1, device="cuda")
-    col = collector(0)
-    print(f"PM sampling on {torch.cuda.get_device_name(0)}: {', '.join(METRICS)} every {INTERVAL_NS} ns")
+    if pm.unavailable():
+        raise SystemExit(f"pm_clock_check: {pm.unavailable()}")
+    col = pm.collector(0, METRICS)
+    print(f"PM sampling on {torch.cuda.get_device_name(0)}: {', '.join(METRICS)} every {pm.INTERVAL_NS} ns")
     kernel = clocked_matmul_kernel()
     try:
         one_pass(kernel, "tiny", 4, col)  # the sampler's first pass: its samples missed its calls
@@ -327,7 +236,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"rows": rows, "aligned": aligned, "failed": failed, "profiled": profiled, "metrics": METRICS,
-                       "interval_ns": INTERVAL_NS, "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S},
+                       "interval_ns": pm.INTERVAL_NS, "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S},
                       fh, indent=1)
     if args.raw:
         import gzip

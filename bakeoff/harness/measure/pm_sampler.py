@@ -95,7 +95,7 @@ class Sampling:
     def __enter__(self) -> "Sampling":
         if self.error is None:
             try:
-                self._col = _collector(self.device_index)
+                self._col = collector(self.device_index)
                 self._col.start()
             except Exception as exc:  # noqa: BLE001
                 self.error = f"the PM sampler did not start: {type(exc).__name__}: {exc}"[:300]
@@ -107,7 +107,7 @@ class Sampling:
             return
         try:
             self._col.stop()
-            self.samples = in_ns(_decoded(self._col))
+            self.samples = in_ns(decoded(self._col))
             if not self.samples:
                 self.error = "the PM sampler gave no samples"
         except Exception as exc:  # noqa: BLE001
@@ -124,8 +124,8 @@ class Sampling:
         self._col = None
 
 
-def _collector(device_index: int) -> Any:
-    """An enabled PM sampling collector for METRICS every INTERVAL_NS. libcupti 13.0 (the GPU image's) refuses
+def collector(device_index: int, metrics: Sequence[str] = METRICS) -> Any:
+    """An enabled PM sampling collector for `metrics` every INTERVAL_NS. libcupti 13.0 (the GPU image's) refuses
     the profiler-host init struct of cupti-python 13.4 by its size; the size it knows is passed instead."""
     import cupti.cupti as cc
     import cupti.profiler_host as ph
@@ -142,7 +142,7 @@ def _collector(device_index: int) -> Any:
                     raise
                 cc.PROFILER_HOST_INITIALIZE_PARAMS_STRUCT_SIZE = HOST_INIT_BYTES_13_0
             _STATE["host_ok"] = True
-        col.configure(metrics=list(METRICS), sampling_interval=INTERVAL_NS,
+        col.configure(metrics=list(metrics), sampling_interval=INTERVAL_NS,
                       trigger_mode=pm_sampling.TriggerMode.GPU_TIME_INTERVAL)
     except Exception:
         col.disable()
@@ -150,25 +150,32 @@ def _collector(device_index: int) -> Any:
     return col
 
 
-def _decoded(col: Any) -> list[tuple[int, int, float, float]]:
+def decoded(col: Any, metrics: Sequence[str] = METRICS) -> list[tuple[float, ...]]:
+    """The samples since the collector's start, as stamped: (start, end, one value per metric, in `metrics`'
+    order)."""
     data = col.decode(max_samples=1_000_000)
-    at = [list(data.metrics).index(m) for m in METRICS]  # the values come in the decoder's metric order
+    at = [list(data.metrics).index(m) for m in metrics]  # the values come in the decoder's metric order
     return [(s.start_timestamp, s.end_timestamp, *(float(s.metric_values[i]) for i in at)) for s in data]
 
 
-def in_ns(raw: Sequence[tuple[int, int, float, float]]) -> list[Sample]:
-    """The samples on a nanosecond scale, sorted: a profiler that registers its own CUPTI timestamp (Kineto: the
-    host's TSC) has the sampler stamp in that clock's ticks, so a sample INTERVAL_NS long spans interval x ticks
-    per ns. Samples stamped 0 (none taken) and those not one interval long (the first after a pause spans the
-    pause) are left out."""
+def in_ns(raw: Sequence[tuple[float, ...]]) -> list[Sample]:
+    """The samples on a nanosecond scale, sorted (to_ns)."""
+    return to_ns(raw)[0]
+
+
+def to_ns(raw: Sequence[tuple[float, ...]]) -> tuple[list[tuple[float, ...]], float]:
+    """The samples on a nanosecond scale, sorted, with their values as they came, and the ticks per ns they were
+    stamped in: a profiler that registers its own CUPTI timestamp (Kineto: the host's TSC) has the sampler stamp
+    in that clock's ticks, so a sample INTERVAL_NS long spans interval x ticks per ns. Samples stamped 0 (none
+    taken) and those not one interval long (the first after a pause spans the pause) are left out."""
     got = sorted(x for x in raw if x[0] > 0 and x[1] > x[0])
     if not got:
-        return []
-    typical = statistics.median(e - s for s, e, _, _ in got)
+        return [], 1.0
+    typical = statistics.median(x[1] - x[0] for x in got)
     got = [x for x in got if abs((x[1] - x[0]) / typical - 1) < 0.5]
-    ticks = statistics.fmean(e - s for s, e, _, _ in got)  # a tick's rounding, alternate ways, averages out
+    ticks = statistics.fmean(x[1] - x[0] for x in got)  # a tick's rounding, alternate ways, averages out
     per_ns = 1.0 if abs(ticks / INTERVAL_NS - 1) < 0.01 else ticks / INTERVAL_NS
-    return [(s / per_ns, e / per_ns, sm, act) for s, e, sm, act in got]
+    return [(x[0] / per_ns, x[1] / per_ns, *x[2:]) for x in got], per_ns
 
 
 def busy_at(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample] | np.ndarray, shift_ns: float,
@@ -177,16 +184,28 @@ def busy_at(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample]
     touching them where not `whole`), and how many samples that was."""
     if not len(samples) or not windows_ns:
         return None, 0
-    ws = np.array(sorted(windows_ns), dtype=np.float64) + shift_ns
     arr = samples if isinstance(samples, np.ndarray) else np.array(samples, dtype=np.float64)
-    if whole:
-        at = np.searchsorted(ws[:, 0], arr[:, 0], side="right") - 1
-        ok = (at >= 0) & (arr[:, 1] <= ws[np.clip(at, 0, None), 1])
-    else:
-        at = np.searchsorted(ws[:, 0], arr[:, 1], side="left") - 1
-        ok = (at >= 0) & (arr[:, 0] < ws[np.clip(at, 0, None), 1])
+    ok = _inside(windows_ns, arr, shift_ns, whole)
     sm = arr[ok, 2].sum()
     return (float(arr[ok, 3].sum() / sm) if sm > 0 else None), int(ok.sum())
+
+
+def samples_inside(windows_ns: Sequence[tuple[float, float]], samples: Sequence[tuple[float, ...]],
+                   shift_ns: float = 0.0) -> int:
+    """How many samples lie wholly inside one of the windows moved by shift_ns."""
+    if not len(samples) or not windows_ns:
+        return 0
+    return int(_inside(windows_ns, np.array(samples, dtype=np.float64), shift_ns, True).sum())
+
+
+def _inside(windows_ns: Sequence[tuple[float, float]], arr: np.ndarray, shift_ns: float, whole: bool) -> np.ndarray:
+    """Which samples (rows of arr: start, end, ...) lie wholly inside a window moved by shift_ns, or touch one."""
+    ws = np.array(sorted(windows_ns), dtype=np.float64) + shift_ns
+    if whole:
+        at = np.searchsorted(ws[:, 0], arr[:, 0], side="right") - 1
+        return (at >= 0) & (arr[:, 1] <= ws[np.clip(at, 0, None), 1])
+    at = np.searchsorted(ws[:, 0], arr[:, 1], side="left") - 1
+    return (at >= 0) & (arr[:, 0] < ws[np.clip(at, 0, None), 1])
 
 
 def fit_offset(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample],
@@ -248,15 +267,18 @@ def _lagged(series: Sequence[np.ndarray], ind: np.ndarray) -> list[np.ndarray]:
     return [np.fft.irfft(np.fft.rfft(x, size) * f_ind, size)[:n] for x in series]
 
 
-def call_clocks(windows_ns: Sequence[tuple[float, float]], samples: Sequence[Sample], shift_ns: float
-                ) -> list[float | None]:
-    """Per window (moved by shift_ns), the SM clock in MHz over the samples wholly inside it: their elapsed
-    cycles over their nanoseconds; None for a window with no sample wholly inside (a call under two intervals)."""
+def call_clocks(windows_ns: Sequence[tuple[float, float]], samples: Sequence[tuple[float, ...]], shift_ns: float,
+                column: int = 2) -> list[float | None]:
+    """Per window (moved by shift_ns), the clock in MHz over the samples (sorted, as in_ns gives them) wholly
+    inside it: their cycles (the SM elapsed cycles, or the value in `column`) over their nanoseconds; None for a
+    window with no sample wholly inside (a call under two intervals)."""
+    if not len(samples):
+        return [None] * len(windows_ns)
     arr = np.array(samples, dtype=np.float64)
     out: list[float | None] = []
     for a, b in windows_ns:
         lo = np.searchsorted(arr[:, 0], a + shift_ns, side="left")
         hi = np.searchsorted(arr[:, 1], b + shift_ns, side="right")
         ns = (arr[lo:hi, 1] - arr[lo:hi, 0]).sum() if hi > lo else 0.0
-        out.append(float(arr[lo:hi, 2].sum() / ns * 1e3) if ns > 0 else None)
+        out.append(float(arr[lo:hi, column].sum() / ns * 1e3) if ns > 0 else None)
     return out
