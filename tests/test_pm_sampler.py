@@ -84,6 +84,39 @@ def test_calls_that_do_not_keep_the_sms_busy_get_no_offset_and_short_calls_no_cl
     assert got[-1] is None
 
 
+def test_a_pass_decodes_no_more_samples_than_its_time_allows(monkeypatch):
+    asked = {}
+
+    class Data(list):
+        metrics = list(ps.METRICS)
+
+    class Sample:
+        def __init__(self, t):
+            self.start_timestamp, self.end_timestamp, self.metric_values = t, t + DT, [17.0, 16.0]
+
+    class Collector:
+        def start(self):
+            pass
+
+        def stop(self):
+            pass
+
+        def disable(self):
+            asked["disabled"] = True
+
+        def decode(self, max_samples):
+            asked["max_samples"] = max_samples
+            return Data(Sample(1_000 + DT * i) for i in range(5))
+
+    monkeypatch.delenv(ps.ENV_OFF, raising=False)
+    monkeypatch.setitem(ps._STATE, "why", None)
+    monkeypatch.setattr(ps, "collector", lambda index: Collector())
+    with ps.Sampling(0) as pm:
+        pass
+    assert pm.error is None and len(pm.samples) == 5 and pm.samples[0] == (1_000, 1_000 + DT, 17.0, 16.0)
+    assert 1024 <= asked["max_samples"] < 1100 and asked["disabled"]
+
+
 def test_without_the_sampler_the_pass_stands_and_says_why(monkeypatch):
     monkeypatch.setenv(ps.ENV_OFF, "0")
     with ps.Sampling(0) as pm:

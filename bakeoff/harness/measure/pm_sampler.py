@@ -23,10 +23,15 @@ import ctypes
 import glob
 import os
 import statistics
+import time
 from typing import Any, Sequence
 
 import numpy as np
 
+# One interval for every pass. Each sample costs host time to decode and evaluate, inside the timing gate
+# (kernel_clock_check.py times a pass with the sampler on and off), but a pass of long calls sampled coarser loses
+# its markers (about 40 us): on synthetic passes of 20 ms calls sampled every 500 us the fit put the calls on the
+# lead-in call before each, which only the markers tell apart.
 INTERVAL_NS = 20_000
 METRICS = ("sm__cycles_elapsed.avg", "sm__cycles_active.avg")
 MIN_BUSY = 0.5  # the calls' spans must hold SMs at least this busy for the fit to stand
@@ -91,12 +96,14 @@ class Sampling:
     def __init__(self, device_index: int) -> None:
         self.device_index, self.samples, self.error = device_index, [], unavailable()
         self._col: Any = None
+        self._t0 = 0.0
 
     def __enter__(self) -> "Sampling":
         if self.error is None:
             try:
                 self._col = collector(self.device_index)
                 self._col.start()
+                self._t0 = time.perf_counter()
             except Exception as exc:  # noqa: BLE001
                 self.error = f"the PM sampler did not start: {type(exc).__name__}: {exc}"[:300]
                 self._close()
@@ -107,7 +114,8 @@ class Sampling:
             return
         try:
             self._col.stop()
-            self.samples = in_ns(decoded(self._col))
+            most = int((time.perf_counter() - self._t0) * 1e9 / INTERVAL_NS * 1.25) + 1024
+            self.samples = in_ns(decoded(self._col, max_samples=most))
             if not self.samples:
                 self.error = "the PM sampler gave no samples"
         except Exception as exc:  # noqa: BLE001
@@ -150,10 +158,11 @@ def collector(device_index: int, metrics: Sequence[str] = METRICS) -> Any:
     return col
 
 
-def decoded(col: Any, metrics: Sequence[str] = METRICS) -> list[tuple[float, ...]]:
+def decoded(col: Any, metrics: Sequence[str] = METRICS, max_samples: int = 1_000_000) -> list[tuple[float, ...]]:
     """The samples since the collector's start, as stamped: (start, end, one value per metric, in `metrics`'
-    order)."""
-    data = col.decode(max_samples=1_000_000)
+    order). `max_samples` sizes the decode's host image: a pass sizes it by its own time over the interval,
+    since the image is allocated and initialized for that many samples."""
+    data = col.decode(max_samples=max_samples)
     at = [list(data.metrics).index(m) for m in metrics]  # the values come in the decoder's metric order
     return [(s.start_timestamp, s.end_timestamp, *(float(s.metric_values[i]) for i in at)) for s in data]
 
