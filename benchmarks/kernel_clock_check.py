@@ -27,9 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from typing import Any, Callable, Sequence
+
+from bakeoff.harness.measure.clocks import ClockSampler
+from bakeoff.harness.measure.device_time import profile_device_time
+from bakeoff.harness.measure.pm_sampler import ENV_OFF
+from bakeoff.harness.measure.timing import TimedCall
 
 NEIGHBOURS = ("tiny", "spin", "copy", "gemm")
 SUSTAIN_S = 3.0  # the pair back to back before each pass: the power controller's clock settles within 2-3 s
@@ -160,8 +166,6 @@ def neighbour_call(name: str) -> Any:
     """The neighbour's TimedCall."""
     import torch
 
-    from bakeoff.harness.measure.timing import TimedCall
-
     sync = torch.cuda.synchronize
     if name == "tiny":
         one = torch.zeros(1, device="cuda")
@@ -183,8 +187,6 @@ def stamped_pair(kernel: Any, name: str, calls: int) -> tuple[list[Any], Any, li
     back to back for SUSTAIN_S; the pair, the stamps (rows enough for a profile of `calls`) and the count of
     matmul calls made since the sustain."""
     import torch
-
-    from bakeoff.harness.measure.timing import TimedCall
 
     programs = torch.cuda.get_device_properties(0).multi_processor_count
     a, b = (torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -217,9 +219,6 @@ def stamped_rows(stamps: Any, made: int, rows: Sequence[int]) -> tuple[list[Any]
 
 def one_pass(kernel: Any, name: str, calls: int) -> dict[str, Any]:
     """Sustain the matmul and `name` back to back, then profile them paired; the matmul's row for `name`."""
-    from bakeoff.harness.measure.clocks import ClockSampler
-    from bakeoff.harness.measure.device_time import profile_device_time
-
     pair, stamps, made = stamped_pair(kernel, name, calls)
     with ClockSampler("cuda:0") as nv:
         f = profile_device_time(pair, "cuda", calls, True)["matmul"]
@@ -290,11 +289,6 @@ def main() -> None:
 def sampler_cost(kernel: Any, calls: int) -> dict[str, dict[str, Any]]:
     """The harness's profiled pass of the matmul beside cuBLAS's GEMM, timed on the host with the PM sampler on
     (where it is available) and off: what the sampler (its start, decode and fit) adds inside the timing gate."""
-    import os
-
-    from bakeoff.harness.measure.device_time import profile_device_time
-    from bakeoff.harness.measure.pm_sampler import ENV_OFF
-
     out, before = {}, os.environ.get(ENV_OFF)
     try:
         for label, switch in (("sampler on", "1"), ("sampler off", "0")):
