@@ -29,6 +29,7 @@ GPU image's, the profiler host's init struct at the size it knows).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -38,6 +39,7 @@ from typing import Any, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bakeoff.harness.measure import pm_sampler as pm  # noqa: E402
+from bakeoff.harness.measure.device_time import profile_device_time  # noqa: E402
 from benchmarks.kernel_clock_check import (SUSTAIN_S, clocked_matmul_kernel,  # noqa: E402
                                            each_neighbour, median_or_none, print_spreads, profiled_rows, shown,
                                            stamped_pair, stamped_rows)
@@ -121,8 +123,6 @@ def profiled_pass(kernel: Any, calls: int, col: Any) -> dict[str, Any]:
     each set of windows is fitted to them by the harness's fit (fitted): the host windows, and the stamps to
     check it."""
     import torch
-
-    from bakeoff.harness.measure.device_time import profile_device_time
 
     pair, stamps, made = stamped_pair(kernel, "gemm", calls)
     col.start()
@@ -239,8 +239,6 @@ def main() -> None:
                        "interval_ns": pm.INTERVAL_NS, "gpu": torch.cuda.get_device_name(0), "sustain_s": SUSTAIN_S},
                       fh, indent=1)
     if args.raw:
-        import gzip
-
         with gzip.open(args.raw, "wt") as fh:
             json.dump({"metrics": METRICS, "passes": RAW}, fh)
 
