@@ -96,7 +96,7 @@ def test_profiler_failure_keeps_the_case(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
-    monkeypatch.setattr(figures, "profile_device_time", broken)
+    monkeypatch.setattr(figures, "run_pass", broken)
     monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)  # no GPU here
     out = case_run.measure_all(_case("iree", "iree", device="cuda"), HostTimedBackend(), _Compiled("b"), None,
                                 _Compiled("e"), None)

@@ -90,6 +90,10 @@ def test_a_pass_decodes_no_more_samples_than_its_time_allows(monkeypatch):
     class Data(list):
         metrics = list(ps.METRICS)
 
+        def __iter__(self):  # evaluation, in cupti-python: the collector must be gone by then
+            asked["evaluated after disable"] = asked.get("disabled", False)
+            return super().__iter__()
+
     class Sample:
         def __init__(self, t):
             self.start_timestamp, self.end_timestamp, self.metric_values = t, t + DT, [17.0, 16.0]
@@ -113,8 +117,30 @@ def test_a_pass_decodes_no_more_samples_than_its_time_allows(monkeypatch):
     monkeypatch.setattr(ps, "collector", lambda index: Collector())
     with ps.Sampling(0) as pm:
         pass
+    assert "evaluated after disable" not in asked  # decoded as the pass ends, evaluated only when read
     assert pm.error is None and len(pm.samples) == 5 and pm.samples[0] == (1_000, 1_000 + DT, 17.0, 16.0)
-    assert 1024 <= asked["max_samples"] < 1100 and asked["disabled"]
+    assert 1024 <= asked["max_samples"] < 1100 and asked["disabled"] and asked["evaluated after disable"]
+
+
+def test_samples_that_do_not_evaluate_leave_the_pass_standing_and_say_why(monkeypatch):
+    class Data:
+        metrics = ["sm__cycles_active.avg"]  # the elapsed cycles are missing from the image
+
+        def __iter__(self):
+            return iter(())
+
+    class Collector:
+        start = stop = disable = lambda self: None
+
+        def decode(self, max_samples):
+            return Data()
+
+    monkeypatch.delenv(ps.ENV_OFF, raising=False)
+    monkeypatch.setitem(ps._STATE, "why", None)
+    monkeypatch.setattr(ps, "collector", lambda index: Collector())
+    with ps.Sampling(0) as pm:
+        pass
+    assert pm.samples == [] and pm.error.startswith("the PM sampler's samples did not evaluate: ValueError")
 
 
 def test_without_the_sampler_the_pass_stands_and_says_why(monkeypatch):

@@ -150,3 +150,55 @@ def test_a_compiler_done_before_its_first_run_runs_it_inside_the_gate(monkeypatc
     seen.clear()
     first_result(lambda: _Compiled(), [])  # no CompileInfo at all: as a lazy compiler
     assert not inside[0]
+
+
+def test_the_figures_are_made_after_the_timing_gate_and_the_load_watch_are_left(monkeypatch):
+    """The device's part of the timing runs in the gate alone; parsing the profiler's events and evaluating the
+    PM sampler's samples (host work) waits until the gate is released, so other workers' cases time meanwhile."""
+    from contextlib import contextmanager
+
+    from bakeoff.harness.worker import stages
+
+    state = {"gate": False, "watch": False}
+
+    @contextmanager
+    def gate():
+        state["gate"] = True
+        yield None
+        state["gate"] = False
+
+    class Watch:
+        def __init__(self, device):
+            pass
+
+        def __enter__(self):
+            state["watch"] = True
+            return self
+
+        def __exit__(self, *exc):
+            state["watch"] = False
+
+        def fields(self):
+            return {}
+
+    def collect(*args):
+        assert state == {"gate": True, "watch": True}  # the timed calls run in the gate
+        return lambda: {"figures made in the gate": state["gate"] or state["watch"]}
+
+    monkeypatch.setattr(stages, "timing_exclusive", gate)
+    monkeypatch.setattr(stages, "LoadWatch", Watch)
+    monkeypatch.setattr(stages, "collect_all", collect)
+    monkeypatch.setattr(stages, "assess_noise", lambda out, *a, **k: {})
+
+    class Backend:
+        timed_with_events = False
+
+    class Result:
+        compiled = prepared = None
+
+    class Phases:
+        def take_gate_wait(self):
+            pass
+
+    out = stages.time_case(_case(), Backend(), Result(), None, None, Phases())
+    assert out == {"figures made in the gate": False}

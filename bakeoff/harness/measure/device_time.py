@@ -214,10 +214,42 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
                         budget_s: float | None = None, min_calls: int = 3) -> dict[str, DeviceFigures]:
     """Profile `calls` calls of each target, interleaved (A, B, A, B, ...), each bracketed by markers and
     preceded by the cache flush when `flush_l2`; fewer (at least `min_calls` each) once `budget_s` seconds
-    of the pass are spent. Returns DeviceFigures per target name.
+    of the pass are spent. Returns DeviceFigures per target name (run_pass, then ProfiledPass.figures).
 
     Raises ProfileError (or the profiler's own error) when no usable figure comes out; the caller records it.
     """
+    return run_pass(targets, device, calls, flush_l2, budget_s, min_calls).figures()
+
+
+@dataclass
+class ProfiledPass:
+    """A CUPTI pass as it ran: the profiler, which target each profiled call was (`order`), each call's host
+    window, and the PM sampler's pass. `figures()` parses the profiler's events and evaluates the sampler's
+    samples: host work that needs no device, done after the timing gate is released."""
+
+    prof: Any
+    targets: list[str]
+    order: list[str]
+    windows: list[tuple[float, float]]
+    pm: Sampling
+
+    def figures(self) -> dict[str, DeviceFigures]:
+        """DeviceFigures per target name; raises ProfileError where the profiler's events do not make one."""
+        segments = segment_calls(_kernel_spans(self.prof.function_events), len(self.order))
+        clocks, why = sampled_clocks(segments, self.pm.samples, self.pm.error)
+        by_target: dict[str, list[int]] = {name: [] for name in self.targets}
+        for j, name in enumerate(self.order):
+            by_target[name].append(j)
+        return {name: with_sampled_clock(replace(figures_of([segments[j] for j in at]),
+                                                 windows_s=[self.windows[j] for j in at]),
+                                         [clocks[j] for j in at], why)
+                for name, at in by_target.items()}
+
+
+def run_pass(targets: Sequence[TimedCall], device: str, calls: int, flush_l2: bool, budget_s: float | None = None,
+             min_calls: int = 3) -> ProfiledPass:
+    """The device's part of profile_device_time: the lead-in and profiled calls under the profiler and the
+    PM sampler, nothing parsed or evaluated."""
     import torch
 
     flush = CacheFlusher(device, flush_l2)
@@ -258,14 +290,7 @@ def profile_device_time(targets: Sequence[TimedCall], device: str, calls: int, f
                 windows.append((start, time.perf_counter()))
                 mark()
                 order.append(t.name)
-    segments = segment_calls(_kernel_spans(prof.function_events), len(order))
-    clocks, why = sampled_clocks(segments, pm.samples, pm.error)
-    by_target: dict[str, list[int]] = {t.name: [] for t in targets}
-    for j, name in enumerate(order):
-        by_target[name].append(j)
-    return {name: with_sampled_clock(replace(figures_of([segments[j] for j in at]), windows_s=[windows[j] for j in at]),
-                                     [clocks[j] for j in at], why)
-            for name, at in by_target.items()}
+    return ProfiledPass(prof, [t.name for t in targets], order, windows, pm)
 
 
 def _device_index(device: str) -> int:

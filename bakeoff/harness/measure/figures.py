@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import statistics
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, ContextManager, Mapping
 
 from bakeoff.harness.config.timing import AUTO_SUSTAINED_S, TimingConfig
 
 from bakeoff.harness.measure.clocks import ClockSampler, low_share, sustain_load
-from bakeoff.harness.measure.device_time import DeviceFigures, profile_device_time
+from bakeoff.harness.measure.device_time import DeviceFigures, ProfiledPass, run_pass
 from bakeoff.harness.measure.noise import CLOCK_DROP_LIMIT
 from bakeoff.harness.measure.timing import (Stats, TimedCall, cuda_graph_latency_ms, graph_calls, host_latency,
                                             measure, pipeline_calls, pipeline_memory_cap_bytes,
@@ -105,14 +105,27 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str,
                     timing: TimingConfig | Mapping[str, Any], *,
                     capturable: bool, bytes_per_call: int,
                     phase: Callable[[str], ContextManager[None]] = lambda name: nullcontext()) -> dict[str, Any]:
-    """All figures of the case (see the module docstring) as record fields. `eager` is None when the case is
-    eager itself; `bytes_per_call` (what one call may allocate, at most) bounds the calls kept in flight when
-    pipelining. `phase(name)` times each step for the record's phases_s (harness/worker/phases.py)."""
+    """All figures of the case (see the module docstring) as record fields: collect_figures, then its result."""
+    return collect_figures(backend, eager, device, timing, capturable=capturable, bytes_per_call=bytes_per_call,
+                           phase=phase)()
+
+
+def collect_figures(backend: TimedCall, eager: TimedCall | None, device: str,
+                    timing: TimingConfig | Mapping[str, Any], *,
+                    capturable: bool, bytes_per_call: int,
+                    phase: Callable[[str], ContextManager[None]] = lambda name: nullcontext()
+                    ) -> Callable[[], dict[str, Any]]:
+    """Run every timed call of the case and return what turns them into record fields: the host's work on what
+    was collected (the profiler's events parsed, the PM sampler's samples evaluated, the clocks fitted), which
+    needs no device, so a caller holding the timing gate calls it after releasing the gate. `eager` is None when
+    the case is eager itself; `bytes_per_call` (what one call may allocate, at most) bounds the calls kept in
+    flight when pipelining. `phase(name)` times each step for the record's phases_s (harness/worker/phases.py)."""
     timing = TimingConfig.of(timing)
     targets = [backend] + ([eager] if eager is not None else [])
     cuda = device.startswith("cuda")
     sustained = sustained_s(timing, device)
     out: dict[str, Any] = {}
+    device_pass: DevicePass | None = None
     with ClockSampler(device) as clock:
         with phase("timing"):
             if sustained:
@@ -132,19 +145,26 @@ def measure_figures(backend: TimedCall, eager: TimedCall | None, device: str,
                            graph_replays=replay.n)
             except Exception as exc:  # capture fails for some programs; the reason is a fact worth keeping
                 out["graph_latency_error"] = f"{type(exc).__name__}: {exc}"[:500]
-        profiled, note = None, None
         if cuda and timing.profile:
             with phase("profiling"):
                 if sustained:  # a top-up: the timer, host figures and replay kept the device loaded
                     out["sustained_s"] += sustain_load(targets, min(sustained, TOP_UP_S), device)
-                profiled, note = _device_figures(targets, device, timing, out)
-        elif cuda:
-            note = "timing.profile is off"
-    out.update(headline_fields(device, timer, profiled, pipelined, note))
-    if eager is not None:  # the speedup's 95% interval from the headline's paired samples
-        out.update(interval_fields(out))
-    out.update(clock.fields())
-    return out
+                device_pass = _device_pass(targets, device, timing)
+
+    def finish() -> dict[str, Any]:
+        with phase("figures"):
+            profiled, note = None, None
+            if device_pass is not None:
+                profiled, note = _device_fields(device_pass, out)
+            elif cuda:
+                note = "timing.profile is off"
+            out.update(headline_fields(device, timer, profiled, pipelined, note))
+            if eager is not None:  # the speedup's 95% interval from the headline's paired samples
+                out.update(interval_fields(out))
+            out.update(clock.fields())
+        return out
+
+    return finish
 
 
 # Before the CUPTI pass the device has just run the timer, the host figures and the graph replay, which keep it
@@ -186,18 +206,42 @@ def _host_figures(targets: list[TimedCall], device: str, timing: TimingConfig, b
     return pipelined
 
 
-def _device_figures(targets: list[TimedCall], device: str, timing: TimingConfig,
-                    out: dict[str, Any]) -> tuple[dict[str, DeviceFigures] | None, str | None]:
-    """The CUPTI pass, into `out` (span, kernel sum, kernel count, launch overhead share); returns the
+@dataclass
+class DevicePass:
+    """The CUPTI pass of a case as it ran (ProfiledPass, or the error that stopped it) and the NVML clock
+    readings taken over it."""
+
+    ran: ProfiledPass | None
+    error: str | None
+    span_clock: ClockSampler
+
+
+def _device_pass(targets: list[TimedCall], device: str, timing: TimingConfig) -> DevicePass:
+    """The CUPTI pass's device work; a profiler failure costs the device figures, not the case."""
+    calls = timing.profile_calls
+    with ClockSampler(device) as span_clock:  # the SM clock over the span's own samples (the headline's)
+        try:
+            ran = run_pass(targets, device, calls, timing.flush_l2, budget_s=timing.budget_s,
+                           min_calls=min(calls, max(timing.min_reps, 3)))
+        except Exception as exc:  # noqa: BLE001 - recorded as profile_error
+            return DevicePass(None, f"{type(exc).__name__}: {exc}"[:500], span_clock)
+    return DevicePass(ran, None, span_clock)
+
+
+def _device_fields(device_pass: DevicePass, out: dict[str, Any]
+                   ) -> tuple[dict[str, DeviceFigures] | None, str | None]:
+    """The CUPTI pass's figures, into `out` (span, kernel sum, kernel count, launch overhead share); returns the
     figures by target name, or None and the profiler's error (also kept as `profile_error`)."""
-    try:
-        calls = timing.profile_calls
-        with ClockSampler(device) as span_clock:  # the SM clock over the span's own samples (the headline's)
-            profiled = profile_device_time(targets, device, calls, timing.flush_l2, budget_s=timing.budget_s,
-                                           min_calls=min(calls, max(timing.min_reps, 3)))
-    except Exception as exc:  # a profiler failure costs the device figures, not the case
-        out["profile_error"] = f"{type(exc).__name__}: {exc}"[:500]
-        return None, out["profile_error"]
+    error = device_pass.error
+    if device_pass.ran is not None:
+        try:
+            profiled = device_pass.ran.figures()
+        except Exception as exc:  # noqa: BLE001 - markers lost, calls without kernels: recorded
+            error = f"{type(exc).__name__}: {exc}"[:500]
+    if error is not None:
+        out["profile_error"] = error
+        return None, error
+    span_clock = device_pass.span_clock
     profiled = {name: nvml_fallback(figures, span_clock) for name, figures in profiled.items()}
     for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
         if name in profiled:

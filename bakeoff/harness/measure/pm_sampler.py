@@ -15,7 +15,11 @@ Beside the stamps of a persistent matmul this read its clock within 0.5-1% per c
 benchmarks/pm_clock_check.py).
 
 Only one process holds a device's sampler at a time: it is enabled for one pass, inside the timing gate, and
-disabled after it. Without cupti-python, or where the sampler fails to start, the markers' clock stands.
+disabled after it. Its records are decoded into a host image before that. The metrics are evaluated from the
+image one sample at a time (cupti-python calls it expensive; decoding and evaluating took 18-26 us a sample on the
+H200's host, three metrics: 0.4-0.9 s for a pass of 20k-35k samples), when `samples` is first read: the harness
+reads them after it has released the gate. Without cupti-python, or where the sampler fails to start, the
+markers' clock stands.
 """
 from __future__ import annotations
 
@@ -28,10 +32,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-# One interval for every pass. Each sample costs host time to decode and evaluate, inside the timing gate
-# (kernel_clock_check.py times a pass with the sampler on and off), but a pass of long calls sampled coarser loses
-# its markers (about 40 us): on synthetic passes of 20 ms calls sampled every 500 us the fit put the calls on the
-# lead-in call before each, which only the markers tell apart.
+# One interval for every pass. Each sample costs host time to decode (inside the timing gate) and evaluate (after
+# it; kernel_clock_check.py times both), but a pass of long calls sampled coarser loses its markers (about 40 us):
+# on synthetic passes of 20 ms calls sampled every 500 us the fit put the calls on the lead-in call before each,
+# which only the markers tell apart.
 INTERVAL_NS = 20_000
 METRICS = ("sm__cycles_elapsed.avg", "sm__cycles_active.avg")
 MIN_BUSY = 0.5  # the calls' spans must hold SMs at least this busy for the fit to stand
@@ -91,21 +95,25 @@ def _nvidia_dir() -> str:
 
 class Sampling:
     """One pass of the sampler on `device_index`: `with Sampling(0) as pm: ...`, then `pm.samples` (in_ns) or
-    `pm.error` (why there are none). Never raises for the sampler's sake: the pass it wraps must stand."""
+    `pm.error` (why there are none). The samples are decoded when the pass ends and evaluated when first read.
+    Never raises for the sampler's sake: the pass it wraps must stand."""
 
     def __init__(self, device_index: int) -> None:
-        self.device_index, self.samples, self.error = device_index, [], unavailable()
+        self.device_index = device_index
+        self._samples: list[Sample] | None = None
+        self._error = unavailable()
         self._col: Any = None
+        self._data: Any = None  # the decoded host image, until it is evaluated
         self._t0 = 0.0
 
     def __enter__(self) -> "Sampling":
-        if self.error is None:
+        if self._error is None:
             try:
                 self._col = collector(self.device_index)
                 self._col.start()
                 self._t0 = time.perf_counter()
             except Exception as exc:  # noqa: BLE001
-                self.error = f"the PM sampler did not start: {type(exc).__name__}: {exc}"[:300]
+                self._error = f"the PM sampler did not start: {type(exc).__name__}: {exc}"[:300]
                 self._close()
         return self
 
@@ -115,13 +123,38 @@ class Sampling:
         try:
             self._col.stop()
             most = int((time.perf_counter() - self._t0) * 1e9 / INTERVAL_NS * 1.25) + 1024
-            self.samples = in_ns(decoded(self._col, max_samples=most))
-            if not self.samples:
-                self.error = "the PM sampler gave no samples"
+            self._data = self._col.decode(max_samples=most)
         except Exception as exc:  # noqa: BLE001
-            self.error = f"the PM sampler's samples did not decode: {type(exc).__name__}: {exc}"[:300]
+            self._error = f"the PM sampler's samples did not decode: {type(exc).__name__}: {exc}"[:300]
         finally:
             self._close()
+
+    @property
+    def samples(self) -> list[Sample]:
+        """The pass's samples on a nanosecond scale (in_ns); [] where there are none (then `error` says why)."""
+        self._evaluate()
+        return self._samples or []
+
+    @property
+    def error(self) -> str | None:
+        """Why the pass has no samples, or None."""
+        self._evaluate()
+        return self._error
+
+    def _evaluate(self) -> None:
+        if self._samples is not None or self._error is not None:
+            return
+        if self._data is None:  # entered and left without a collector: nothing was sampled
+            self._error = "the PM sampler gave no samples"
+            return
+        try:
+            self._samples = in_ns(values(self._data))
+            if not self._samples:
+                self._error = "the PM sampler gave no samples"
+        except Exception as exc:  # noqa: BLE001
+            self._error = f"the PM sampler's samples did not evaluate: {type(exc).__name__}: {exc}"[:300]
+        finally:
+            self._data = None
 
     def _close(self) -> None:
         try:
@@ -159,10 +192,14 @@ def collector(device_index: int, metrics: Sequence[str] = METRICS) -> Any:
 
 
 def decoded(col: Any, metrics: Sequence[str] = METRICS, max_samples: int = 1_000_000) -> list[tuple[float, ...]]:
-    """The samples since the collector's start, as stamped: (start, end, one value per metric, in `metrics`'
-    order). `max_samples` sizes the decode's host image: a pass sizes it by its own time over the interval,
-    since the image is allocated and initialized for that many samples."""
-    data = col.decode(max_samples=max_samples)
+    """The samples since the collector's start, decoded and evaluated (values). `max_samples` sizes the decode's
+    host image, which is allocated and initialized for that many samples."""
+    return values(col.decode(max_samples=max_samples), metrics)
+
+
+def values(data: Any, metrics: Sequence[str] = METRICS) -> list[tuple[float, ...]]:
+    """The samples of a decoded image as stamped: (start, end, one value per metric, in `metrics`' order),
+    evaluated on the host one sample at a time; needs no device and no collector."""
     at = [list(data.metrics).index(m) for m in metrics]  # the values come in the decoder's metric order
     return [(s.start_timestamp, s.end_timestamp, *(float(s.metric_values[i]) for i in at)) for s in data]
 

@@ -37,8 +37,8 @@ COMPILE_PHASES = ("compile_setup", "compile", "warm_compile_setup", "warm_compil
 TIMING_PHASES = ("timing", "host_latency", "graph_replay", "profiling")
 PROCESS_PHASES = ("process_start", "case_load", "imports", "device_init", "gpu_state", "inputs", "eager_baseline",
                   "reference_wait", "reference", "compile_setup", "compile", "checks", "output_check", "artifacts",
-                  "timing", "host_latency", "graph_replay", "profiling", "post_timing_check", "gate_wait", "record",
-                  BETWEEN, "exit", "collect", "unfinished")
+                  "timing", "host_latency", "graph_replay", "profiling", "figures", "post_timing_check", "gate_wait",
+                  "record", BETWEEN, "exit", "collect", "unfinished")
 ORCHESTRATOR_PHASES = ("setup", "cleanup", "other")
 
 

@@ -27,7 +27,7 @@ from bakeoff.workloads.ir import Graph
 
 from bakeoff.harness.config.timing import TimingConfig
 from bakeoff.harness.measure.checks import SeedCheck, check_outputs, poison_allocator, same_bits
-from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, measure_figures
+from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, collect_figures
 from bakeoff.harness.measure.load_watch import LoadWatch
 from bakeoff.harness.measure.noise import assess as assess_noise
 from bakeoff.harness.measure.timing import TimedCall
@@ -242,6 +242,13 @@ def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: A
 def measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
                 eager_prepared: Any, phases: PhaseLog | None = None) -> dict[str, Any]:
     """Every latency figure of the case and its headline (harness.measure.figures), each step a phase."""
+    return collect_all(case, backend, compiled, prepared, eager, eager_prepared, phases)()
+
+
+def collect_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
+                eager_prepared: Any, phases: PhaseLog | None = None) -> Callable[[], dict[str, Any]]:
+    """Run the case's timed calls (figures.collect_figures); returns what makes its figures of them, host work
+    for after the timing gate."""
     phases = phases or PhaseLog(None)
     timing = TimingConfig.of(case.timing)  # TimingConfig.of: tests time case-like objects with a mapping
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
@@ -249,23 +256,30 @@ def measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any,
     grad = getattr(case, "grad", False)  # getattr: tests time case-like objects and backend stand-ins
     capturable = backend.graph_capturable and (not grad or getattr(backend, "grad_graph_capturable", False))
     # The minimum bytes moved (inputs and outputs) bound what calls in flight may allocate when pipelined.
-    out = measure_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, timing,
-                          capturable=capturable, bytes_per_call=case.bytes_moved, phase=phases.phase)
-    if case.device.startswith("cuda") and timing.cuda_graph and backend.graph_capturable and not capturable:
-        out["graph_latency_error"] = (f"not captured: {backend.name}'s forward is CUDA-graph capturable but its "
-                                      "training step (backward) is not declared capturable (grad_graph_capturable)")
-    return out
+    figures = collect_figures(targets[0], targets[1] if len(targets) > 1 else None, case.device, timing,
+                              capturable=capturable, bytes_per_call=case.bytes_moved, phase=phases.phase)
+
+    def finish() -> dict[str, Any]:
+        out = figures()
+        if case.device.startswith("cuda") and timing.cuda_graph and backend.graph_capturable and not capturable:
+            out["graph_latency_error"] = (f"not captured: {backend.name}'s forward is CUDA-graph capturable but its "
+                                          "training step (backward) is not declared capturable (grad_graph_capturable)")
+        return out
+
+    return finish
 
 
 def time_case(case: Case, backend: Backend, result: FirstResult, eager: Compiled, eager_prepared: Any,
               phases: PhaseLog) -> dict[str, Any]:
     """Measure while holding the device's timing gate alone: no other worker on it runs meanwhile
-    (supervise/gate.py). The record gets the figures, what else ran meanwhile and the quality judged from it,
-    the seconds waited for the gate and the window it was held."""
+    (supervise/gate.py); the figures are made of the timings after it is released. The record gets the
+    figures, what else ran meanwhile and the quality judged from it, the seconds waited for the gate and the
+    window it was held."""
     with timing_exclusive() as gate:
         phases.take_gate_wait()
         with LoadWatch(case.device) as load:
-            out = measure_all(case, backend, result.compiled, result.prepared, eager, eager_prepared, phases)
+            figures = collect_all(case, backend, result.compiled, result.prepared, eager, eager_prepared, phases)
+    out = figures()
     out.update(load.fields())  # what else ran meanwhile, then the quality judged from it and the samples
     host_clock = not (case.device.startswith("cuda") and backend.timed_with_events)
     out.update(assess_noise(out, case.timing.target_iqr, paired=case.backend != "eager", host_clock=host_clock))
@@ -274,13 +288,15 @@ def time_case(case: Case, backend: Backend, result: FirstResult, eager: Compiled
 
 def time_alone(backend: Backend, result: FirstResult, graph: Graph, device: str, timing: TimingConfig,
                phases: PhaseLog) -> dict[str, Any]:
-    """The backend's figures alone (no eager beside it) under the timing gate: a sweep point's."""
+    """The backend's figures alone (no eager beside it) under the timing gate, made after it is released: a
+    sweep point's."""
     compiled, prepared = result.compiled, result.prepared
     call = TimedCall(BACKEND_TARGET, lambda: compiled.run(prepared), compiled.sync, backend.timed_with_events)
     with timing_exclusive():
         phases.take_gate_wait()
-        return measure_figures(call, None, device, timing, capturable=backend.graph_capturable,
-                               bytes_per_call=costs.min_bytes(graph), phase=phases.phase)
+        figures = collect_figures(call, None, device, timing, capturable=backend.graph_capturable,
+                                  bytes_per_call=costs.min_bytes(graph), phase=phases.phase)
+    return figures()
 
 
 def throughput(flops: int, bytes_moved: int, ms: float | None) -> dict[str, Any]:
