@@ -194,3 +194,34 @@ def test_the_headline_clock_names_the_sampler_only_when_every_target_had_it():
     rec = {"headline_method": "cupti-span", "device_span_samples_ms": [1.0, 1.0],
            "device_span_sm_clock_mhz": [1300.0, 1320.0], "device_span_sm_clock_source": PM_SOURCE}
     assert per_call_clocks(rec) == [1300.0, 1320.0]
+
+
+def test_a_pass_beside_a_target_that_leaves_the_sms_idle_fits_on_the_busy_targets_calls():
+    """A matmul paired with a one-thread spin (kernel_clock_check's spin neighbour): together their calls keep the
+    SMs under MIN_BUSY, so the offset comes from the matmul's calls alone, and both targets get their clocks."""
+    parts, t = [], 1_000_000
+    for g in range(12):
+        for target, length, busy_share, mhz in (("mm", 400_000, 1.0, 1300.0), ("spin", 2_000_000, 1 / 132, 1900.0)):
+            for kind, n in (("lead", length), ("flush", 100_000), ("marker", 50_000), (target, length),
+                            ("marker", 50_000), ("idle", 200_000 + 37_000 * (g % 5))):
+                share = {"lead": busy_share, "flush": 1.0, "marker": 1 / 132, "idle": 0.0}.get(kind, busy_share)
+                parts.append((t, t + n, kind, share, mhz if kind == target else 1900.0))
+                t += n
+
+    def at(x):
+        for a, b, _, share, clock in parts:
+            if a <= x < b:
+                return share, clock
+        return 0.0, 1900.0
+
+    marked = [i for i, p in enumerate(parts) if p[2] in ("mm", "spin")]
+    calls = [CallTimes(1.0, 1.0, 1, window_us=(parts[i][0] / 1e3, parts[i][1] / 1e3),
+                       marker_windows_us=((parts[i - 1][0] / 1e3, parts[i - 1][1] / 1e3),
+                                          (parts[i + 1][0] / 1e3, parts[i + 1][1] / 1e3))) for i in marked]
+    samples = ps.in_ns(sampled(at, t, 2_930_000, 1.0))
+    clocks, why = sampled_clocks(calls, samples)
+    assert clocks == [None] * len(calls) and "busy inside them" in why  # together: mostly one thread's spin
+    clocks, why = sampled_clocks(calls, samples, groups=[list(range(0, 24, 2)), list(range(1, 24, 2))])
+    assert why is None
+    assert all(c == pytest.approx(1300.0, rel=0.01) for c in clocks[0::2])
+    assert all(c == pytest.approx(1900.0, rel=0.01) for c in clocks[1::2])

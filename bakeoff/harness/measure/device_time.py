@@ -236,10 +236,10 @@ class ProfiledPass:
     def figures(self) -> dict[str, DeviceFigures]:
         """DeviceFigures per target name; raises ProfileError where the profiler's events do not make one."""
         segments = segment_calls(_kernel_spans(self.prof.function_events), len(self.order))
-        clocks, why = sampled_clocks(segments, self.pm.samples, self.pm.error)
         by_target: dict[str, list[int]] = {name: [] for name in self.targets}
         for j, name in enumerate(self.order):
             by_target[name].append(j)
+        clocks, why = sampled_clocks(segments, self.pm.samples, self.pm.error, list(by_target.values()))
         return {name: with_sampled_clock(replace(figures_of([segments[j] for j in at]),
                                                  windows_s=[self.windows[j] for j in at]),
                                          [clocks[j] for j in at], why)
@@ -299,16 +299,21 @@ def _device_index(device: str) -> int:
     return int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
 
 
-def sampled_clocks(calls: Sequence[CallTimes], samples: Sequence[Sample], error: str | None = None
-                   ) -> tuple[list[float | None], str | None]:
+def sampled_clocks(calls: Sequence[CallTimes], samples: Sequence[Sample], error: str | None = None,
+                   groups: Sequence[Sequence[int]] = ()) -> tuple[list[float | None], str | None]:
     """Per call, the SM clock the PM sampler read over its span (measure/pm_sampler.py): the samples put on the
     profiler's timeline by where the calls' spans hold the SMs busy and the markers do not; all None, with why,
-    without samples (`error`: the sampler's own reason) or where no offset fits."""
+    without samples (`error`: the sampler's own reason) or where no offset fits. Where all the calls together do
+    not keep the SMs busy enough (a target of one thread beside a matmul), the offset is fitted on the calls of
+    one of `groups` (each target's call indices) alone, the busiest that fits: the pass has one offset."""
     if not samples:
         return [None] * len(calls), error or "the PM sampler gave no samples"
     spans = [(c.window_us[0] * 1e3, c.window_us[1] * 1e3) for c in calls]
-    quiet = [(a * 1e3, b * 1e3) for c in calls for a, b in c.marker_windows_us]
-    shift, busy = fit_offset(spans, samples, quiet)
+    quiet = [[(a * 1e3, b * 1e3) for a, b in c.marker_windows_us] for c in calls]
+    shift, busy = fit_offset(spans, samples, [w for q in quiet for w in q])
+    if shift is None:
+        fits = [fit_offset([spans[j] for j in at], samples, [w for j in at for w in quiet[j]]) for at in groups if at]
+        shift, busy = max(((s, b) for s, b in fits if s is not None), key=lambda f: f[1], default=(None, busy))
     if shift is None:
         return [None] * len(calls), (f"no offset put the calls on the PM sampler's samples: at best the SMs were "
                                      f"{busy:.0%} busy inside them (under {MIN_BUSY:.0%})")

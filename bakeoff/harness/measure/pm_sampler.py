@@ -10,7 +10,8 @@ wholly inside the call's span (its first kernel's start to its last kernel's end
 The samples and the profiler's kernel records are stamped on different clocks (beside Kineto, CUPTI stamps the
 samples in the host's TSC ticks; the kernel records come as microseconds from the trace's start): `fit_offset`
 finds the one offset of the pass as where the SMs are busiest inside the calls' spans (a cross-correlation on
-the samples' grid, then a fine search), and a pass whose calls do not keep the SMs busy gets no clock from here.
+the samples' grid, then a fine search; on one target's calls alone where all of them together leave the SMs
+idle, device_time.sampled_clocks), and a pass whose calls do not keep the SMs busy gets no clock from here.
 Beside the stamps of a persistent matmul this read its clock within 0.5-1% per call (H100;
 benchmarks/pm_clock_check.py).
 
