@@ -98,8 +98,8 @@ def test_profiler_failure_keeps_the_case(monkeypatch):
 
     monkeypatch.setattr(figures, "run_pass", broken)
     monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)  # no GPU here
-    out = case_run.measure_all(_case("iree", "iree", device="cuda"), HostTimedBackend(), _Compiled("b"), None,
-                                _Compiled("e"), None)
+    out = case_run.collect_all(_case("iree", "iree", device="cuda"), HostTimedBackend(), _Compiled("b"), None,
+                                _Compiled("e"), None)()
     assert out["latency_ms_median"] == 1.0
     assert "CUPTI_ERROR_NOT_INITIALIZED" in out["profile_error"] and "kernel_count" not in out
     # The headline falls back to the pipelined figure, for the backend and eager alike, and says why.

@@ -239,16 +239,10 @@ def timing_targets(case: Case, backend: Backend, compiled: Compiled, prepared: A
     return targets
 
 
-def measure_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
-                eager_prepared: Any, phases: PhaseLog | None = None) -> dict[str, Any]:
-    """Every latency figure of the case and its headline (harness.measure.figures), each step a phase."""
-    return collect_all(case, backend, compiled, prepared, eager, eager_prepared, phases)()
-
-
 def collect_all(case: Case, backend: Backend, compiled: Compiled, prepared: Any, eager: Compiled,
                 eager_prepared: Any, phases: PhaseLog | None = None) -> Callable[[], dict[str, Any]]:
-    """Run the case's timed calls (figures.collect_figures); returns what makes its figures of them, host work
-    for after the timing gate."""
+    """Run the case's timed calls (figures.collect_figures, each step a phase); returns what makes every latency
+    figure of the case and its headline of them: host work, for after the timing gate."""
     phases = phases or PhaseLog(None)
     timing = TimingConfig.of(case.timing)  # TimingConfig.of: tests time case-like objects with a mapping
     targets = timing_targets(case, backend, compiled, prepared, eager, eager_prepared)
