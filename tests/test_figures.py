@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from profiled_pass import FakePass
+
 import bakeoff.harness.measure.figures as figures
 from bakeoff.harness.measure.clocks import ClockSampler
 from bakeoff.harness.measure.device_time import (MARK_NAME, KernelSpan, ProfileError, figures_of,
@@ -119,7 +121,7 @@ def test_gpu_case_gets_span_and_kernel_sum_for_both_targets(monkeypatch):
         monkeypatch.setattr(figures, name, lambda *a, **k: _stats(0.5, "x"))
     monkeypatch.setattr(figures, "measure", lambda targets, *a, **k: {t.name: _stats(0.4, "ev") for t in targets})
     profiled = {BACKEND_TARGET: _device(0.1), EAGER_TARGET: _device(0.3)}
-    monkeypatch.setattr(figures, "run_pass", lambda targets, device, calls, flush, **_: _Pass(lambda: profiled))
+    monkeypatch.setattr(figures, "run_pass", lambda targets, device, calls, flush, **_: FakePass(lambda: profiled))
     loads = []
     monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: loads.append(seconds) or seconds)
     out = measure_figures(TimedCall(BACKEND_TARGET, lambda: None, lambda: None),
@@ -149,7 +151,7 @@ def test_each_profiled_call_gets_the_clock_read_during_its_window(monkeypatch):
     windows = [(float(i), i + 0.5) for i in range(5)]
     profiled = {BACKEND_TARGET: replace(_device(0.1), windows_s=windows),
                 EAGER_TARGET: replace(_device(0.3), windows_s=[(w[0] + 0.6, w[1] + 0.6) for w in windows])}
-    monkeypatch.setattr(figures, "run_pass", lambda targets, device, calls, flush, **_: _Pass(lambda: profiled))
+    monkeypatch.setattr(figures, "run_pass", lambda targets, device, calls, flush, **_: FakePass(lambda: profiled))
 
     class Sampler:
         readings = True
@@ -313,13 +315,3 @@ def test_a_weighted_pick_slower_than_eager_says_so_where_eager_was_only_the_base
     assert "slower than eager" not in fast.reason
     eager = {**_record("eager", 0.81, 0.81), "speedup_vs_eager": 1.0}  # eager a candidate: the weights chose
     assert all("slower than eager" not in r.reason for r in recommend(slow + [eager], DEFAULT_WEIGHTS))
-
-
-class _Pass:
-    """What figures.run_pass gives: the pass's figures made only when asked for (after the gate)."""
-
-    def __init__(self, make):
-        self.make = make
-
-    def figures(self):
-        return self.make()

@@ -6,6 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from profiled_pass import FakePass
+
 import bakeoff.harness.measure.figures as figures
 from bakeoff.harness.measure.device_time import MARK_NAME, KernelSpan, ProfileError, figures_of, segment_calls
 from bakeoff.harness.measure.figures import BACKEND_TARGET, EAGER_TARGET, measure_figures
@@ -181,7 +183,7 @@ def _case(monkeypatch, eager_clocks: list[float]) -> dict:
         monkeypatch.setattr(figures, stub, lambda *a, **k: _stats(0.5, "x"))
     monkeypatch.setattr(figures, "measure", lambda targets, *a, **k: {t.name: _stats(0.4, "ev") for t in targets})
     monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)
-    monkeypatch.setattr(figures, "run_pass", lambda *a, **k: _Pass(lambda: profiled))
+    monkeypatch.setattr(figures, "run_pass", lambda *a, **k: FakePass(lambda: profiled))
     monkeypatch.setattr(figures, "ClockSampler", _Nvml)
     return measure_figures(TimedCall(BACKEND_TARGET, lambda: None, lambda: None),
                            TimedCall(EAGER_TARGET, lambda: None, lambda: None), "cuda", TIMING, capturable=False,
@@ -222,13 +224,3 @@ def test_nvml_stands_in_for_a_target_whose_markers_gave_no_clock(monkeypatch):
     assert out["headline_sm_clock_source"] == "nvml" and out["headline_sm_clock_mhz_median"] == 1755.0
     rec = ColdOutput.model_validate({**out, "status": "ok"})
     assert rec.eager_device_time.span_sm_clock_edges_mhz[3][1] is None
-
-
-class _Pass:
-    """What figures.run_pass gives: the pass's figures made only when asked for (after the gate)."""
-
-    def __init__(self, make):
-        self.make = make
-
-    def figures(self):
-        return self.make()

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import bakeoff
+from profiled_pass import FakePass
 from pydantic import ValidationError
 
 from bakeoff.harness.measure.numerics import error_stats
@@ -169,7 +170,7 @@ def _gpu_figures(monkeypatch, profiled: bool) -> dict:
         return stats([0.9, 0.9, 0.9], f"cuda-graph-replay x{calls_per_graph}")
 
     monkeypatch.setattr(figures, "cuda_graph_latency_ms", graph_replay)
-    monkeypatch.setattr(figures, "run_pass", lambda *a, **k: _Pass(lambda: profile(*a, **k)))
+    monkeypatch.setattr(figures, "run_pass", lambda *a, **k: FakePass(lambda: profile(*a, **k)))
     monkeypatch.setattr(figures, "sustain_load", lambda targets, seconds, device: seconds)
     monkeypatch.setattr(figures, "ClockSampler", Clock)
     backend = TimedCall(figures.BACKEND_TARGET, lambda: None, lambda: None, True)
@@ -401,13 +402,3 @@ def test_gpu_state_fields_are_declared(monkeypatch):
                                      "gpu_state_after": {"error": "NVML unavailable"}})
     assert rec.gpu_state_before.throttle_reasons == ["GpuIdle", "SwPowerCap"] and rec.gpu_state_before.power_w == 117.25
     assert json.loads(rec.model_dump_json(exclude_unset=True))["gpu_state_after"] == {"error": "NVML unavailable"}
-
-
-class _Pass:
-    """What figures.run_pass gives: the pass's figures made only when asked for (after the gate)."""
-
-    def __init__(self, make):
-        self.make = make
-
-    def figures(self):
-        return self.make()

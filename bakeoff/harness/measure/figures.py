@@ -232,17 +232,17 @@ def _device_fields(device_pass: DevicePass, out: dict[str, Any]
                    ) -> tuple[dict[str, DeviceFigures] | None, str | None]:
     """The CUPTI pass's figures, into `out` (span, kernel sum, kernel count, launch overhead share); returns the
     figures by target name, or None and the profiler's error (also kept as `profile_error`)."""
-    error = device_pass.error
+    error, found = device_pass.error, None
     if device_pass.ran is not None:
         try:
-            profiled = device_pass.ran.figures()
+            found = device_pass.ran.figures()
         except Exception as exc:  # noqa: BLE001 - markers lost, calls without kernels: recorded
             error = f"{type(exc).__name__}: {exc}"[:500]
-    if error is not None:
+    if found is None:
         out["profile_error"] = error
         return None, error
     span_clock = device_pass.span_clock
-    profiled = {name: nvml_fallback(figures, span_clock) for name, figures in profiled.items()}
+    profiled = {name: nvml_fallback(figures, span_clock) for name, figures in found.items()}
     for prefix, name in (("", BACKEND_TARGET), ("eager_", EAGER_TARGET)):
         if name in profiled:
             out.update(profiled[name].fields(prefix))
