@@ -19,6 +19,7 @@
 #                      RESUME=RUN_ID finishes that run instead, from $RESUME_DB (default results/resume.db.gz,
 #                      gzipped or not) carried in the tree; on the same warm machine carry .gpudeps, REVISION and
 #                      the store without .gpu (IREE stays installed in $SITE; all of them exceed a call's 64 MiB).
+#                      A suite whose BACKENDS leave out iree needs no .gpu at all.
 #                      SUITE_S: seconds the run gets (default: what the call leaves after AGREE_S for the do_bench
 #                      agreement).
 #   config CONFIG [RUN ARGS]   measure the ceilings (bakeoff calibrate), then `bakeoff run CONFIG` (relative to
@@ -91,7 +92,8 @@ setup() {  # on the GPU machine: install what travelled, put the harness on PYTH
   if [ -d "$R/.gpu" ]; then
     python3 "$R/.gpu/install_iree.py" "$site" >/dev/null || { echo "IREE did not install into $site" >&2; exit 2; }
   elif [ ! -d "$site/iree" ]; then  # a later call on a warm machine may leave .gpu (57 MiB) behind: room to carry
-    if [ "$JOB" = tritongen ] || [ "$JOB" = timing ]; then  # a store to resume; these run no IREE case
+    if [ "$JOB" = tritongen ] || [ "$JOB" = timing ] || { [ "$JOB" = suite ] && [ -n "${BACKENDS:-}" ] \
+        && [[ " $BACKENDS " != *" iree "* ]]; }; then  # these run no IREE case (a suite: BACKENDS without it)
       echo "IREE is not in $site: the $JOB job runs no IREE case"
     else
       echo "carry .gpu (bash benchmarks/gpu.sh pack): IREE is not in $site yet" >&2; exit 2
