@@ -1,5 +1,6 @@
 """benchmarks/gpu.sh's setup: IREE must have travelled (`.gpu`) or be installed already, except for the jobs
-that run no IREE case (tritongen, timing), which go on without it and say so."""
+that run no IREE case (tritongen, timing, a suite whose BACKENDS leave it out), which go on without it and say
+so."""
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 from test_gpu_sh_ort import _function
 
 
-def _setup(tmp_path: Path, job: str) -> subprocess.CompletedProcess:
+def _setup(tmp_path: Path, job: str, backends: str | None = None) -> subprocess.CompletedProcess:
     """setup() as JOB `job` in a checkout that carried .gpudeps but not .gpu, IREE not installed, nvidia-smi a stub."""
     root = tmp_path / "repo"
     (root / ".gpudeps").mkdir(parents=True)
@@ -23,7 +24,7 @@ def _setup(tmp_path: Path, job: str) -> subprocess.CompletedProcess:
     script = "\n".join(["set -uo pipefail", _function("setup"), _function("install_ort"),
                         f'R="{root}"; JOB="{job}"', "setup", 'echo "setup done in $PWD"'])
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SITE": str(tmp_path / "site"), "WORK": str(tmp_path / "work"),
-           "OUT": str(tmp_path / "out"), "HOME": str(tmp_path)}
+           "OUT": str(tmp_path / "out"), "HOME": str(tmp_path)} | ({"BACKENDS": backends} if backends else {})
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -40,3 +41,16 @@ def test_a_job_that_may_run_iree_stops_and_says_what_to_carry(tmp_path, job):
     got = _setup(tmp_path, job)
     assert got.returncode == 2
     assert "carry .gpu" in got.stderr and "setup done" not in got.stdout
+
+
+def test_a_suite_whose_backends_leave_out_iree_goes_on_without_it(tmp_path):
+    got = _setup(tmp_path, "suite", backends="eager inductor tritongen xla")
+    assert got.returncode == 0, got.stderr
+    assert "the suite job runs no IREE case" in got.stdout
+
+
+@pytest.mark.parametrize("backends", ["eager iree", "iree"])
+def test_a_suite_whose_backends_name_iree_stops_without_it(tmp_path, backends):
+    got = _setup(tmp_path, "suite", backends=backends)
+    assert got.returncode == 2
+    assert "carry .gpu" in got.stderr
