@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 PROGRAM = """
@@ -41,6 +43,16 @@ elif role == "marked":                # host work (a compile) with a device-work
             time.sleep(hold_s)            # timing them: never beside another case's timing
             print("undevice", time.time(), flush=True)
         time.sleep(hold_s)
+        print("out", time.time(), flush=True)
+    print("outside", float(outside), flush=True)
+    print("rejoined", float(rejoined), flush=True)
+elif role == "search":                # a config search: candidates compiled on the host, then timed alone
+    gate.enter_shared()
+    with gate.host_work() as outside:
+        with gate.device_work(alone=True) as rejoined:
+            print("device", time.time(), flush=True)
+            time.sleep(hold_s)
+            print("undevice", time.time(), flush=True)
         print("out", time.time(), flush=True)
     print("outside", float(outside), flush=True)
     print("rejoined", float(rejoined), flush=True)
@@ -205,3 +217,21 @@ def test_a_marked_device_work_section_of_a_host_compile_holds_timers_off(tmp_pat
     marked = start(prefix, "marked", 0.3, tmp_path / "m2.wait", "exclusive")
     m = events(marked)
     assert m["outside"] == 0.0 and m["rejoined"] == 0.0
+
+
+@pytest.mark.parametrize("policy", ["beside_compiles", "exclusive", "timers_only"])
+def test_a_config_searchs_timing_has_the_device_alone(tmp_path, policy):
+    """device_work(alone=True), tritongen's candidates timed: it waits for every busy worker (another case's
+    inputs, references or search on the device), and one arriving meanwhile waits for it, under every policy,
+    from host work (beside_compiles) or from the shared hold (the others)."""
+    prefix = tmp_path / "gpu-0"
+    busy = start(prefix, "busy", 1.5, tmp_path / "busy.wait", policy)
+    entered = busy.stdout.readline()
+    search = start(prefix, "search", 1.5, tmp_path / "search.wait", policy)
+    while time.time() < float(entered.split()[1]) + 2.2:  # the busy worker left at 1.5 s: the search times now
+        time.sleep(0.05)
+    late = start(prefix, "busy", 0.2, tmp_path / "late.wait", policy)
+    b, s, late_ev = events(busy, entered), events(search), events(late)
+    assert s["rejoined"] == 1.0 and s["outside"] == float(policy == "beside_compiles")
+    assert s["device"] >= b["out"] - 0.05  # not beside another worker's device work
+    assert late_ev["in"] >= s["undevice"] - 0.05  # nor the other way round

@@ -75,13 +75,14 @@ __all__ = ["Backend", "Compiled", "CompileInfo", "TensorSpec", "TorchCompiled", 
 # (harness/supervise/gate.py device_work: the section holds the gate while the rest of the compile does not).
 # `device_waited_s` is the seconds the worker has waited to rejoin it so far (the harness's wait, not the
 # compiler's: a backend timing its stages leaves it out).
-_device_work: Callable[[], ContextManager[Any]] = nullcontext
+_device_work: Callable[[bool], ContextManager[Any]] = nullcontext
 _device_waited_s: Callable[[], float] = lambda: 0.0
 
 
-def device_work() -> ContextManager[Any]:
-    """Wrap the part of a compile that runs work on the device to time it (an autotuner's candidates)."""
-    return _device_work()
+def device_work(alone: bool = False) -> ContextManager[Any]:
+    """Wrap the part of a compile that runs work on the device to time it (an autotuner's candidates); `alone`:
+    with no other case's work on the device meanwhile (what decides between candidates)."""
+    return _device_work(alone)
 
 
 def device_waited_s() -> float:
@@ -89,7 +90,7 @@ def device_waited_s() -> float:
     return _device_waited_s()
 
 
-def set_device_work(hook: Callable[[], ContextManager[Any]], waited_s: Callable[[], float] = lambda: 0.0) -> None:
+def set_device_work(hook: Callable[[bool], ContextManager[Any]], waited_s: Callable[[], float] = lambda: 0.0) -> None:
     global _device_work, _device_waited_s
     _device_work, _device_waited_s = hook, waited_s
 

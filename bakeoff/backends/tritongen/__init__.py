@@ -61,8 +61,8 @@ class TritonGenBackend(Backend):
     @classmethod
     def compile_times_on_device(cls, options: TritonGenOptions) -> str | None:
         if options.autotune:
-            return ("its config search times candidate kernels on the device (autotune: true): that timing holds "
-                    "the gate, compiling the candidates does not")
+            return ("its config search times candidate kernels on the device (autotune: true): that timing has "
+                    "the device alone, compiling the candidates does not hold the gate")
         return None
 
     @classmethod

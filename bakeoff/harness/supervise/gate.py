@@ -40,7 +40,8 @@ device may mix them and an exclusive timer still has the device alone:
   Starting host work goes through the turnstile, so a waiting exclusive timer is not starved either; host
   work ends by dropping `PREFIX.compiling` before rejoining the gate, so nothing waits while holding it.
   A compile that times candidates on the device but says which part does (Backend.marks_device_work:
-  tritongen's config search) runs as host work and rejoins the gate for that part only (`device_work`).
+  tritongen's config search) runs as host work and rejoins the gate for that part only (`device_work`); the
+  candidates' timing takes the device alone (`device_work(alone=True)`, under every policy), as a timer does.
 """
 from __future__ import annotations
 
@@ -169,11 +170,18 @@ class Gate:
         self._shared_past_turnstile(self._compiling)
 
     @contextmanager
-    def device_work(self) -> Iterator[bool]:
+    def device_work(self, alone: bool = False) -> Iterator[bool]:
         """Inside host work (a compile outside the gate), rejoin the gate as a busy worker for the body: the
         part of the compile that runs work on the device to time it (Backend.marks_device_work); yields
         True then. Elsewhere the worker already holds the gate shared and this yields False. `compiling` is
-        dropped before the gate is rejoined and taken again after, so nothing waits while holding it."""
+        dropped before the gate is rejoined and taken again after, so nothing waits while holding it.
+        `alone`: the body has the device to itself, from host work or from a shared hold, and yields True: it
+        waits for every busy worker and holds new ones off, as a timer does (a config search's timing, which
+        another case's inputs, references or search on the device would decide)."""
+        if alone:
+            with self._alone():
+                yield True
+            return
         if not self._host_working:
             yield False
             return
@@ -184,6 +192,24 @@ class Gate:
         finally:
             self._unlock(self._gate)
             self._enter_host_work()
+
+    @contextmanager
+    def _alone(self) -> Iterator[None]:
+        """The device alone for the body (no timing window recorded), then back to host work or the shared hold."""
+        self._unlock(self._compiling if self._host_working else self._gate)
+        self._lock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            self._lock(self._gate, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                self._unlock(self._gate)
+        finally:
+            self._unlock(self._turnstile)
+        if self._host_working:
+            self._enter_host_work()
+        else:
+            self.enter_shared()
 
     @contextmanager
     def exclusive(self) -> Iterator["Gate"]:
@@ -231,19 +257,20 @@ def host_work() -> ContextManager[bool]:
     return _in_current_gate("host_work")
 
 
-def device_work() -> ContextManager[bool]:
-    """This worker's device work inside a host-work compile (Gate.device_work); a no-op when ungated."""
-    return _in_current_gate("device_work")
+def device_work(alone: bool = False) -> ContextManager[bool]:
+    """This worker's device work inside a host-work compile, or `alone` on the device (Gate.device_work); a
+    no-op when ungated."""
+    return _in_current_gate("device_work", alone=alone)
 
 
 @contextmanager
-def _in_current_gate(section: str) -> Iterator[bool]:
+def _in_current_gate(section: str, **how: bool) -> Iterator[bool]:
     """The current gate's `section` (host_work, device_work); yields False when the worker is not gated."""
     gate = current_gate()
     if gate is None:
         yield False
         return
-    with getattr(gate, section)() as inside:
+    with getattr(gate, section)(**how) as inside:
         yield inside
 
 
