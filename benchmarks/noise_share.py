@@ -29,6 +29,11 @@ Beside it: each case's clock (its cycles over its ms) for the fastest and the sl
 correlation of the cases' ms with their clocks (`order`): near -1 says eager ran slower exactly where the clock
 was lower (on a power-capped GPU the clock of a case follows the power its pair of kernels draws), even where the
 cycles do not hold (a clock read at the calls' edges is not the clock inside a kernel the power cap slows).
+A group over in both is said to keep "each case its own time" where the cases' medians lie further apart than
+OWN_TIME_SE (4) standard errors of the least certain one (from its samples' IQR) and their times do not follow
+their clocks' order (`order` above CLOCK_ORDER, -0.5, or unknown): neither the samples' noise nor a clock
+explains it; each worker process kept a time of its own (a memory-bound kernel's time in one process against
+another's).
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -103,6 +109,10 @@ def table(records: list[dict[str, Any]], reasons: bool) -> str:
 
 
 ACROSS_CASES_LIMIT = 0.03
+# A group over in ms and in cycles whose cases' medians lie further apart than OWN_TIME_SE standard errors of the
+# least certain median: not the samples' noise, not the clock: each case (a worker process) kept a time of its own.
+OWN_TIME_SE = 4.0
+CLOCK_ORDER = -0.5  # at or under it, the cases' times follow their clocks' order: that, not the process, is said
 
 
 def _eager_kcycles(rec: dict[str, Any]) -> float | None:
@@ -134,8 +144,18 @@ def eager_measurements(records: list[dict[str, Any]]) -> dict[tuple, list[dict[s
         clock = None if kcycles is None else (rec[f"{prefix}device_span_sm_clock_source"] if per_call else "median")
         if ms:
             groups[key].append({"case": str(rec.get("backend")), "ms": float(ms), "kcycles": kcycles, "clock": clock,
-                                "mhz": None if kcycles is None else kcycles / float(ms)})
+                                "mhz": None if kcycles is None else kcycles / float(ms),
+                                "median_se": _median_se(rec.get(f"{prefix}device_span_samples_ms"))})
     return groups
+
+
+def _median_se(samples: list[float] | None) -> float | None:
+    """The standard error of the samples' median over the median, from their interquartile range as a normal
+    spread's (IQR / 1.349 sigma, median SE 1.2533 sigma / sqrt(n)); None under four samples."""
+    if not samples or len(samples) < 4:
+        return None
+    q1, median, q3 = np.percentile(samples, [25, 50, 75])
+    return float(1.2533 * (q3 - q1) / 1.349 / math.sqrt(len(samples)) / median) if median > 0 else None
 
 
 def spread(values: list[float]) -> float | None:
@@ -158,8 +178,10 @@ def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMI
     """One row per group of eager_measurements with at least two cases: n, the cases of the fastest and slowest
     figure and their clocks (MHz: the cycles over the ms), spread_ms and spread_kcycles (None unless every case has
     a clock), `clock_order`: the rank correlation of the cases' ms with their clocks (-1: the lower a case's
-    clock, the slower eager ran in it, case by case; None without every clock or under three cases), and `holds`: "ms" (spread in ms
-    within `limit`), "clock" (only in cycles), False (neither), None (over in ms, no clocks to tell)."""
+    clock, the slower eager ran in it, case by case; None without every clock or under three cases), `holds`:
+    "ms" (spread in ms within `limit`), "clock" (only in cycles), False (neither), None (over in ms, no clocks to
+    tell), `median_se` (the largest standard error of a case's median, relative) and `own_time` (over in both,
+    a time per case: see the module's text)."""
     rows = []
     for (run_id, workload, shape, dtype, grad), got in sorted(eager_measurements(records).items(), key=str):
         if len(got) < 2:
@@ -170,17 +192,23 @@ def across_cases(records: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMI
         spread_kc = spread(cyc) if all(c is not None for c in cyc) else None
         holds: str | bool | None = "ms" if spread_ms is not None and spread_ms <= limit else (
             None if spread_kc is None else ("clock" if spread_kc <= limit else False))
+        ses = [g["median_se"] for g in got]
+        median_se = max(ses) if None not in ses else None
         fastest, slowest = got[ms.index(min(ms))], got[ms.index(max(ms))]
         mhz = [g["mhz"] for g in got]
+        order = rank_correlation(ms, [round(m) for m in mhz]) if None not in mhz else None
         rows.append({"run_id": run_id, "workload": workload, "shape": shape, "dtype": dtype, "grad": grad,
                      "n": len(got), "fastest": fastest["case"], "slowest": slowest["case"],
                      "fastest_mhz": fastest["mhz"], "slowest_mhz": slowest["mhz"],
-                     "clock_order": rank_correlation(ms, [round(m) for m in mhz]) if None not in mhz else None,
+                     "clock_order": order,
                      "min_ms": min(ms), "max_ms": max(ms),
                      "spread_ms": spread_ms, "spread_kcycles": spread_kc,
                      "clocks": sum(c is not None for c in cyc),
                      "per_call_clocks": sum(g["clock"] in DEVICE_SOURCES for g in got),
-                     "pm_clocks": sum(g["clock"] == PM_SOURCE for g in got), "holds": holds})
+                     "pm_clocks": sum(g["clock"] == PM_SOURCE for g in got), "holds": holds,
+                     "median_se": median_se, "own_time": bool(holds is False and median_se is not None
+                                                              and spread_ms >= OWN_TIME_SE * median_se
+                                                              and (order is None or order > CLOCK_ORDER))})
     return rows
 
 
@@ -194,15 +222,20 @@ def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) 
              f"{'cycles':>7s} {'clocks':>7s} {'order':>5s}  fastest / slowest case (MHz)  holds"]
     for r in rows:
         name = r["workload"] + (" (grad)" if r["grad"] else "")
-        holds = {"ms": "yes", "clock": "yes, the clock accounts for it", False: "NO", None: "NO (no clocks)"}
+        holds = {"ms": "yes", "clock": "yes, the clock accounts for it", None: "NO (no clocks)",
+                 False: "NO" + (f", each case its own time (medians' SE <= {r['median_se']:.1%})"
+                                if r["own_time"] else "")}
         lines.append(f"{name:20s} {r['dtype']!s:9s} {r['n']:2d} {r['min_ms']:9.4g} {r['max_ms']:9.4g} "
                      f"{pct(r['spread_ms']):>7s} {pct(r['spread_kcycles']):>7s} "
                      f"{clocks(r):>7s} {order(r['clock_order']):>5s}  "
                      f"{r['fastest']}{mhz(r['fastest_mhz'])} / {r['slowest']}{mhz(r['slowest_mhz'])}  "
                      f"{holds[r['holds']]}")
     count = collections.Counter(r["holds"] for r in rows)
+    own_time = sum(r["own_time"] for r in rows)
     lines.append(f"{len(rows)} groups: {count['ms']} within {limit:.0%} in ms, {count['clock']} more within it in "
-                 f"SM cycles, {count[False]} over in both, {count[None]} over in ms without clocks to tell")
+                 f"SM cycles, {count[False]} over in both ({own_time} of them a time per case: medians over "
+                 f"{OWN_TIME_SE:g} standard errors apart, not in their clocks' order), {count[None]} over in ms "
+                 "without clocks to tell")
     lines.append("clocks: cases with each call's clock by the PM sampler + by the markers + cases with only the "
                  "median clock over the headline's samples / cases; order: rank correlation of the cases' ms with "
                  "their clocks (-1.0: the lower the clock, the slower, case by case)")

@@ -104,7 +104,8 @@ def test_table_names_each_verdict_and_counts_them():
                             own(1.0, workload="ew"), paired("xla", 1.01, workload="ew")])
     text = ns.across_table(rows)
     assert "yes, the clock accounts for it" in text and "NO (no clocks)" in text
-    assert "3 groups: 1 within 3% in ms, 1 more within it in SM cycles, 0 over in both, 1 over in ms" in text
+    assert "3 groups: 1 within 3% in ms, 1 more within it in SM cycles, 0 over in both (0 of them a time per " \
+           "case" in text and "1 over in ms without clocks" in text
 
 
 def _settling(n: int = 20) -> tuple[list[float], list[float]]:
@@ -148,3 +149,33 @@ def test_a_spread_unrelated_to_the_clock_has_no_clock_order():
     assert short["clock_order"] is None  # two cases order nothing
     [none] = ns.across_cases([own(1.00), paired("inductor", 1.10), paired("xla", 1.2)])
     assert none["clock_order"] is None and none["fastest_mhz"] is None
+
+
+def test_cases_that_each_keep_a_time_of_their_own_are_told():
+    """Over in ms and in cycles at one clock, each case's samples tight around its own median: a time per case
+    (a worker process's), said beside the NO."""
+    tight = lambda ms: [ms * f for f in (0.996, 0.999, 1.0, 1.001, 1.004)]  # noqa: E731
+    recs = [own(1.00, 1980.0, device_span_samples_ms=tight(1.00)),
+            paired("inductor", 1.08, 1980.0, eager_device_span_samples_ms=tight(1.08)),
+            paired("xla", 1.04, 1980.0, eager_device_span_samples_ms=tight(1.04))]
+    [row] = ns.across_cases(recs)
+    assert row["holds"] is False and row["own_time"] and row["median_se"] < 0.01
+    assert "NO, each case its own time" in ns.across_table([row])
+    assert "(1 of them a time per case" in ns.across_table([row])
+
+
+def test_a_spread_within_the_samples_noise_is_not_a_time_per_case():
+    wide = lambda ms: [ms * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)]  # noqa: E731
+    recs = [own(1.00, 1980.0, device_span_samples_ms=wide(1.00)),
+            paired("inductor", 1.08, 1980.0, eager_device_span_samples_ms=wide(1.08))]
+    [row] = ns.across_cases(recs)
+    assert row["holds"] is False and not row["own_time"]
+    assert ns.across_table([row]).splitlines()[1].endswith("NO")
+
+
+def test_cases_whose_times_follow_their_clocks_are_not_a_time_per_case():
+    """Slower exactly where the clock read lower (a power cap), though time x clock does not hold them equal: the
+    clock's order is the finding, not the process."""
+    recs = [own(1.00, 1980.0), paired("inductor", 1.20, 1700.0), paired("xla", 1.10, 1900.0)]
+    [row] = ns.across_cases(recs)
+    assert row["holds"] is False and row["clock_order"] == pytest.approx(-1.0) and not row["own_time"]
