@@ -197,15 +197,8 @@ class Gate:
     def _alone(self) -> Iterator[None]:
         """The device alone for the body (no timing window recorded), then back to host work or the shared hold."""
         self._unlock(self._compiling if self._host_working else self._gate)
-        self._lock(self._turnstile, fcntl.LOCK_EX)
-        try:
-            self._lock(self._gate, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                self._unlock(self._gate)
-        finally:
-            self._unlock(self._turnstile)
+        with self._gate_alone(host_too=False):
+            yield
         if self._host_working:
             self._enter_host_work()
         else:
@@ -226,25 +219,34 @@ class Gate:
                 self._unlock(self._timing)
             return
         self._unlock(self._gate)
+        # exclusive: the host too, no beside_compiles worker's compile either
+        with self._gate_alone(host_too=self.policy == "exclusive"):
+            start = time.time()
+            try:
+                yield self
+            finally:
+                self.windows.append((start, time.time()))
+        self.enter_shared()
+
+    @contextmanager
+    def _gate_alone(self, host_too: bool) -> Iterator[None]:
+        """Hold the gate exclusively for the body, through the turnstile (so workers arriving meanwhile wait), and
+        `compiling` too where `host_too`. The caller has dropped its own holds first."""
         self._lock(self._turnstile, fcntl.LOCK_EX)
         try:
             self._lock(self._gate, fcntl.LOCK_EX)
-            alone = self.policy == "exclusive"  # and the host: no beside_compiles worker's compile either
             try:
-                if alone:
+                if host_too:
                     self._lock(self._compiling, fcntl.LOCK_EX)
-                start = time.time()
                 try:
-                    yield self
+                    yield
                 finally:
-                    self.windows.append((start, time.time()))
-                    if alone:
+                    if host_too:
                         self._unlock(self._compiling)
             finally:
                 self._unlock(self._gate)
         finally:
             self._unlock(self._turnstile)
-        self.enter_shared()
 
     def summary(self) -> dict[str, object]:
         """For the record: seconds waited for the gate so far and the exclusive windows (epoch seconds)."""
