@@ -104,8 +104,9 @@ def test_table_names_each_verdict_and_counts_them():
                             own(1.0, workload="ew"), paired("xla", 1.01, workload="ew")])
     text = ns.across_table(rows)
     assert "yes, the clock accounts for it" in text and "NO (no clocks)" in text
-    assert "3 groups: 1 within 3% in ms, 1 more within it in SM cycles, 0 over in both (0 of them a time per " \
-           "case" in text and "1 over in ms without clocks" in text
+    assert "3 groups: 1 within 3% in ms, 1 more within it in SM cycles, 0 more within it of a part the clock " \
+           "drives and a fixed part, 0 over in all (0 of them a time per case" in text
+    assert "1 over in ms without clocks" in text
 
 
 def _settling(n: int = 20) -> tuple[list[float], list[float]]:
@@ -176,6 +177,63 @@ def test_a_spread_within_the_samples_noise_is_not_a_time_per_case():
 def test_cases_whose_times_follow_their_clocks_are_not_a_time_per_case():
     """Slower exactly where the clock read lower (a power cap), though time x clock does not hold them equal: the
     clock's order is the finding, not the process."""
-    recs = [own(1.00, 1980.0), paired("inductor", 1.20, 1700.0), paired("xla", 1.10, 1900.0)]
+    recs = [own(1.00, 1980.0), paired("inductor", 1.20, 1650.0), paired("xla", 1.10, 1900.0)]
     [row] = ns.across_cases(recs)
     assert row["holds"] is False and row["clock_order"] == pytest.approx(-1.0) and not row["own_time"]
+
+
+def test_a_call_part_clock_driven_part_fixed_holds_by_the_fit():
+    """A GEMM and a memory-bound kernel in one call: 2/3 of its time at the median clock scales as 1 / clock, the
+    rest not. Its cycles spread over 3% as well as its ms, yet the cases lie on one curve of their clocks."""
+    at = lambda mhz: 1.2 * 1800.0 / mhz + 0.6  # noqa: E731  (ms: 1.2 ms of cycles at 1,800 MHz, 0.6 ms fixed)
+    clocks = (1950.0, 1800.0, 1650.0, 1500.0, 1400.0)
+    recs = [own(at(clocks[0]), clocks[0])] + [paired(b, at(c), c) for b, c in zip(("inductor", "xla", "iree",
+                                                                                    "tritongen"), clocks[1:])]
+    [row] = ns.across_cases(recs)
+    assert row["spread_ms"] > 0.03 and row["spread_kcycles"] > 0.03 and row["clock_order"] == pytest.approx(-1.0)
+    assert row["holds"] == "fit" and not row["own_time"]
+    assert row["fit_spread"] == pytest.approx(0.0, abs=1e-6)
+    clocked = 1.2 * 1800.0 / 1650.0  # at the median clock, 1,650 MHz
+    assert row["fit_share"] == pytest.approx(clocked / (clocked + 0.6), rel=1e-6)
+    table = ns.across_table([row])
+    assert "yes, the clock for 69% of the time, the rest fixed" in table and "0.0%/69%" in table
+    assert "1 more within it of a part the clock drives" in table
+
+
+def test_the_fit_needs_four_cases_and_the_clocks_order():
+    at = lambda mhz: 1200.0 / mhz + 0.6  # noqa: E731
+    three = [own(at(1950.0), 1950.0), paired("inductor", at(1600.0), 1600.0), paired("xla", at(1400.0), 1400.0)]
+    [row] = ns.across_cases(three)
+    assert row["holds"] is False and row["fit_share"] is None  # two parameters from three cases: not told
+    # times that do not fall as the clocks rise: no fit holds them, whatever its spread
+    shuffled = [own(1.00, 1950.0), paired("inductor", 1.20, 1900.0), paired("xla", 1.05, 1400.0),
+                paired("iree", 1.10, 1600.0)]
+    [row] = ns.across_cases(shuffled)
+    assert row["holds"] is False
+
+
+def test_the_fit_is_not_tried_where_ms_or_cycles_hold():
+    [row] = ns.across_cases([own(1.00, 1980.0), paired("inductor", 1.10, 1800.0), paired("xla", 1.0, 1980.0),
+                             paired("iree", 1.01, 1970.0)])
+    assert row["holds"] == "clock" and row["fit_share"] is None
+    [row] = ns.across_cases([own(1.00), paired("inductor", 1.01), paired("xla", 1.0), paired("iree", 1.02)])
+    assert row["holds"] == "ms" and row["fit_share"] is None
+
+
+def test_a_spread_wider_than_the_clocks_is_a_time_per_case_whatever_their_order():
+    """Times 12% apart while the clocks are 1% apart: even in the clocks' order, a clock cannot be why (a call's
+    time scales at most as 1 / clock)."""
+    tight = lambda ms: [ms * f for f in (0.996, 0.999, 1.0, 1.001, 1.004)]  # noqa: E731
+    recs = [own(1.00, 1995.0, device_span_samples_ms=tight(1.00)),
+            paired("inductor", 1.06, 1990.0, eager_device_span_samples_ms=tight(1.06)),
+            paired("xla", 1.12, 1975.0, eager_device_span_samples_ms=tight(1.12))]
+    [row] = ns.across_cases(recs)
+    assert row["clock_order"] == pytest.approx(-1.0) and row["holds"] is False and row["own_time"]
+
+
+def test_clock_fit_recovers_the_two_parts():
+    mhz = [1000.0, 1500.0, 2000.0, 2500.0]
+    share, spread = ns.clock_fit([2000.0 / f + 0.5 for f in mhz], mhz)
+    assert spread == pytest.approx(0.0, abs=1e-6)
+    assert share == pytest.approx((2.0 / 1.75) / (2.0 / 1.75 + 0.5), rel=1e-6)  # at the median clock, 1,750 MHz
+    assert ns.clock_fit([1.0, 1.1, 1.2], [1.0, 2.0, 3.0]) is None
