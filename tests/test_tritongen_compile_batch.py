@@ -97,13 +97,16 @@ def test_pruned_counts_of_the_twins_searched_alone():
         return SimpleNamespace(kernel=SimpleNamespace(kind=kind), split=split, gluon=gluon)
 
     two = [{"BLOCK_M": 128}, {"BLOCK_M": 64}]
-    assert PRUNED_TWINS == {"gluon": 1, "split_attention": 1, "split_matmul": 1}
+    assert PRUNED_TWINS == {"gluon": 1, "split_attention": 1, "split_matmul": 1, "ptma": 1}
     assert pruned_count(src("attention", gluon=("q", "k", "v", "o")), two) == 1
     assert pruned_count(src("attention", split={"planes": []}), two) == 1
     assert pruned_count(src("attention"), two) == PRUNED["attention"] == 2
     assert pruned_count(src("matmul", split={"planes": []}), two) == 1
     assert pruned_count(src("matmul", split={"planes": []}), [two[0], {**two[1], "SPLIT_K": 8}]) == 2  # long K
     assert pruned_count(src("matmul"), two) == 2
+    persistent_tma_first = [{**two[0], "TMA": 2, "NUM_SMS": 132}, two[0]]  # a 16-bit matmul's list
+    assert pruned_count(src("matmul"), persistent_tma_first) == 1
+    assert pruned_count(src("matmul"), [two[0], {**two[0], "TMA": 2, "NUM_SMS": 132}]) == 2  # pointers first
 
 
 def test_a_candidate_searched_alone_that_does_not_load_falls_back_to_the_rest(monkeypatch):

@@ -48,8 +48,12 @@ PRUNED = {"pointwise": 1, "copy": 1, "rowreduce": 2, "matmul": 2, "attention": 2
 # - the pre-split float32 matmul (`split_matmul`): its second tile then (128 x 128 x 16, CHAIN 2, 4 stages, since
 #   dropped from _SPLIT_TILES) needs 262208 bytes of shared memory against sm_90's 232448 and failed at its first
 #   launch in all 10 searches, so the pruned search was the first tile alone (where split-K applies, a long K, its
-#   candidates stay beside it).
-PRUNED_TWINS = {"gluon": 1, "split_attention": 1, "split_matmul": 1}
+#   candidates stay beside it);
+# - the persistent TMA kernel of a 16-bit matmul (`ptma`, first in its list): 10 of 10 searches (GEMM+epilogues,
+#   the blocks' projections; bf16, fp16) in an H100 run whose rounds had the device alone, 0.5-10% ahead of the
+#   pointer kernel in its best round and ahead in every round; where rounds shared the device with other cases,
+#   each won some searches, in rounds up to 2.5x apart.
+PRUNED_TWINS = {"gluon": 1, "split_attention": 1, "split_matmul": 1, "ptma": 1}
 
 
 def pruned_count(src: KernelSource, space: list[Config]) -> int:
@@ -63,6 +67,8 @@ def pruned_count(src: KernelSource, space: list[Config]) -> int:
     if kind == "matmul" and src.split:
         n = PRUNED_TWINS["split_matmul"]
         return n + len([c for c in space[n:n + PRUNED[kind] - n] if c.get("SPLIT_K")])
+    if kind == "matmul" and space and space[0].get("TMA") == 2:  # 16-bit: the persistent TMA kernel first
+        return PRUNED_TWINS["ptma"]
     if kind == "rowreduce" and len(space) > 2 and space[0].get("LOOP") and not space[2].get("LOOP"):
         # float32 rows (looped twins first): the first persistent config too. The winner differs by GPU: the
         # twin on the H200 (softmax 131.5 us against 133.4 persistent), the persistent kernel on the H100
