@@ -9,7 +9,10 @@ clean lines) and `none`; per mode, the per-process medians and their spread acro
 there after `write` and gone after `read` puts the per-process time on the flush's write-backs; one there in
 every mode puts it on the process (where its buffers landed), not the flush.
 
-    PYTHONPATH=. python3 benchmarks/flush_process_check.py [--processes 6] [--json OUT.json]
+    PYTHONPATH=. python3 benchmarks/flush_process_check.py [--processes 6] [--hold-gib 0 8 24 48] [--json OUT.json]
+
+`--hold-gib`: each process first allocates and keeps that much device memory, in turn, as a worker beside a
+backend's memory pool does; a spread that appears with it puts the per-process time on where the buffers land.
 """
 from __future__ import annotations
 
@@ -42,10 +45,18 @@ def summarise(per_process: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
     return out
 
 
-def child() -> dict[str, Any]:
-    """One process: the probes' median ms after each flush mode, CUDA events around each call."""
+def hold_of(process: int, hold_gib: Sequence[float]) -> float:
+    """GiB the `process`-th child allocates and keeps before its buffers: `hold_gib` in turn (none without it)."""
+    return float(hold_gib[process % len(hold_gib)]) if hold_gib else 0.0
+
+
+def child(hold_gib: float = 0.0) -> dict[str, Any]:
+    """One process: the probes' median ms after each flush mode, CUDA events around each call; first it allocates
+    and keeps `hold_gib` GiB, as a worker whose backend holds a memory pool (XLA, IREE) has, so that its buffers
+    land elsewhere in the device's memory."""
     import torch
 
+    held = torch.empty(int(hold_gib * 2**30), device="cuda", dtype=torch.uint8) if hold_gib else None
     x = torch.randn(ROWS, COLS, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(COLS, device="cuda", dtype=torch.bfloat16)
     out = torch.empty_like(x)
@@ -70,11 +81,14 @@ def child() -> dict[str, Any]:
                     pairs.append((start, end))
                 torch.cuda.synchronize()
                 times[name][mode] += [s.elapsed_time(e) for s, e in pairs]
-    return {"x_ptr": x.data_ptr(), "buf_ptr": buf.data_ptr(),
+    del held
+    return {"x_ptr": x.data_ptr(), "buf_ptr": buf.data_ptr(), "hold_gib": hold_gib,
             "medians_ms": {p: {m: statistics.median(v) for m, v in by.items()} for p, by in times.items()}}
 
 
-def print_table(summary: dict[str, dict[str, Any]]) -> None:
+def print_table(summary: dict[str, dict[str, Any]], holds: Sequence[float] = ()) -> None:
+    if any(holds):
+        print("GiB held before the buffers, per process: " + " ".join(f"{h:g}" for h in holds))
     for probe, by in summary.items():
         for mode, got in by.items():
             meds = " ".join(f"{m:.4f}" for m in got["medians_ms"])
@@ -86,17 +100,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--processes", type=int, default=6)
     ap.add_argument("--json", help="write the per-process medians and the summary here")
+    ap.add_argument("--hold-gib", type=float, nargs="*", default=[],
+                    help="GiB each process allocates and keeps before its buffers, in turn (e.g. 0 8 24 48): does "
+                         "where its buffers land give each process a time of its own?")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child()))
+        print(json.dumps(child(args.hold_gib[0] if args.hold_gib else 0.0)))
         return
     per_process = []
-    for _ in range(args.processes):
-        got = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True, check=True)
+    for i in range(args.processes):
+        hold = hold_of(i, args.hold_gib)
+        got = subprocess.run([sys.executable, __file__, "--child", "--hold-gib", str(hold)], capture_output=True,
+                             text=True, check=True)
         per_process.append(json.loads(got.stdout.strip().splitlines()[-1]))
     summary = summarise(per_process)
-    print_table(summary)
+    print_table(summary, [p.get("hold_gib", 0.0) for p in per_process])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"processes": per_process, "summary": summary}, f, indent=1)

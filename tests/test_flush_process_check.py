@@ -22,3 +22,16 @@ def test_summary_keeps_each_process_median_per_probe_and_mode():
     assert got["write"]["spread"] == pytest.approx(0.126 / 0.107 - 1)
     assert got["read"]["spread"] == pytest.approx(0.0)
     assert set(got) == set(fc.MODES)
+
+
+def test_processes_hold_the_given_memory_in_turn():
+    assert [fc.hold_of(i, [0, 8, 24]) for i in range(5)] == [0.0, 8.0, 24.0, 0.0, 8.0]
+    assert fc.hold_of(3, []) == 0.0
+
+
+def test_the_table_names_what_each_process_held(capsys):
+    procs = [{"medians_ms": {"rms_norm bf16": {m: 0.1 for m in fc.MODES}}} for _ in range(2)]
+    fc.print_table(fc.summarise(procs), [0.0, 8.0])
+    assert capsys.readouterr().out.splitlines()[0] == "GiB held before the buffers, per process: 0 8"
+    fc.print_table(fc.summarise(procs), [0.0, 0.0])
+    assert "held" not in capsys.readouterr().out
