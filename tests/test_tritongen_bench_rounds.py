@@ -35,3 +35,69 @@ def test_a_clock_that_drifts_through_the_case_weighs_on_every_call_alike():
 
     medians, _ = tvi.interleaved_ms({"first": "x", "second": "y", "third": "z"}, 50, rounds=4, bench=bench)
     assert max(medians.values()) / min(medians.values()) - 1 < 0.002  # one after the other: 2% and 4% apart
+
+
+@pytest.mark.parametrize("name", ["softmax", "gemm_bias_gelu"])
+def test_a_case_is_graded_on_its_rounds_medians(monkeypatch, name):
+    """run_case's wiring on the CPU, with the GPU's parts stood in for (tritongen's compile, torch.compile, CUDA
+    graphs, do_bench, the float64 reference): every call, the ceiling's included, is timed in the rounds, and
+    the grade reads their medians."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import torch
+
+    from bakeoff.workloads.suite import builtin_workloads
+
+    w = builtin_workloads()[name]
+    small = {name: dataclasses.replace(w, presets={"gpu": w.presets["smoke"]})}
+    timed = []
+
+    class Compiled:  # tritongen's compiled graph: eager's answer, on the CPU
+        info = SimpleNamespace(stages_s={}, notes=[])
+
+        def __init__(self, graph):
+            self.fn = tvi.lower_torch(graph)
+
+        def __call__(self, *xs):
+            return self.fn(*xs)
+
+        def artifacts(self):
+            return {}
+
+        def prepare(self, xs):
+            return xs
+
+        def run(self, xs):
+            return self.fn(*xs)
+
+    def bench(call, rep_ms):
+        timed.append(call)
+        return 2.0
+
+    monkeypatch.setattr(tvi, "builtin_workloads", lambda: small)
+    monkeypatch.setattr(tvi, "compile_tritongen", lambda graph, options: Compiled(graph))
+    monkeypatch.setattr(tvi.torch, "compile", lambda fn, backend: fn)
+    monkeypatch.setattr(tvi.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(tvi.torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(tvi, "make_inputs", lambda graph, seed, device: tvi_inputs(graph, seed))
+    monkeypatch.setattr(tvi, "fp64_errors", lambda w, p, d, xs, outs: {k: 1e-3 for k in outs})
+    monkeypatch.setattr(tvi, "graph_of", lambda compiled, prepared: None)
+    monkeypatch.setattr(tvi, "bench_ms", bench)
+    monkeypatch.setattr(tvi, "same_size_copy_tb_s", lambda nbytes, ceil: 1.0)
+    monkeypatch.setattr(tvi, "ceiling_calls", lambda category, dtype: {"mm": lambda: None} if category == "gemm"
+                        else {})
+    ceil = {"copy_tb_s": 3.0, "mm_tflop_s": {"float32": 50.0}, "sdpa_ms": {"float32": 20.0}}
+    rec = tvi.run_case(name, "float32", ceil, 50, {})
+    calls = 4 if name == "gemm_bias_gelu" else 3
+    assert len(timed) == calls * tvi.BENCH_ROUNDS and rec["correct"]
+    assert rec["tritongen_ms"] == rec["inductor_ms"] == rec["eager_ms"] == 2.0 and rec["tritongen_graph_ms"] is None
+    assert rec["vs_inductor"] == 1.0 and len(rec["rounds_ms"]["tritongen"]) == tvi.BENCH_ROUNDS
+    if name == "gemm_bias_gelu":  # against torch.mm timed in the rounds (2 ms), not the run's 50 TFLOP/s
+        assert rec["mm_ms"] == 2.0 and rec["pct"] == pytest.approx(rec["flops"] / (2 * 8192**3))
+
+
+def tvi_inputs(graph, seed):
+    from bakeoff.harness.worker.input_tensors import make_inputs
+
+    return make_inputs(graph, seed, "cpu")
