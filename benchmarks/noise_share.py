@@ -264,9 +264,9 @@ def across_table(rows: list[dict[str, Any]], limit: float = ACROSS_CASES_LIMIT) 
     for r in rows:
         name = r["workload"] + (" (grad)" if r["grad"] else "")
         fit = "-" if r["fit_spread"] is None else f"{r['fit_spread']:.1%}/{r['fit_share']:.0%}"
-        holds = {"ms": "yes", "clock": "yes, the clock accounts for it", None: "NO (no clocks)",
-                 "fit": f"yes, the clock for {r['fit_share']:.0%} of the time, the rest fixed" if r["fit_share"]
-                 is not None else "",
+        by_fit = "" if r["fit_share"] is None else (f"yes, the clock for {r['fit_share']:.0%} of the time, the "
+                                                    "rest fixed")
+        holds = {"ms": "yes", "clock": "yes, the clock accounts for it", None: "NO (no clocks)", "fit": by_fit,
                  False: "NO" + (f", each case its own time (medians' SE <= {r['median_se']:.1%})"
                                 if r["own_time"] else "")}
         lines.append(f"{name:20s} {r['dtype']!s:9s} {r['n']:2d} {r['min_ms']:9.4g} {r['max_ms']:9.4g} "
