@@ -88,6 +88,9 @@ def rel_l2(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((g - w).norm() / w.norm())
 
 
+MM_FLOPS = 2 * 8192**3  # the torch.mm ceiling's
+
+
 def ceilings(rep_ms: int, dtypes) -> dict:
     """Copy bandwidth (TB/s), and per dtype torch.mm 8192^3 TFLOP/s and causal F.sdpa ms, measured now."""
     out: dict = {"mm_tflop_s": {}, "sdpa_ms": {}}
@@ -97,20 +100,17 @@ def ceilings(rep_ms: int, dtypes) -> dict:
     out["copy_ms"], out["copy_tb_s"] = ms, 2 * src.numel() * 2 / ms / 1e9
     del src, dst
     for dt in dtypes:
-        a, b = (torch.randn(8192, 8192, device="cuda", dtype=TORCH_DTYPES[dt]) for _ in range(2))
-        out["mm_tflop_s"][dt] = 2 * 8192**3 / bench_ms(lambda: torch.mm(a, b), rep_ms) / 1e9
-        del a, b
-        q, k, v = (torch.randn(8, 32, 4096, 128, device="cuda", dtype=TORCH_DTYPES[dt]) for _ in range(3))
-        out["sdpa_ms"][dt] = bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), rep_ms)
-        del q, k, v
+        out["mm_tflop_s"][dt] = MM_FLOPS / bench_ms(ceiling_calls("gemm", dt)["mm"], rep_ms) / 1e9
+        out["sdpa_ms"][dt] = bench_ms(ceiling_calls("attention", dt)["sdpa"], rep_ms)
     torch.cuda.empty_cache()
     return out
 
 
 def ceiling_calls(category: str, dtype: str) -> dict:
-    """The ceiling a GEMM or attention case is graded against, as a call to time in the case's own rounds (a
-    power-capped GPU's clock differs from the start of the run to the case): torch.mm 8192^3 (`mm`) or causal
-    F.sdpa 8x32x4096x128 (`sdpa`) in the case's dtype; none for other categories."""
+    """The ceiling a GEMM or attention case is graded against, as a call (holding its own inputs) to time at the
+    run's start and in the case's own rounds (a power-capped GPU's clock differs from the start of the run to the
+    case): torch.mm 8192^3 (`mm`) or causal F.sdpa 8x32x4096x128 (`sdpa`) in the case's dtype; none for other
+    categories."""
     if category == "gemm":
         a, b = (torch.randn(8192, 8192, device="cuda", dtype=TORCH_DTYPES[dtype]) for _ in range(2))
         return {"mm": lambda: torch.mm(a, b)}
@@ -173,7 +173,7 @@ def grade(w, graph, dtype: str, rec: dict, ceil: dict) -> dict:
                    target=COPY_TARGET.get(w.name, ELEMENTWISE_TARGET), of_same_size_copy=rate / same)
     elif w.category == "gemm":  # against torch.mm timed in the case's rounds, else at the run's start
         rate = nflops / ms / 1e9
-        mm = 2 * 8192**3 / rec["mm_ms"] / 1e9 if rec.get("mm_ms") else ceil["mm_tflop_s"][dtype]
+        mm = MM_FLOPS / rec["mm_ms"] / 1e9 if rec.get("mm_ms") else ceil["mm_tflop_s"][dtype]
         out.update(rate=f"{rate:.0f} TFLOP/s", pct=rate / mm, ceiling="mm", target=GEMM_TARGET)
     elif w.category == "attention":
         out.update(rate=f"{nflops / ms / 1e9:.0f} TFLOP/s", pct=(rec.get("sdpa_ms") or ceil["sdpa_ms"][dtype]) / ms,
