@@ -28,8 +28,9 @@
 #                      REPEATS (5) fresh worker processes of each REPRO case (default
 #                      "softmax/inductor ew_sigmoid_relu/inductor"): the spread of their medians; then
 #                      flush_process_check.py (a memory-bound kernel's per-process time after each L2 flush;
-#                      FLUSH_ARGS, e.g. "--processes 8 --hold-gib 0 8 24 48"); TIMING_AGREE=0 leaves the
-#                      do_bench agreement out.
+#                      FLUSH_ARGS, e.g. "--processes 8 --hold-gib 0 8 24 48"); then address_check.py (eager's
+#                      time with its input at other addresses; ADDRESS_ARGS, e.g. "--dtypes bfloat16 float16");
+#                      TIMING_AGREE=0 leaves the do_bench agreement out.
 #   quality            configs/sweep.yaml, configs/grad.yaml and configs/numerics.yaml (cpu sizes) on the GPU
 #                      backends, each in its own store with its table; then XLA's and IREE's figures against
 #                      their own tools' timers (independent_timers.py).
@@ -224,6 +225,9 @@ timing() {
   # shellcheck disable=SC2086  # FLUSH_ARGS: words for flush_process_check.py
   timeout -k 5 $(( $(left_s) - 5 )) python3 "$R/benchmarks/flush_process_check.py" --json "$OUT/flush.json" \
     ${FLUSH_ARGS:-} > "$OUT/flush.txt" 2>&1; echo "flush_process_check exited $?"; tail -9 "$OUT/flush.txt"
+  # shellcheck disable=SC2086  # ADDRESS_ARGS: words for address_check.py
+  timeout -k 5 $(( $(left_s) - 5 )) python3 "$R/benchmarks/address_check.py" --json "$OUT/address.json" \
+    ${ADDRESS_ARGS:-} > "$OUT/address.txt" 2>&1; echo "address_check exited $?"; tail -12 "$OUT/address.txt"
 }
 
 quality() {

@@ -39,7 +39,8 @@ OWN_TIME_SE (4) standard errors of the least certain one (from its samples' IQR)
 their times do not follow their clocks' order (`order` above CLOCK_ORDER, or unknown), or they spread more than
 the clocks themselves (by over 3%; a call's time scales at most as 1 / clock). Then neither the samples' noise
 nor a clock explains it; each worker process kept a time of its own (a memory-bound kernel's time in one process
-against another's).
+against another's). On an H100 that was eager's 16-bit RMSNorm, whose time follows where its input lies in device
+memory, which each worker's earlier allocations decide (`address_check.py` times it at other addresses).
 """
 from __future__ import annotations
 
