@@ -65,6 +65,51 @@ def test_one_batch_says_each_candidates_error_and_builds_each_signatures_launche
     assert sorted(built) == ["*bf16", "*fp32"] and threads != {threading.get_ident()}
 
 
+def test_a_stub_is_built_while_its_kernel_compiles_unless_it_needs_the_compiled_kernel(monkeypatch):
+    """The source Triton's JIT closes over in an async compile is enough for the launcher stub: it is built in a
+    thread of its own while the kernel compiles, once; a signature with a host TMA descriptor waits for the
+    compile, whose metadata holds the descriptor's layout."""
+    import inspect
+
+    from triton.runtime import _async_compile
+    from triton.runtime.driver import driver
+
+    events, lock = [], threading.Lock()
+
+    class Launcher:
+        def __init__(self, src, metadata):
+            with lock:
+                events.append(("stub", src.signature[0], time.perf_counter()))
+            time.sleep(0.05)
+
+    monkeypatch.setattr(driver, "_active", SimpleNamespace(launcher_cls=Launcher))
+    compile_batch._BUILT.clear()
+    compile_batch._DONE.clear()
+
+    def async_compile_of(sig):
+        src = SimpleNamespace(fn=object(), signature={0: sig}, constants={"BLOCK": 64})
+
+        def async_compile():  # closes over the source, as the function Triton's JIT submits does
+            time.sleep(0.2)
+            with lock:
+                events.append(("compiled", sig, time.perf_counter()))
+            return SimpleNamespace(src=src, metadata=SimpleNamespace(tensordesc_meta=[]))
+        return async_compile
+
+    def call(sig):
+        mode = _async_compile.active_mode.get()
+        hooks = (lambda kernel: None,) * (len(inspect.signature(mode.submit).parameters) - 2)
+        return [mode.submit(sig, async_compile_of(sig), *hooks)]
+
+    desc = "tensordesc<bf16[128, 64]>"
+    assert compile_batch.compile_jobs([lambda: call("*bf16"), lambda: call(desc)], threads=1) == [None, None]
+    when = {(e, s): t for e, s, t in events}
+    assert sorted(e for e, s, _ in events if s == "*bf16") == ["compiled", "stub"]  # one stub, not two
+    assert when[("stub", "*bf16")] < when[("compiled", "*bf16")]
+    assert when[("compiled", desc)] < when[("stub", desc)]
+    assert compile_batch.source_before_compile(lambda: None) is None
+
+
 def test_attn_block_float32_searches_once_per_shape_and_compiles_the_output_projection_beside_the_rest():
     """attn_block's Q, K, V and output projections share one search; the output projection (another epilogue,
     another source) is compiled under the search's first candidate in the same batch; the pre-split float32
