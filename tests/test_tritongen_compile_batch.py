@@ -110,6 +110,27 @@ def test_a_stub_is_built_while_its_kernel_compiles_unless_it_needs_the_compiled_
     assert compile_batch.source_before_compile(lambda: None) is None
 
 
+def test_a_stub_that_fails_before_the_compile_ends_is_built_again_after_it(monkeypatch):
+    from triton.runtime.driver import driver
+
+    tried = []
+
+    class Launcher:
+        def __init__(self, src, metadata):
+            tried.append(metadata is compile_batch._BEFORE_COMPILE)
+            if metadata is compile_batch._BEFORE_COMPILE:
+                raise AttributeError("a newer Triton's launcher reads more of the compiled kernel")
+
+    monkeypatch.setattr(driver, "_active", SimpleNamespace(launcher_cls=Launcher))
+    compile_batch._BUILT.clear()
+    compile_batch._DONE.clear()
+    src = SimpleNamespace(fn=object(), signature={0: "*bf16"}, constants={})
+    compile_batch.prebuild_launcher(src, compile_batch._BEFORE_COMPILE, compiled=False)
+    compile_batch.prebuild_launcher(src, SimpleNamespace(tensordesc_meta=[]))
+    compile_batch.prebuild_launcher(src, SimpleNamespace(tensordesc_meta=None))  # the same stub: not again
+    assert tried == [True, False]
+
+
 def test_attn_block_float32_searches_once_per_shape_and_compiles_the_output_projection_beside_the_rest():
     """attn_block's Q, K, V and output projections share one search; the output projection (another epilogue,
     another source) is compiled under the search's first candidate in the same batch; the pre-split float32

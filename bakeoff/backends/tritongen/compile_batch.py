@@ -37,14 +37,16 @@ _BEFORE_COMPILE = SimpleNamespace(tensordesc_meta=None, num_ctas=1, global_scrat
 def launcher_key(src: Any, meta: Any) -> str:
     """What Triton's launcher source depends on: the signature, the constants and TMA descriptor metadata (none
     and an empty list alike)."""
+    descs = getattr(meta, "tensordesc_meta", None) or None
     return repr((sorted(getattr(src, "signature", {}).items(), key=str),
-                 sorted(getattr(src, "constants", {}).items(), key=str), getattr(meta, "tensordesc_meta", None) or None))
+                 sorted(getattr(src, "constants", {}).items(), key=str), descs))
 
 
-def prebuild_launcher(src: Any, meta: Any) -> None:
-    """Build the launcher stub of kernel source `src` (compiled: with its `meta`) into Triton's cache, once per
-    signature in this process (a thread with the same signature waits for it); a failure is left to the kernel's
-    first launch, which builds it and says."""
+def prebuild_launcher(src: Any, meta: Any, compiled: bool = True) -> None:
+    """Build the launcher stub of kernel source `src` (`compiled`: with the compiled kernel's `meta`, else before
+    the compile ends) into Triton's cache, once per signature in this process (a thread with the same signature
+    waits for it). A failure before the compile ends is left to the compile's own build, a failure after it to the
+    kernel's first launch, which builds it and says."""
     from triton.runtime.driver import driver
 
     key = launcher_key(src, meta)
@@ -55,8 +57,9 @@ def prebuild_launcher(src: Any, meta: Any) -> None:
             return
         try:
             driver.active.launcher_cls(src, meta)
-        except Exception:  # noqa: BLE001 - not this stage's to report: the first launch builds it and decides
-            pass
+        except Exception:  # noqa: BLE001 - not this stage's to report: a later build decides
+            if not compiled:
+                return
         _DONE.add(key)
 
 
@@ -86,7 +89,7 @@ class LauncherPool(ThreadPoolExecutor):
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         early = source_before_compile(fn)
         if early is not None:
-            self.stubs.submit(prebuild_launcher, early, _BEFORE_COMPILE)
+            self.stubs.submit(prebuild_launcher, early, _BEFORE_COMPILE, False)
 
         def run() -> Any:
             kernel = fn(*args, **kwargs)
