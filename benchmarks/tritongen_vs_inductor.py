@@ -63,6 +63,10 @@ SLICE = {"B": 1, "M": 256}  # fp64 reference on this many batch entries / rows
 # not have: on an H100, 16-bit mlp_block read 0.95-0.98x Inductor that way, 1.04-1.05x in bakeoff's interleaved
 # pairs of the same day.
 BENCH_ROUNDS = 5
+# A speedup over Inductor whose per-round ratios (Inductor's round over tritongen's same round: the two are timed
+# next to each other) spread more than this (max / min - 1) is marked "~" in the table: on a power-capped H100 a
+# 16-bit tensor-core case's rounds moved 10-20% while a memory-bound one's held within 1%.
+ROUND_SPREAD_MARK = 0.05
 
 
 def interleaved_ms(calls: dict, rep_ms: int, rounds: int = BENCH_ROUNDS, bench=None) -> tuple[dict, dict]:
@@ -161,11 +165,19 @@ def fp64_errors(w, preset: dict, dtype: str, xs, outs: dict) -> dict:
     return {name: max(rel_l2(o[:n], r) for o, r in zip(got, ref)) for name, got in outs.items()}
 
 
+def round_ratios(rounds: dict, over: str, of: str = "tritongen") -> list[float]:
+    """`over`'s figure over `of`'s, round by round (a speedup of `of` over `over` in each round)."""
+    return [a / b for a, b in zip(rounds.get(over, []), rounds.get(of, []))]
+
+
 def grade(w, graph, dtype: str, rec: dict, ceil: dict) -> dict:
     """Achieved rate, fraction of its ceiling and the issue's target for it, and whether every target is met."""
     ms = rec["tritongen_ms"]
     nbytes, nflops = min_bytes(graph), flops(graph)
     out = {"bytes": nbytes, "flops": nflops, "vs_inductor": rec["inductor_ms"] / ms, "vs_eager": rec["eager_ms"] / ms}
+    per_round = round_ratios(rec.get("rounds_ms") or {}, "inductor")
+    out["vs_inductor_rounds"] = per_round
+    out["vs_inductor_round_spread"] = max(per_round) / min(per_round) - 1 if len(per_round) > 1 else None
     if w.category in ("elementwise", "reduction"):
         rate = nbytes / ms / 1e9
         same = same_size_copy_tb_s(nbytes, ceil)
@@ -389,8 +401,10 @@ def report(recs: list[dict], ceil: dict) -> None:
             print(f"{r['workload']:18} {SHORT[r['dtype']]:4} ERROR {r['error'][:90]}")
             continue
         by_dtype.setdefault(r["dtype"], []).append(r["vs_inductor"])
+        mark = "~" if (r.get("vs_inductor_round_spread") or 0) > ROUND_SPREAD_MARK else " "
         print(f"{r['workload']:18} {SHORT[r['dtype']]:4} {r['tritongen_ms']:8.3f} {r['inductor_ms']:8.3f} "
-              f"{r['eager_ms']:8.3f} {r['vs_inductor']:6.2f} {r['vs_eager']:6.2f} {r['pct']:5.2f} {r['ceiling']:>3} "
+              f"{r['eager_ms']:8.3f} {r['vs_inductor']:5.2f}{mark} {r['vs_eager']:6.2f} "
+              f"{r['pct']:5.2f} {r['ceiling']:>3} "
               f"{r['tritongen_rel_l2_vs_fp64']:8.1e} {r['err_ratio_vs_eager']:5.2f} "
               f"{r['tritongen_compile_s']:4.1f}/{r['tritongen_warm_compile_s']:<4.1f} {r['inductor_compile_s']:5.1f}  "
               f"{'; '.join(r['misses']) or 'met'}"
@@ -401,7 +415,8 @@ def report(recs: list[dict], ceil: dict) -> None:
               f"{'met' if g >= GEOMEAN_TARGET else 'NOT met'}")
     print("(ceil: copy = fraction of copy bandwidth, mm = of torch.mm TFLOP/s in that dtype, sdpa = F.sdpa ms / ours, "
           "both timed in the case's rounds; ind = speedup over Inductor; err64 = rel L2 vs float64; ratio = err64 ours "
-          "/ eager's; tg c/w = cold/warm compile s; every ms the median of 5 interleaved rounds of do_bench)")
+          f"/ eager's; tg c/w = cold/warm compile s; every ms the median of {BENCH_ROUNDS} interleaved rounds of "
+          f"do_bench; ~: the rounds' own speedups over Inductor spread more than {ROUND_SPREAD_MARK:.0%})")
 
 
 if __name__ == "__main__":

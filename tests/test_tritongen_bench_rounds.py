@@ -101,3 +101,27 @@ def tvi_inputs(graph, seed):
     from bakeoff.harness.worker.input_tensors import make_inputs
 
     return make_inputs(graph, seed, "cpu")
+
+
+def test_a_speedup_whose_rounds_disagree_is_marked(capsys):
+    """The speedup over Inductor is also taken round by round (the two are timed side by side in each); one whose
+    rounds spread more than ROUND_SPREAD_MARK is marked "~" in the table, one whose rounds agree is not."""
+    steady = {"tritongen": [1.0, 1.0, 1.01], "inductor": [1.2, 1.21, 1.2]}
+    swinging = {"tritongen": [6.79, 8.12, 6.95], "inductor": [6.75, 8.15, 6.82]}  # the H100's 16-bit mlp_block
+    assert tvi.round_ratios(steady, "inductor") == pytest.approx([1.2, 1.21, 1.2 / 1.01])
+    ratios = tvi.round_ratios(swinging, "inductor")
+    assert max(ratios) / min(ratios) - 1 < tvi.ROUND_SPREAD_MARK  # side by side, the rounds' swings cancel
+
+    def rec(name, rounds, ind_ms):
+        per = tvi.round_ratios(rounds, "inductor")
+        return {"workload": name, "dtype": "bfloat16", "tritongen_ms": 1.0, "inductor_ms": ind_ms, "eager_ms": 2.0,
+                "vs_inductor": ind_ms, "vs_eager": 2.0, "pct": 1.0, "ceiling": "ind", "misses": [],
+                "tritongen_rel_l2_vs_fp64": 1e-3, "err_ratio_vs_eager": 1.0, "tritongen_compile_s": 1.0,
+                "tritongen_warm_compile_s": 0.0, "inductor_compile_s": 1.0, "vs_inductor_rounds": per,
+                "vs_inductor_round_spread": max(per) / min(per) - 1}
+    apart = {"tritongen": [1.0, 1.0, 1.0], "inductor": [1.0, 1.2, 0.95]}
+    ceil = {"mm_tflop_s": {}, "sdpa_ms": {}, "copy_tb_s": 3.0}
+    tvi.report([rec("steady", steady, 1.2), rec("apart", apart, 1.0)], ceil)
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith(("steady", "apart"))}
+    assert " 1.20  " in rows["steady"] and "~" not in rows["steady"]
+    assert " 1.00~ " in rows["apart"]
