@@ -4,9 +4,10 @@ Each worker process allocates its buffers after its own history of allocations, 
 its input from a different address in each case of a run. Here each workload's eager reference (the suite's
 graph at its `gpu` preset, lowered to torch as the harness runs it) reads its first input from views at
 OFFSETS_KIB into one pool, in ROUNDS rounds over the offsets, each call after bakeoff's L2 flush (a 256 MB
-`zero_()`) between CUDA events; per offset, the median of its rounds' medians. The spread across offsets is
-the address's part; the spread of one offset's rounds (the same place, timed again later) is what the clock
-and everything else moves in that time. An address spread well over the repeat spread means that eager's
+`zero_()`) between CUDA events, as the harness's timer enqueues them (`CacheFlusher`, `enqueue_timed_calls`);
+per offset, the median of its rounds' medians. The spread across offsets is the address's part; the spread of
+one offset's rounds (the same place, timed again later) is what the clock and everything else moves in that
+time. An address spread well over the repeat spread means that eager's
 time for that workload depends on where its input lies, and its figure in a case carries that.
 
     PYTHONPATH=. python3 benchmarks/address_check.py [--workloads rmsnorm softmax] [--dtypes bfloat16]
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -29,7 +29,6 @@ from benchmarks.noise_share import spread  # noqa: E402  (max / min - 1 over two
 WORKLOADS = ("rmsnorm", "layernorm_gelu", "softmax", "ew_sigmoid_relu", "ew_gelu_silu_gate")
 OFFSETS_KIB = (0, 4, 64, 512, 1024, 1536, 4096, 12288)  # from the pool's start (2 MiB-aligned)
 ROUNDS, CALLS = 3, 40
-FLUSH_BYTES = 256 * 1024 * 1024
 
 
 def summarise(ms: dict[int, list[float]]) -> dict[str, Any]:
@@ -52,6 +51,7 @@ def time_workload(name: str, dtype: str) -> dict[int, list[float]]:
     """Per offset, the median ms of each round's CALLS flushed calls of the workload's eager reference."""
     import torch
 
+    from bakeoff.harness.measure.timing import CacheFlusher, TimedCall, enqueue_timed_calls
     from bakeoff.harness.worker.input_tensors import make_inputs
     from bakeoff.workloads.ir import bind
     from bakeoff.workloads.lower_torch import lower_torch
@@ -64,20 +64,14 @@ def time_workload(name: str, dtype: str) -> dict[int, list[float]]:
     first = xs[0].contiguous()
     pool = torch.empty(first.numel() + max(OFFSETS_KIB) * 1024 // first.element_size(), dtype=first.dtype,
                        device="cuda")
-    flush = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.int32)
+    flush = CacheFlusher("cuda", True)  # the harness's own flush, before each call
     ms: dict[int, list[float]] = {off: [] for off in OFFSETS_KIB}
     for _ in range(ROUNDS):
         for off in OFFSETS_KIB:
             args = [placed(pool, off, first).copy_(first), *xs[1:]]
-            eager(*args)
-            pairs = []
-            for _ in range(CALLS):
-                flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                eager(*args)
-                end.record()
-                pairs.append((start, end))
+            call = TimedCall(name, lambda: eager(*args), torch.cuda.synchronize, events=True)
+            call.call()
+            pairs = enqueue_timed_calls(call, flush, CALLS)
             torch.cuda.synchronize()
             ms[off].append(statistics.median(s.elapsed_time(e) for s, e in pairs))
     return ms
@@ -86,7 +80,7 @@ def time_workload(name: str, dtype: str) -> dict[int, list[float]]:
 def print_table(rows: Sequence[dict[str, Any]]) -> None:
     print(f"{'workload':18s} {'dtype':9s} {'address':>8s} {'repeat':>7s}  ms by input offset (KiB)")
     for r in rows:
-        fmt = lambda s: "-" if s is None or (isinstance(s, float) and math.isnan(s)) else f"{s:.1%}"  # noqa: E731
+        fmt = lambda s: "-" if s is None else f"{s:.1%}"  # noqa: E731 (spread: None under two values)
         by = " ".join(f"{off}:{ms:.4f}" for off, ms in r["ms_by_offset_kib"].items())
         print(f"{r['workload']:18s} {r['dtype']:9s} {fmt(r['address_spread']):>8s} {fmt(r['repeat_spread']):>7s}  {by}")
 

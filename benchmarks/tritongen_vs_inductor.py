@@ -46,6 +46,7 @@ from bakeoff.results.report.headline_facts import speedup_quality  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import TORCH_DTYPES, lower_torch  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
+from benchmarks.noise_share import spread  # noqa: E402  (max / min - 1 over two or more values, else None)
 
 DTYPES = ("bfloat16", "float16", "float32")
 SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -177,7 +178,7 @@ def grade(w, graph, dtype: str, rec: dict, ceil: dict) -> dict:
     out = {"bytes": nbytes, "flops": nflops, "vs_inductor": rec["inductor_ms"] / ms, "vs_eager": rec["eager_ms"] / ms}
     per_round = round_ratios(rec.get("rounds_ms") or {}, "inductor")
     out["vs_inductor_rounds"] = per_round
-    out["vs_inductor_round_spread"] = max(per_round) / min(per_round) - 1 if len(per_round) > 1 else None
+    out["vs_inductor_round_spread"] = spread(per_round)
     if w.category in ("elementwise", "reduction"):
         rate = nbytes / ms / 1e9
         same = same_size_copy_tb_s(nbytes, ceil)
