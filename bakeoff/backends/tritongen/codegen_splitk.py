@@ -2,8 +2,12 @@
 
 `<name>_skp` runs a grid of (tiles, SPLIT_K) programs; program (t, s) sums its slice of K, ceil(K / SPLIT_K)
 rounded up to BLOCK_K, from zero and writes the float32 partial tile to `<name>_part[s]`. `<name>_ske` (one program
-per tile) adds the SPLIT_K partials in float32 and runs the matmul's own epilogue (bias, activation, residual,
-cast) on the sum. Two reasons to split: a 256 x 256 output is 2-4 tiles, so an unsplit kernel keeps 2-4 of 132
+per EPI_M x EPI_N tile of the output, smaller than the partial kernel's so that more multiprocessors read the
+partials) adds the SPLIT_K partials in float32, loading UNROLL partial tiles as one block (so that their loads
+are in flight together) and summing it, and runs the matmul's own epilogue (bias, activation, residual, cast) on
+the sum. One program per partial tile, summing its
+partials one dependent load after another, had left a 256 x 256 output to two programs that waited on memory
+latency for each of its 64 partial tiles. Two reasons to split: a 256 x 256 output is 2-4 tiles, so an unsplit kernel keeps 2-4 of 132
 multiprocessors busy; and the tensor cores' own accumulation truncates, so a running sum over K = 65536 16-bit
 products carried twice eager's error, while slices of at most 16384 summed in float32 registers do not.
 """
@@ -13,6 +17,7 @@ from bakeoff.backends.tritongen.source import CodegenTarget
 from bakeoff.backends.tritongen.kernel_plan import Kernel
 
 SLICE_K = 16384  # the longest K slice one program sums: a longer K is always split (see the module docstring)
+EPI_M, EPI_N, UNROLL = 16, 64, 8  # the epilogue kernel's tile, and the partial tiles it loads as one block (a power of 2)
 
 
 def partial_name(kernel: Kernel) -> str:
@@ -56,12 +61,19 @@ def functions(kernel: Kernel, target: CodegenTarget, o: dict, tile: list[str], e
         "",
         "@triton.jit",
         f"def {kernel.name}_ske({params}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, "
-        "SPLIT_K: tl.constexpr):",
-        f'    """Split-K epilogue: the SPLIT_K partial tiles added in float32, then the matmul\'s epilogue."""',
+        "SPLIT_K: tl.constexpr, UNROLL: tl.constexpr):",
+        f'    """Split-K epilogue: the SPLIT_K partial tiles added in float32, UNROLL of them loaded in one block '
+        f'and summed, then the matmul\'s epilogue."""',
         *head, *tile,
         "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        "    for pid_k in range(0, SPLIT_K):",
-        f"        acc += tl.load({tile_at}, mask={tile_mask}, other=0.0)",
+        "    rows = tl.arange(0, UNROLL * BLOCK_M)  # UNROLL partial tiles stacked: partial rows // BLOCK_M",
+        "    r_m = pid_m * BLOCK_M + rows % BLOCK_M",
+        "    for k0 in tl.range(0, tl.cdiv(SPLIT_K, UNROLL), num_stages=3):",
+        "        ks = k0 * UNROLL + rows // BLOCK_M",
+        f"        at = {part} + ks{i64}[:, None] * {int(m) * int(n)} + r_m{i64}[:, None] * {n} + offs_n[None, :]",
+        f"        got = tl.load(at, mask=(ks[:, None] < SPLIT_K) & (r_m[:, None] < {m}) & (offs_n[None, :] < {n}), "
+        "other=0.0)",
+        "        acc += tl.sum(tl.reshape(got, (UNROLL, BLOCK_M, BLOCK_N)), 0)",
         *epilogue,
     ]
 

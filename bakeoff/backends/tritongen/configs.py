@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bakeoff.backends.tritongen.codegen_split import BLOCK
 from bakeoff.backends.tritongen.codegen_rowreduce import COMPENSATE_OVER
-from bakeoff.backends.tritongen.codegen_splitk import split_count
+from bakeoff.backends.tritongen.codegen_splitk import EPI_M, EPI_N, UNROLL, split_count
 from bakeoff.backends.tritongen.source import KernelSource
 
 Config = dict[str, int]
@@ -295,10 +295,11 @@ def launches(src: KernelSource, cfg: Config) -> list[tuple[str, tuple[int, ...],
     if cfg.get("SPLIT_K"):
         params = src.params + tuple(name for name, _ in config_scratch(src, cfg))
         kwargs.pop("EVEN_K")
-        tile = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "GROUP_M", "SPLIT_K")}
+        tile = {"BLOCK_M": EPI_M, "BLOCK_N": EPI_N, "GROUP_M": cfg["GROUP_M"], "SPLIT_K": cfg["SPLIT_K"],
+                "UNROLL": UNROLL}
+        epi_grid = (_cdiv(src.sizes["m"], EPI_M) * _cdiv(src.sizes["n"], EPI_N),)
         return [(src.fn + "_skp", grid(src, cfg), params, kwargs),
-                (src.fn + "_ske", grid(src, cfg)[:1], params, {**tile, **_runtime(src), "num_warps": 4,
-                                                                "num_stages": 1})]
+                (src.fn + "_ske", epi_grid, params, {**tile, **_runtime(src), "num_warps": 4, "num_stages": 1})]
     if not cfg.get("SPLIT"):
         return [(src.fn + suffix(cfg), grid(src, cfg), src.params, kwargs)]
     split = {"BLOCK_R": BLOCK, "BLOCK_C": BLOCK, "num_warps": 4, "num_stages": 1, **_runtime(src)}

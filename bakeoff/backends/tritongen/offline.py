@@ -23,16 +23,17 @@ from typing import Any
 _PTR = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16"}
 
 
-def compile_offline(module: Any, src: Any, cfg: dict, plan: Any, arch: int = 90) -> Any:
-    """Triton's CompiledKernel of `src` under `cfg` for sm_`arch`, pointer arguments 16-byte aligned (as torch's
-    allocations are, which is what the JIT specialises on at launch)."""
+def compile_offline(module: Any, src: Any, cfg: dict, plan: Any, arch: int = 90, launch: int = -1) -> Any:
+    """Triton's CompiledKernel of `src`'s launch number `launch` under `cfg` (the last: the kernel itself, or a
+    split-K config's epilogue kernel) for sm_`arch`, pointer arguments 16-byte aligned (as torch's allocations
+    are, which is what the JIT specialises on at launch)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from bakeoff.backends.tritongen.configs import config_scratch, launches
 
-    name, _, params, kwargs = launches(src, cfg)[-1]  # the kernel itself (a pre-split twin's split is pointwise)
+    name, _, params, kwargs = launches(src, cfg)[launch]
     consts = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
     planes = {name: "*fp32" for name, _ in config_scratch(src, cfg)}
     sig = {p: planes.get(p) or _PTR[plan.buffer(p).dtype] for p in params} | {k: "constexpr" for k in consts}
@@ -107,8 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     from bakeoff.backends.tritongen.tune import cache_dir, load_kernels
     from bakeoff.workloads.ir import bind
     from bakeoff.workloads.suite import builtin_workloads
+    from bakeoff.workloads.traps import numerics_workloads
 
-    w = builtin_workloads()[args.workload]
+    w = {**builtin_workloads(), **numerics_workloads()}[args.workload]
     graph = bind(w.graph, w.presets[args.preset], args.dtype)
     plan = fuse(graph)
     target = target_from_options(TritonGenBackend.parse_options(json.loads(args.options)), False, args.dtype,
@@ -120,24 +122,30 @@ def main(argv: list[str] | None = None) -> None:
             continue
         for cfg in candidates(src, args.dtype, sms=args.sms):
             shown = ",".join(f"{k}={v}" for k, v in cfg.items() if k != "NUM_SMS")
-            try:
-                ck = compile_offline(mod, src, cfg, plan, args.arch) if not cfg.get("GLUON") else \
-                    _gluon_offline(getattr(mod, src.fn + "_gl"), args.dtype, args.arch)
-            except Exception as exc:  # noqa: BLE001 - a candidate that does not compile is a line of the report
-                print(f"{src.fn:14} {shown:70} FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-                continue
-            sass = cuobjdump(ck.asm["cubin"], "--dump-sass")
-            regs, stack = registers(ck.asm["cubin"])
-            mix = sass_mix(sass)
-            total = sum(mix.values())
-            per = elements_per_program(src, cfg)
-            threads = cfg["num_warps"] * 32
-            per_elem = f" {total * threads / per:5.1f} instr/elem" if per else ""
-            print(f"{src.fn:14} {shown:70} regs={regs} stack={stack} "
-                  f"smem={ck.metadata.shared} sass={total}{per_elem} HGMMA={mix['HGMMA']} HMMA={mix['HMMA']} "
-                  f"LDL/STL={mix['LDL'] + mix['STL']} MUFU={mix['MUFU']}", flush=True)
-            if args.sass:
-                print(sass)
+            for launch in ((0, 1) if cfg.get("SPLIT_K") else (-1,)):  # split-K: the partials, then the epilogue
+                _report(mod, src, cfg, plan, args, launch, shown + (",_ske" if launch == 1 else ""))
+
+
+def _report(mod: Any, src: Any, cfg: dict, plan: Any, args: Any, launch: int, shown: str) -> None:
+    """One line of main's report: the launch's registers, shared memory and SASS mix (or why it failed)."""
+    try:
+        ck = compile_offline(mod, src, cfg, plan, args.arch, launch) if not cfg.get("GLUON") else \
+            _gluon_offline(getattr(mod, src.fn + "_gl"), args.dtype, args.arch)
+    except Exception as exc:  # noqa: BLE001 - a candidate that does not compile is a line of the report
+        print(f"{src.fn:14} {shown:70} FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        return
+    sass = cuobjdump(ck.asm["cubin"], "--dump-sass")
+    regs, stack = registers(ck.asm["cubin"])
+    mix = sass_mix(sass)
+    total = sum(mix.values())
+    per = elements_per_program(src, cfg)
+    threads = cfg["num_warps"] * 32
+    per_elem = f" {total * threads / per:5.1f} instr/elem" if per else ""
+    print(f"{src.fn:14} {shown:70} regs={regs} stack={stack} "
+          f"smem={ck.metadata.shared} sass={total}{per_elem} HGMMA={mix['HGMMA']} HMMA={mix['HMMA']} "
+          f"LDL/STL={mix['LDL'] + mix['STL']} MUFU={mix['MUFU']}", flush=True)
+    if args.sass:
+        print(sass)
 
 
 if __name__ == "__main__":
