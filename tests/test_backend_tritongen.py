@@ -638,6 +638,24 @@ def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
     assert _rel_l2_vs_fp64(g, compiled(*xs), xs) < 1e-6
 
 
+def test_split_k_candidates_for_a_long_k_are_two_4_warp_tiles_in_slices_of_2048():
+    """256 x 65536 x 256 on 132 multiprocessors: the split-K candidates come first, 128 x 128 and 64 x 128 on 4
+    warps, each split into 32 slices of 2048 (MIN_SLICE_K); a short K (4096) over few tiles splits in two."""
+    from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
+    from bakeoff.backends.tritongen.codegen import generate_all
+    from bakeoff.backends.tritongen.codegen_splitk import MIN_SLICE_K, split_count
+    from bakeoff.backends.tritongen.configs import candidates
+    from bakeoff.backends.tritongen.fusion import fuse
+
+    b = GraphBuilder("mm_long_k")
+    g = bind(b.finish([b.matmul(b.input("x", (256, 65536)), b.input("w", (65536, 256)))]), {}, "bfloat16")
+    src = generate_all(fuse(g), target_from_options(TritonGenOptions(), False, "bfloat16"))[0]
+    first = [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c.get("SPLIT_K"))
+             for c in candidates(src, "bfloat16", sms=132)[:2]]
+    assert first == [(128, 128, 4, 32), (64, 128, 4, 32)] and 65536 // 32 == MIN_SLICE_K
+    assert split_count(4096, tiles=16, sms=132) == 2 and split_count(65536, tiles=200, sms=132) == 4
+
+
 def test_gluon_attention_twin_is_generated_for_hopper_16bit_causal_contiguous_heads_and_searched_first():
     """The Gluon kernel (gluon_attention.py) is a twin only where it computes the case: Hopper (arch 90),
     16-bit, causal, sq = sk a multiple of 128, head dim 128, [heads, seq, 128] buffers; its config comes first

@@ -159,14 +159,17 @@ def _rowreduce(src: KernelSource, dtype: str, device: str, sms: int | None) -> l
 
 def _split_k(src: KernelSource, dtype: str, device: str, sms: int | None, out: list[Config]) -> list[Config]:
     """Split-K configs (SPLIT_K > 1: codegen_splitk.py) where the tiles would not fill the device or K is too
-    long for one slice; [] otherwise. Tiles: the template's first, and 64 x 64 for more of them."""
+    long for one slice; [] otherwise. Tiles: 128 x 128 and 64 x 128 on 4 warps, 4 stages (H100, 256 x 65536 x 256
+    in 16 bits, against torch.mm: 0.944 and 0.946 of it at SPLIT_K 32, where the template's 128 x 256 on 8 warps
+    reached 0.863 at 64 and 0.837 at 32, and 64 x 64 0.867 at 17)."""
     s = src.sizes
     if not s.get("splitk") or not out or int(s["k"]) < 4096:
         return []
     sms = sms or _sm_count(device)
     res = []
-    for c in (out[0], {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64 if dtype != "float32" else 32, "GROUP_M": 8,
-                       "num_warps": 4, "num_stages": 4}):
+    bk = 64 if dtype != "float32" else 32
+    for c in ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4, "num_stages": 4},
+              {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}):
         tiles = _cdiv(s["m"], c["BLOCK_M"]) * _cdiv(s["n"], c["BLOCK_N"])
         n = split_count(s["k"], tiles, sms)
         if n > 1 and c not in [{k: v for k, v in r.items() if k != "SPLIT_K"} for r in res]:
