@@ -12,12 +12,13 @@ device-to-device copy (bytes read + written; beside it a copy of each memory-bou
 (no TF32 for float32).
 
     PYTHONUNBUFFERED=1 python benchmarks/tritongen_vs_inductor.py [--dtypes bfloat16 float32] [--workloads a b]
-        [--options '{"search": "wide"}'] [--wide-dtypes bfloat16] [--budget-s 240] [--paired DB_URL]
+        [--options '{"search": "wide"}'] [--wide-dtypes bfloat16] [--budget-s 240] [--paired DB_URL ...]
 
 Prints one table (targets beside, misses marked), writes JSON to $OUT/tritongen_vs_inductor<tag>.json.
-`--paired DB_URL`: also print bakeoff's own paired speedups (each backend timed interleaved with eager in its
-case) from the newest run in that store, e.g. one of `bakeoff run configs/h200.yaml --backend eager --backend
-inductor --backend tritongen` in the same dtypes: tritongen and Inductor over eager, and their ratio.
+`--paired DB_URL ...`: also print bakeoff's own paired speedups (each backend timed interleaved with eager in its
+case) from the newest run in each store, as one table, e.g. one of `bakeoff run configs/h200.yaml --backend eager
+--backend inductor --backend tritongen` in the same dtypes (a suite run as several runs, one store each, reads as
+one): tritongen and Inductor over eager, and their ratio.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -294,7 +296,8 @@ def main() -> None:
     ap.add_argument("--wide-dtypes", nargs="*", default=[], help="dtypes searched with search=wide (tune logs)")
     ap.add_argument("--budget-s", type=float, default=1e9, help="start no new case after this many seconds")
     ap.add_argument("--tag", default="", help="suffix of the JSON file name")
-    ap.add_argument("--paired", default=None, help="a bakeoff store URL: print its newest run's paired speedups")
+    ap.add_argument("--paired", nargs="*", default=[], help="bakeoff store URLs: print their newest runs' paired "
+                    "speedups as one table")
     ap.add_argument("--paired-only", action="store_true", help="with --paired: print that table and exit")
     args = ap.parse_args()
     if args.paired_only:
@@ -341,20 +344,33 @@ def main() -> None:
         paired_report(args.paired, {(r["workload"], r["dtype"]): r for r in recs if "error" not in r})
 
 
-def paired_report(url: str, dobench: dict | None = None) -> None:
-    """bakeoff's paired speedups from the newest run in store `url`: per workload and dtype, tritongen's and
-    Inductor's speedup over eager (each timed interleaved with eager in its own case), their ratio, the speedups'
-    quality (tritongen/Inductor), this script's do_bench ratio where it measured the same case, and both
-    backends' cold compile (s, search included; the record's `compile_s`)."""
+def paired_records(urls: list[str]) -> tuple[list[str], Any]:
+    """The newest run's records in each store (a case measured in several of them: the later store's), and the
+    runs as `run_id (url)`."""
     import pandas as pd
     from sqlalchemy import create_engine
 
-    engine = create_engine(url)
-    run = pd.read_sql_query("select run_id from runs order by started_at desc limit 1", engine)["run_id"][0]
     cols = "workload, dtype, backend, status, speedup_vs_eager, compile_s, details"
-    df = pd.read_sql_query(f"select {cols} from records where run_id = '{run}'", engine)
+    runs, frames = [], []
+    for url in urls:
+        engine = create_engine(url)
+        run = pd.read_sql_query("select run_id from runs order by started_at desc limit 1", engine)["run_id"][0]
+        runs.append(f"{run} ({url})")
+        frames.append(pd.read_sql_query(f"select {cols} from records where run_id = '{run}'", engine))
+    df = pd.concat(frames, ignore_index=True).drop_duplicates(["workload", "dtype", "backend"], keep="last")
+    return runs, df
+
+
+def paired_report(urls: list[str], dobench: dict | None = None) -> None:
+    """bakeoff's paired speedups from the newest run in each store of `urls`, as one table: per workload and
+    dtype, tritongen's and Inductor's speedup over eager (each timed interleaved with eager in its own case), their
+    ratio, the speedups' quality (tritongen/Inductor), this script's do_bench ratio where it measured the same
+    case, and both backends' cold compile (s, search included; the record's `compile_s`)."""
+    import pandas as pd
+
+    runs, df = paired_records(urls)
     df["quality"] = [speedup_quality(json.loads(d)) if isinstance(d, str) else None for d in df["details"]]
-    print(f"\nbakeoff paired speedups over eager, run {run} ({url})")
+    print(f"\nbakeoff paired speedups over eager, {'runs' if len(runs) > 1 else 'run'} {', '.join(runs)}")
     print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>6} {'do_bench':>8} "
           f"{'cold s tg/ind':>14}  quality")
     ratios: dict[str, list[float]] = {}

@@ -125,3 +125,34 @@ def test_a_speedup_whose_rounds_disagree_is_marked(capsys):
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith(("steady", "apart"))}
     assert " 1.20  " in rows["steady"] and "~" not in rows["steady"]
     assert " 1.00~ " in rows["apart"]
+
+
+def test_paired_speedups_of_a_suite_split_over_stores_read_as_one_table(tmp_path, capsys):
+    """--paired with two stores: each store's newest run, one table and one geomean over both (a case in both:
+    the later store's figures)."""
+    import sqlite3
+
+    def store(name, runs, rows):
+        con = sqlite3.connect(tmp_path / name)
+        con.execute("create table runs (run_id text, started_at text)")
+        con.execute("create table records (run_id text, workload text, dtype text, backend text, status text, "
+                    "speedup_vs_eager real, compile_s real, details text)")
+        con.executemany("insert into runs values (?, ?)", runs)
+        con.executemany("insert into records values (?, ?, ?, ?, 'ok', ?, ?, '{}')", rows)
+        con.commit()
+        return f"sqlite:///{tmp_path / name}"
+
+    def pair(run, workload, tg, ind, tg_compile_s=0.5, ind_compile_s=1.0):
+        return [(run, workload, "bfloat16", "tritongen", tg, tg_compile_s),
+                (run, workload, "bfloat16", "inductor", ind, ind_compile_s)]
+
+    a = store("a.db", [("old", "2026-01-01"), ("new", "2026-01-02")],
+              pair("old", "softmax", 9.0, 9.0) + pair("new", "softmax", 4.0, 2.0) + pair("new", "rmsnorm", 1.0, 1.0))
+    b = store("b.db", [("other", "2026-01-03")],
+              pair("other", "attention", 1.0, 1.0, 2.0, 0.2) + pair("other", "rmsnorm", 2.0, 1.0))
+    runs, df = tvi.paired_records([a, b])
+    assert [r.split()[0] for r in runs] == ["new", "other"] and len(df) == 6
+    tvi.paired_report([a, b])
+    out = capsys.readouterr().out
+    assert "runs new" in out and "over 3" in out and "1.587" in out  # geomean of 2.0, 2.0 (rmsnorm: b's), 1.0
+    assert "cold compile longer than Inductor's: 1 of 3 cases" in out
