@@ -610,9 +610,9 @@ def test_split_planes_hold_tf32_parts_that_sum_to_the_operand():
 
 def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
     """Few output tiles and a long K: split-K configs come first (K over SLICE_K is always split), the partial
-    kernel writes SPLIT_K float32 tiles and the epilogue kernel (its own smaller tiles, UNROLL partials loaded at a
-    time, then the rest) adds them and runs bias + GELU; forced under the interpreter at smoke sizes it matches
-    float64."""
+    kernel writes SPLIT_K float32 tiles and the epilogue kernel (its own smaller tiles, UNROLL partial tiles
+    loaded as one block, the last block masked) adds them and runs bias + GELU; forced under the interpreter at
+    smoke sizes it matches float64."""
     from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.codegen_splitk import SLICE_K
@@ -627,7 +627,7 @@ def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
     assert first["SPLIT_K"] >= 2 and [f for f, *_ in launches(gpu, first)] == ["k0_matmul_skp", "k0_matmul_ske"]
     from bakeoff.backends.tritongen.codegen_splitk import EPI_M, EPI_N, UNROLL
 
-    split = UNROLL + 3  # one unrolled round and three more
+    split = UNROLL + 3  # a full block of UNROLL partial tiles, then a block of 3 (the rest masked)
     _, epi_grid, _, epi_kw = launches(gpu, {**first, "SPLIT_K": split})[1]
     assert epi_grid == (-(-40 // EPI_M) * -(-24 // EPI_N),) and (epi_kw["BLOCK_M"], epi_kw["BLOCK_N"]) == (EPI_M, EPI_N)
     compiled = _compile_with(g, lambda src, cfg: {**cfg, "SPLIT_K": split} if src.kernel.kind == "matmul" else cfg,
