@@ -640,7 +640,8 @@ def test_split_k_partials_are_summed_in_float32_and_the_epilogue_runs_on_them():
 
 def test_split_k_candidates_for_a_long_k_are_two_4_warp_tiles_in_slices_of_2048():
     """256 x 65536 x 256 on 132 multiprocessors: the split-K candidates come first, 128 x 128 and 64 x 128 on 4
-    warps, each split into 32 slices of 2048 (MIN_SLICE_K); a short K (4096) over few tiles splits in two."""
+    warps (float32: 128 x 128 on 8), each split into 32 slices of 2048 (MIN_SLICE_K); a short K (4096) over few
+    tiles splits in two."""
     from bakeoff.backends.tritongen import TritonGenOptions, target_from_options
     from bakeoff.backends.tritongen.codegen import generate_all
     from bakeoff.backends.tritongen.codegen_splitk import MIN_SLICE_K, split_count
@@ -653,6 +654,12 @@ def test_split_k_candidates_for_a_long_k_are_two_4_warp_tiles_in_slices_of_2048(
     first = [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c.get("SPLIT_K"))
              for c in candidates(src, "bfloat16", sms=132)[:2]]
     assert first == [(128, 128, 4, 32), (64, 128, 4, 32)] and 65536 // 32 == MIN_SLICE_K
+    b32 = GraphBuilder("mm_long_k")
+    g32 = bind(b32.finish([b32.matmul(b32.input("x", (256, 65536)), b32.input("w", (65536, 256)))]), {}, "float32")
+    src32 = generate_all(fuse(g32), target_from_options(TritonGenOptions(), False, "float32"))[0]
+    split_k = [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["SPLIT_K"])
+               for c in candidates(src32, "float32", sms=132) if c.get("SPLIT_K")]
+    assert split_k == [(128, 128, 8, 32), (64, 128, 4, 32)]  # float32's SIMT dot spills 128 x 128 on 4 warps
     assert split_count(4096, tiles=16, sms=132) == 2 and split_count(65536, tiles=200, sms=132) == 4
 
 

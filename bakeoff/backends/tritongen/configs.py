@@ -161,14 +161,16 @@ def _split_k(src: KernelSource, dtype: str, device: str, sms: int | None, out: l
     """Split-K configs (SPLIT_K > 1: codegen_splitk.py) where the tiles would not fill the device or K is too
     long for one slice; [] otherwise. Tiles: 128 x 128 and 64 x 128 on 4 warps, 4 stages (H100, 256 x 65536 x 256
     in 16 bits, against torch.mm: 0.944 and 0.946 of it at SPLIT_K 32, where the template's 128 x 256 on 8 warps
-    reached 0.863 at 64 and 0.837 at 32, and 64 x 64 0.867 at 17)."""
+    reached 0.863 at 64 and 0.837 at 32, and 64 x 64 0.867 at 17); float32's 128 x 128 on 8 warps, 3 stages."""
     s = src.sizes
     if not s.get("splitk") or not out or int(s["k"]) < 4096:
         return []
     sms = sms or _sm_count(device)
     res = []
-    bk = 64 if dtype != "float32" else 32
-    for c in ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4, "num_stages": 4},
+    fp32 = dtype == "float32"  # float32's SIMT dot: 128 x 128 on 4 warps spills (255 registers, sm_90 offline)
+    bk = 32 if fp32 else 64
+    for c in ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 8 if fp32 else 4,
+               "num_stages": 3 if fp32 else 4},
               {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}):
         tiles = _cdiv(s["m"], c["BLOCK_M"]) * _cdiv(s["n"], c["BLOCK_N"])
         n = split_count(s["k"], tiles, sms)
