@@ -300,6 +300,8 @@ def main() -> None:
                     "speedups as one table")
     ap.add_argument("--paired-only", action="store_true", help="with --paired: print that table and exit")
     args = ap.parse_args()
+    if args.paired_only and not args.paired:
+        ap.error("--paired-only prints the stores named by --paired: name at least one")
     if args.paired_only:
         paired_report(args.paired)
         return
