@@ -25,6 +25,7 @@
 #                      agreement).
 #   config CONFIG [RUN ARGS]   measure the ceilings (bakeoff calibrate), then `bakeoff run CONFIG` (relative to
 #                      the repo root); NO_WARM=1 turns warm compile off; show.txt, records.json, bakeoff.db.
+#                      RUN ARGS that name backends (-b eager -b tritongen) without iree need no .gpu carried.
 #   timing             the timer against triton.testing.do_bench (validate_timing.py --agreement-only), then
 #                      REPEATS (5) fresh worker processes of each REPRO case (default
 #                      "softmax/inductor ew_sigmoid_relu/inductor"): the spread of their medians; then
@@ -87,7 +88,25 @@ pack() {  # IREE 3.13 repacked (from ../shared/gpu) and the pure-Python packages
   echo 'carry: [".gpu", ".gpudeps", "REVISION"]; then: bash benchmarks/gpu.sh JOB'
 }
 
-setup() {  # on the GPU machine: install what travelled, put the harness on PYTHONPATH, print the GPU's state
+runs_iree() {  # JOB's ARGS...: whether the job may run an IREE case (tritongen and timing never; a suite unless
+  # BACKENDS leaves iree out; config unless its RUN ARGS name backends (-b/--backend) and iree is not among them)
+  case "$JOB" in
+    tritongen|timing) return 1 ;;
+    suite) [ -z "${BACKENDS:-}" ] || [[ " $BACKENDS " == *" iree "* ]] ;;
+    config)
+      local named=0 prev="" a
+      for a in "$@"; do
+        if [ "$prev" = -b ] || [ "$prev" = --backend ]; then named=1; [ "$a" = iree ] && return 0; fi
+        case "$a" in --backend=*) named=1; [ "${a#--backend=}" = iree ] && return 0 ;; esac
+        prev=$a
+      done
+      [ "$named" = 0 ] ;;
+    *) return 0 ;;
+  esac
+}
+
+setup() {  # JOB's ARGS...: on the GPU machine: install what travelled, put the harness on PYTHONPATH, print the
+  # GPU's state
   T0=$(date +%s)
   export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
   CALL_S=${CALL_S:-570}; JOBS=${JOBS:-8}
@@ -96,8 +115,7 @@ setup() {  # on the GPU machine: install what travelled, put the harness on PYTH
   if [ -d "$R/.gpu" ]; then
     python3 "$R/.gpu/install_iree.py" "$site" >/dev/null || { echo "IREE did not install into $site" >&2; exit 2; }
   elif [ ! -d "$site/iree" ]; then  # a later call on a warm machine may leave .gpu (57 MiB) behind: room to carry
-    if [ "$JOB" = tritongen ] || [ "$JOB" = timing ] || { [ "$JOB" = suite ] && [ -n "${BACKENDS:-}" ] \
-        && [[ " $BACKENDS " != *" iree "* ]]; }; then  # these run no IREE case (a suite: BACKENDS without it)
+    if ! runs_iree "$@"; then
       echo "IREE is not in $site: the $JOB job runs no IREE case"
     else
       echo "carry .gpu (bash benchmarks/gpu.sh pack): IREE is not in $site yet" >&2; exit 2
@@ -314,7 +332,7 @@ checks() {  # the device checks: GPU tests, the sweep on the sweep-serving adapt
 
 case "$JOB" in
   pack) pack ;;
-  inject) CALL_S=${CALL_S:-400}; setup; inject "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
-  suite|config|timing|quality|disturbance|tritongen|checks) setup; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
+  inject) CALL_S=${CALL_S:-400}; setup "$@"; inject "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
+  suite|config|timing|quality|disturbance|tritongen|checks) setup "$@"; "$JOB" "$@"; echo "done after $(( $(date +%s) - T0 )) s" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ "$JOB" = help ] || exit 2 ;;
 esac

@@ -203,9 +203,10 @@ def script_mentions(doc: Doc) -> list[Mention]:
 
 
 def gpu_jobs() -> set[str]:
-    """The jobs benchmarks/gpu.sh runs: the names of its `case "$JOB" in` patterns."""
+    """The jobs benchmarks/gpu.sh runs: the names of the patterns of its last `case "$JOB" in` (the dispatch at
+    the end of the script)."""
     text = (BENCH / "gpu.sh").read_text()
-    body = text[text.index('case "$JOB" in'):]
+    body = text[text.rindex('case "$JOB" in'):]
     body = body[:body.index("esac")]
     return {name for pattern in re.findall(r"^\s*([\w|]+)\)", body, re.M) for name in pattern.split("|")}
 
