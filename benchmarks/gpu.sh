@@ -47,7 +47,7 @@
 #                      search's tune log on a GPU the pruned order was not tuned on); packed into
 #                      $OUT/tritongen.tar.gz (the do_bench JSON lands in $OUT itself). The 99-case run takes
 #                      about 400 s on 8 workers and the whole table about 140 s more: together they outrun one
-#                      call, so give the run its own call (TG_RUN_S=530 TG_TABLE=0; the table is also left out
+#                      call, so give the run its own call (TG_RUN_S=500 TG_TABLE=0; the table is also left out
 #                      when 60 s or less would be left for it), then the table a second call on the same warm
 #                      machine (TG_RUN_S=0).
 #   checks             the GPU tests (pytest -m gpu: the marker clock against NVML, ONNX Runtime's IOBinding without
