@@ -44,7 +44,8 @@ from bakeoff.backends import get_backend  # noqa: E402
 from bakeoff.backends.base import TensorSpec  # noqa: E402
 from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.costs import flops, min_bytes  # noqa: E402
-from bakeoff.results.report.headline_facts import speedup_quality  # noqa: E402
+from bakeoff.results.report.data import headline_ms  # noqa: E402
+from bakeoff.results.report.headline_facts import EAGER_APART_REL, eager_apart, speedup_quality  # noqa: E402
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import TORCH_DTYPES, lower_torch  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
@@ -352,7 +353,8 @@ def paired_records(urls: list[str]) -> tuple[list[str], Any]:
     import pandas as pd
     from sqlalchemy import create_engine
 
-    cols = "workload, dtype, backend, status, speedup_vs_eager, compile_s, details"
+    cols = ("workload, dtype, backend, status, speedup_vs_eager, compile_s, details, latency_ms_median, "
+            "eager_latency_ms_median")
     runs, frames = [], []
     for url in urls:
         engine = create_engine(url)
@@ -366,35 +368,52 @@ def paired_records(urls: list[str]) -> tuple[list[str], Any]:
 def paired_report(urls: list[str], dobench: dict | None = None) -> None:
     """bakeoff's paired speedups from the newest run in each store of `urls`, as one table: per workload and
     dtype, tritongen's and Inductor's speedup over eager (each timed interleaved with eager in its own case), their
-    ratio, the speedups' quality (tritongen/Inductor), this script's do_bench ratio where it measured the same
-    case, and both backends' cold compile (s, search included; the record's `compile_s`)."""
+    ratio (marked "~" where eager's own headline differs by more than EAGER_APART_REL between the two cases, so
+    that the ratio carries eager's move; beside it, `ms`, the ratio of the two backends' own headlines), the speedups' quality (tritongen/Inductor), this script's
+    do_bench ratio where it measured the same case, and both backends' cold compile (s, search included; the
+    record's `compile_s`)."""
     import pandas as pd
 
     runs, df = paired_records(urls)
-    df["quality"] = [speedup_quality(json.loads(d)) if isinstance(d, str) else None for d in df["details"]]
+    facts = [{**row, **(json.loads(row["details"]) if isinstance(row["details"], str) else {})}
+             for row in df.to_dict("records")]
+    df["quality"] = [speedup_quality(f) for f in facts]
+    df["facts"] = facts
     print(f"\nbakeoff paired speedups over eager, {'runs' if len(runs) > 1 else 'run'} {', '.join(runs)}")
-    print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>6} {'do_bench':>8} "
+    print(f"{'workload':18} {'dt':4} {'tg/eager':>8} {'ind/eager':>9} {'tg/ind':>7} {'ms':>5} {'do_bench':>8} "
           f"{'cold s tg/ind':>14}  quality")
     ratios: dict[str, list[float]] = {}
-    slower_compile = 0
+    by_ms: dict[str, list[float]] = {}
+    slower_compile = moved = 0
     for (w, d), g in df.groupby(["workload", "dtype"], sort=False):
         by = {row.backend: row for row in g.itertuples()}
         tg, ind = by.get("tritongen"), by.get("inductor")
         if tg is None or ind is None or tg.status != "ok" or ind.status != "ok":
-            print(f"{w:18} {SHORT.get(d, d):4} {'-':>8} {'-':>9} {'-':>6} {'':>8}  "
+            print(f"{w:18} {SHORT.get(d, d):4} {'-':>8} {'-':>9} {'-':>7} {'-':>5} {'':>8}  "
                   f"tritongen {getattr(tg, 'status', None)}, inductor {getattr(ind, 'status', None)}")
             continue
         ratio = tg.speedup_vs_eager / ind.speedup_vs_eager
+        tg_ms, ind_ms = headline_ms(tg.facts), headline_ms(ind.facts)
+        own = ind_ms / tg_ms if tg_ms and ind_ms else None
+        mark = "~" if (eager_apart(tg.facts, ind.facts) or 0.0) > EAGER_APART_REL and own else " "
+        moved += mark == "~"
         ratios.setdefault(d, []).append(ratio)
+        by_ms.setdefault(d, []).append(own if mark == "~" else ratio)
         db = (dobench or {}).get((w, d))
         cold = (f"{tg.compile_s:.1f} / {ind.compile_s:.1f}" if pd.notna(tg.compile_s) and pd.notna(ind.compile_s)
                 else "-")
         slower_compile += cold != "-" and tg.compile_s > ind.compile_s
-        print(f"{w:18} {SHORT.get(d, d):4} {tg.speedup_vs_eager:8.2f} {ind.speedup_vs_eager:9.2f} {ratio:6.2f} "
-              f"{format(db['vs_inductor'], '8.2f') if db else '-':>8} {cold:>14}  {tg.quality}/{ind.quality}")
+        print(f"{w:18} {SHORT.get(d, d):4} {tg.speedup_vs_eager:8.2f} {ind.speedup_vs_eager:9.2f} {ratio:6.2f}{mark} "
+              f"{format(own, '5.2f') if own else '-':>5} {format(db['vs_inductor'], '8.2f') if db else '-':>8} "
+              f"{cold:>14}  {tg.quality}/{ind.quality}")
     for d, xs in ratios.items():
-        print(f"paired geomean tritongen / Inductor {SHORT.get(d, d)}: {geomean(xs):.3f} over {len(xs)}")
+        also = (f"; with the ~ ratios at their own headlines' {geomean(by_ms[d]):.3f}"
+                if by_ms[d] != xs else "")
+        print(f"paired geomean tritongen / Inductor {SHORT.get(d, d)}: {geomean(xs):.3f} over {len(xs)}{also}")
     print(f"cold compile longer than Inductor's: {slower_compile} of {sum(map(len, ratios.values()))} cases")
+    if moved:
+        print(f"~: eager's own headline differs by more than {EAGER_APART_REL:.0%} between the two cases ({moved} "
+              "of them), so tg/ind carries eager's move; ms: Inductor's headline over tritongen's, timed apart")
 
 
 def save(tag: str, env: dict, ceil: dict, recs: list[dict]) -> None:

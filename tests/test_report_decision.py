@@ -122,6 +122,33 @@ def test_eager_the_paired_baseline_takes_part_in_every_verdict():
     assert "eager (baseline) 1.00×" in html and "iree 0.81× [0.80–0.81]" in html  # fastest, then the runner-up
 
 
+def test_a_lead_that_is_eager_s_move_between_cases_is_a_tie():
+    """Speedups are over eager timed in each backend's own case: where eager's own headline moved more than
+    EAGER_APART_REL between two cases, the faster must also lead by the margin in their own headlines. An H100's
+    16-bit RMSNorm: eager 0.107 ms beside tritongen, 0.124 ms beside Inductor; the backends 0.0896 / 0.0916 ms."""
+    def rms(backend, own_ms, eager_ms, workload="rmsnorm"):
+        sp = eager_ms / own_ms
+        return _ci(backend, sp, sp * 0.99, sp * 1.01, workload, headline_ms=own_ms, eager_headline_ms=eager_ms)
+
+    cases = [_case("eager", 1.0, workload="rmsnorm", headline_ms=0.114, eager_headline_ms=0.114),
+             rms("tritongen", 0.0896, 0.107), rms("inductor", 0.0916, 0.124),
+             # eager moved as much, but the faster also leads in its own headline: a win
+             rms("tritongen", 0.070, 0.107, "clear"), rms("inductor", 0.0916, 0.124, "clear"),
+             # eager steady: the paired lead stands as before
+             rms("tritongen", 0.0896, 0.124, "steady"), rms("inductor", 0.0916, 0.120, "steady")]
+    moved, clear, steady = verdicts([RunData({"run_id": "r"}, cases)])
+    assert moved.winner is None and moved.text == "tie (eager moved between cases): inductor, tritongen"
+    assert {s.backend for s in moved.tied} == {"inductor", "tritongen"}  # eager itself (0.114 ms) is clearly slower
+    assert clear.winner is not None and clear.winner.backend == "tritongen"
+    assert steady.winner is not None and steady.winner.backend == "tritongen"
+    html = verdict_table([moved], [], False)
+    assert "headline moved 16% between inductor" in html and "cases (0.124 / 0.107 ms)" in html
+    assert "their own headlines 0.0916 / 0.0896 ms" in html
+    rec = {r.workload: r for r in recommend(cases, DEFAULT_WEIGHTS)}
+    assert rec["rmsnorm"].shown == "tie: inductor, tritongen" and "eager's own headline moved" in rec["rmsnorm"].reason
+    assert rec["clear"].tied_with is None and rec["steady"].tied_with is None
+
+
 def test_the_scoreboard_ranks_backends_over_the_cases_all_of_them_passed():
     cases = []
     for wl, a, b in (("w1", 2.0, 1.9), ("w2", 2.0, 1.9), ("w3", 0.25, None)):  # b never ran w3, where a is slow

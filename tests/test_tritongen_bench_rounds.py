@@ -136,15 +136,16 @@ def test_paired_speedups_of_a_suite_split_over_stores_read_as_one_table(tmp_path
         con = sqlite3.connect(tmp_path / name)
         con.execute("create table runs (run_id text, started_at text)")
         con.execute("create table records (run_id text, workload text, dtype text, backend text, status text, "
-                    "speedup_vs_eager real, compile_s real, details text)")
+                    "speedup_vs_eager real, compile_s real, details text, latency_ms_median real, "
+                    "eager_latency_ms_median real)")
         con.executemany("insert into runs values (?, ?)", runs)
-        con.executemany("insert into records values (?, ?, ?, ?, 'ok', ?, ?, '{}')", rows)
+        con.executemany("insert into records values (?, ?, ?, ?, 'ok', ?, ?, '{}', ?, ?)", rows)
         con.commit()
         return f"sqlite:///{tmp_path / name}"
 
     def pair(run, workload, tg, ind, tg_compile_s=0.5, ind_compile_s=1.0):
-        return [(run, workload, "bfloat16", "tritongen", tg, tg_compile_s),
-                (run, workload, "bfloat16", "inductor", ind, ind_compile_s)]
+        return [(run, workload, "bfloat16", "tritongen", tg, tg_compile_s, 1.0 / tg, 1.0),
+                (run, workload, "bfloat16", "inductor", ind, ind_compile_s, 1.0 / ind, 1.0)]
 
     a = store("a.db", [("old", "2026-01-01"), ("new", "2026-01-02")],
               pair("old", "softmax", 9.0, 9.0) + pair("new", "softmax", 4.0, 2.0) + pair("new", "rmsnorm", 1.0, 1.0))
@@ -156,3 +157,29 @@ def test_paired_speedups_of_a_suite_split_over_stores_read_as_one_table(tmp_path
     out = capsys.readouterr().out
     assert "runs new" in out and "over 3" in out and "1.587" in out  # geomean of 2.0, 2.0 (rmsnorm: b's), 1.0
     assert "cold compile longer than Inductor's: 1 of 3 cases" in out
+    assert "~" not in out  # eager's medians agree in every pair
+
+
+def test_a_paired_ratio_that_carries_eager_s_move_is_marked(tmp_path, capsys):
+    """tritongen / Inductor divides two speedups over eager timed in two cases; where eager's own median moved
+    more than EAGER_APART_REL between them (an H100's 16-bit RMSNorm: 0.113 against 0.128 ms, both backends at
+    0.093-0.094 ms), the ratio is marked "~" beside the ratio of the backends' own headlines, and the geomean is
+    also given with that ratio in its place."""
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "s.db")
+    con.execute("create table runs (run_id text, started_at text)")
+    con.execute("create table records (run_id text, workload text, dtype text, backend text, status text, "
+                "speedup_vs_eager real, compile_s real, details text, latency_ms_median real, "
+                "eager_latency_ms_median real)")
+    con.execute("insert into runs values ('r', '2026-01-01')")
+    rows = [("rmsnorm", "tritongen", 0.1129 / 0.0928, 0.0928, 0.1129), ("rmsnorm", "inductor", 0.1278 / 0.0943,
+            0.0943, 0.1278), ("softmax", "tritongen", 2.0, 0.1, 0.2), ("softmax", "inductor", 1.0, 0.2, 0.2)]
+    con.executemany("insert into records values ('r', ?, 'float16', ?, 'ok', ?, 1.0, '{}', ?, ?)", rows)
+    con.commit()
+    tvi.paired_report([f"sqlite:///{tmp_path / 's.db'}"])
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("rmsnorm", "softmax"))}
+    assert " 0.90~  1.02 " in lines["rmsnorm"] and "~" not in lines["softmax"]
+    assert "fp16: 1.340 over 2; with the ~ ratios at their own headlines' 1.426" in out
+    assert "(1 of them)" in out

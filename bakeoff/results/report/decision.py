@@ -11,7 +11,9 @@ Eager always takes part in a verdict: speedups are over eager timed beside each 
 that paired baseline and not a listed backend, the verdict still holds it at exactly 1× (`BASELINE_SOURCE`). The
 fastest (eager included) wins only when its interval clears every other's and it is at least
 `MIN_WIN_MARGIN_PCT` faster than each; else the verdict is a tie naming everyone inside that reach, and a tie
-that takes in eager says the backends are not distinguishable from eager.
+that takes in eager says the backends are not distinguishable from eager. Where eager's own headline moved by more
+than `EAGER_APART_REL` between the fastest's case and another's, their speedups carry that move: the fastest must
+then also lead that one by the margin in their own headlines (timed apart), else the two tie.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bakeoff.results.report.data import RunData, case_key, first_result_s, fnum, run_labels
+from bakeoff.results.report.data import RunData, case_key, first_result_s, fnum, headline_ms, run_labels
+from bakeoff.results.report.headline_facts import EAGER_APART_REL, eager_apart, eager_headline_ms
 from bakeoff.results.report.headline_facts import speedup_interval as stored_interval
 from bakeoff.results.speedup_interval import case_speedup_interval
 
@@ -73,6 +76,30 @@ def within_margin(top: Speed, other: Speed) -> bool:
     return top.speedup < other.speedup * (1 + MIN_WIN_MARGIN_PCT / 100)
 
 
+def eager_moved(top: Speed, other: Speed) -> bool:
+    """Whether eager's own headline moved by more than EAGER_APART_REL between the two speeds' cases and the
+    faster does not also lead by MIN_WIN_MARGIN_PCT in their own headlines (or one lacks a headline)."""
+    if (eager_apart(top.case, other.case) or 0.0) <= EAGER_APART_REL:
+        return False
+    mine, theirs = headline_ms(top.case), headline_ms(other.case)
+    return not mine or not theirs or theirs < mine * (1 + MIN_WIN_MARGIN_PCT / 100)
+
+
+def eager_moved_note(top: Speed, other: Speed) -> str:
+    """'eager's own headline moved 16% between a's and b's cases (0.107 / 0.124 ms); their own headlines 0.0896 /
+    0.0916 ms', or '' where it did not decide their tie."""
+    if not eager_moved(top, other):
+        return ""
+    apart = eager_apart(top.case, other.case) or 0.0
+
+    def both(ms_of: Callable[[dict[str, Any]], float | None]) -> str:
+        return " / ".join(f"{x:.3g}" if x else "-" for x in (ms_of(top.case), ms_of(other.case)))
+
+    eager, ms = both(eager_headline_ms), both(headline_ms)
+    return (f"eager's own headline moved {100 * apart:.0f}% between {top.backend}'s and {other.backend}'s cases "
+            f"({eager} ms), so their speedups carry it; their own headlines {ms} ms")
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One (run, workload, shape, dtype): its passing speeds, fastest first, eager among them (its own case or,
@@ -92,7 +119,8 @@ class Verdict:
         if not self.ranked:
             return ()
         top = self.ranked[0]
-        return tuple(s for s in self.ranked if s is top or overlaps(top, s) or within_margin(top, s))
+        return tuple(s for s in self.ranked
+                     if s is top or overlaps(top, s) or within_margin(top, s) or eager_moved(top, s))
 
     @property
     def is_tie(self) -> bool:
@@ -102,7 +130,13 @@ class Verdict:
     def tie_by_margin(self) -> bool:
         """A tie that only the minimum margin makes for some member: its interval clears the fastest one's."""
         top, *rest = self.tied or (None,)
-        return any(not overlaps(top, s) for s in rest)
+        return any(not overlaps(top, s) and within_margin(top, s) for s in rest)
+
+    @property
+    def tie_by_eager(self) -> bool:
+        """A tie that eager's move between cases makes for some member (`eager_moved`)."""
+        top, *rest = self.tied or (None,)
+        return any(not overlaps(top, s) and not within_margin(top, s) for s in rest)
 
     @property
     def winner(self) -> Speed | None:
@@ -117,13 +151,14 @@ class Verdict:
 
     @property
     def text(self) -> str:
-        """What the verdict says: the winning backend, 'eager (baseline) fastest', 'tie[ within 3%]: a, b',
-        'not distinguishable from eager[ within 3%]: a', or 'none passed'."""
+        """What the verdict says: the winning backend, 'eager (baseline) fastest', 'tie[ within 3%][ (eager moved
+        between cases)]: a, b', 'not distinguishable from eager[ within 3%]: a', or 'none passed'."""
         if not self.ranked:
             return "none passed"
         if self.winner is not None:
             return "eager (baseline) fastest" if is_eager(self.winner.case) else self.winner.backend
-        within = f" within {MIN_WIN_MARGIN_PCT:g}%" if self.tie_by_margin else ""
+        within = (f" within {MIN_WIN_MARGIN_PCT:g}%" if self.tie_by_margin else "") + (
+            " (eager moved between cases)" if self.tie_by_eager else "")
         backends = [s.backend for s in self.tied if not is_eager(s.case)]
         if len(backends) < len(self.tied):
             return f"not distinguishable from eager{within}: {', '.join(backends)}"

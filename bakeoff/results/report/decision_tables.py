@@ -4,7 +4,8 @@ passed) and the per-workload verdict (the winner and its margin, eager, or a tie
 from __future__ import annotations
 
 from bakeoff.results.report.decision import (LACK_KINDS, MIN_WIN_MARGIN_PCT, BackendScore, Scoreboard, Speed,
-                                             Verdict, is_eager)
+                                             Verdict, eager_moved_note, is_eager)
+from bakeoff.results.report.headline_facts import EAGER_APART_REL
 from bakeoff.results.report.html import Cell, esc, table
 from bakeoff.results.report.weights import Recommendation
 
@@ -81,6 +82,7 @@ def _verdict_cell(v: Verdict) -> Cell:
 def _why(v: Verdict, rec: Recommendation | None) -> Cell:
     """Folded: every passing backend with its interval, who did not pass, and the weighted pick's reason."""
     items = [f"<li>{esc(_speed(s))} ({esc(s.source)})</li>" for s in v.ranked]
+    items += [f"<li>{esc(note)}</li>" for s in v.tied[1:] if (note := eager_moved_note(v.tied[0], s))]
     items += [f"<li>{esc(c.get('backend'))}: {esc(c.get('status'))} — {esc(str(c.get('reason') or '')[:200])}</li>"
               for c in v.others]
     if rec is not None and rec.backend:
@@ -96,7 +98,9 @@ VERDICT_NOTE = (
     f"{MIN_WIN_MARGIN_PCT:g}%: the intervals are taken within one run and leave out what changes from run to "
     f"run on a GPU. Else the verdict is a tie (\"tie within {MIN_WIN_MARGIN_PCT:g}%\" where only the margin "
     "makes it); a tie that takes in eager reads \"not distinguishable from eager\", and where no backend reaches "
-    "eager it reads \"eager (baseline) fastest\".</p>")
+    "eager it reads \"eager (baseline) fastest\". Where eager's own time moved by more than "
+    f"{100 * EAGER_APART_REL:g}% between two backends' cases, their speedups carry that move: the faster must then "
+    "also lead by the margin in their own times, else they tie (\"eager moved between cases\").</p>")
 
 
 def verdict_table(verdicts_: list[Verdict], recs: list[Recommendation], several_runs: bool) -> str:

@@ -10,7 +10,9 @@ The latency axis is the paired figure of the speedup column: lat = 1 / speedup_v
 (`data.headline_ms`: the figure measured the same way for every backend) over the headline of the eager
 reference timed interleaved with it in the same worker (eager's own case: 1). Medians from different workers
 are never set against each other, so load that hit one worker and not another cannot make the recommendation
-contradict the speedups shown beside it. Where a candidate of the group has no speedup (older or hand-made
+contradict the speedups shown beside it. Where eager's own headline moved by more than `EAGER_APART_REL` between
+the pick's case and the runner-up's, and their own headlines would not rank them the same, the two are named as
+tied (`tied_with`) with the reason. Where a candidate of the group has no speedup (older or hand-made
 records), the group is ranked by the headline itself. A recommendation whose pick or runner-up has a noisy
 speedup (`speedup_quality`) says so. A pick that would lose to its runner-up somewhere within their speedups'
 95% intervals (report/decision.py) is no pick: the recommendation names both as tied (`tied_with`).
@@ -31,7 +33,8 @@ import yaml
 
 from bakeoff.results.report.data import case_key, first_result_s, fnum, headline_method, headline_ms, unit_roundoff
 from bakeoff.results.report.decision import is_eager, speed_of
-from bakeoff.results.report.headline_facts import speedup_noise_note, speedup_quality
+from bakeoff.results.report.headline_facts import (EAGER_APART_REL, eager_apart, eager_headline_ms, speedup_noise_note,
+                                                   speedup_quality)
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
 # Compile times below this (seconds) count as this much in the score: a wait under a second is not worth
@@ -139,9 +142,12 @@ def recommend(cases: list[dict[str, Any]], weights: dict[str, float], run_label:
         score, pick, axes = ranked[0]
         noisy = tuple(str(c.get("backend")) for _, c, _ in ranked[:2] if speedup_quality(c) == "noisy")
         tie = _inside_noise(ranked, weights["latency"]) if paired else None
+        moved = _eager_moved(ranked, weights["latency"]) if paired else ""
+        if moved and tie is None:
+            tie = str(ranked[1][1].get("backend"))
         out.append(Recommendation(wl, shape, dtype, run_label, str(pick.get("backend")), score,
                                   _reason(pick, axes, ranked, members, weights) + _noise_note(ranked[:2])
-                                  + _slower_than_eager(pick, members), noisy, tie))
+                                  + moved + _slower_than_eager(pick, members), noisy, tie))
     return out
 
 
@@ -166,6 +172,24 @@ def _inside_noise(ranked: list, w_latency: float) -> str | None:
     worst = score + w_latency * math.log(sp.speedup / sp.low)
     best_runner = runner_score - w_latency * math.log(sr.high / sr.speedup)
     return str(runner.get("backend")) if worst >= best_runner else None
+
+
+def _eager_moved(ranked: list, w_latency: float) -> str:
+    """' — eager's own headline moved 16% between ...' when eager's headline differs by more than EAGER_APART_REL
+    between the pick's and the runner-up's cases and, scored on their own headlines (timed apart) instead of
+    their speedups, the runner-up would score as well as the pick: the lead is eager's move, not theirs."""
+    if len(ranked) < 2 or (eager_apart(ranked[0][1], ranked[1][1]) or 0.0) <= EAGER_APART_REL:
+        return ""
+    (score, pick, axes), (runner_score, runner, runner_axes) = ranked[0], ranked[1]
+    mine, theirs = headline_ms(pick), headline_ms(runner)
+    if mine and theirs:
+        own_lead = runner_score - score - w_latency * (math.log(runner_axes[0] / axes[0]) - math.log(theirs / mine))
+        if own_lead > 0:
+            return ""
+    eager = " / ".join(f"{eager_headline_ms(c):.3g}" for c in (pick, runner))
+    own = " / ".join(f"{x:.3g}" if x else "-" for x in (mine, theirs))
+    return (f" — eager's own headline moved between {pick.get('backend')}'s and {runner.get('backend')}'s cases "
+            f"({eager} ms), so their speedups carry it; their own headlines ({own} ms) do not rank them the same")
 
 
 def _noise_note(decisive: list) -> str:
