@@ -45,7 +45,8 @@ from bakeoff.backends.base import TensorSpec  # noqa: E402
 from bakeoff.harness.worker.input_tensors import make_inputs  # noqa: E402
 from bakeoff.workloads.costs import flops, min_bytes  # noqa: E402
 from bakeoff.results.report.data import headline_ms  # noqa: E402
-from bakeoff.results.report.headline_facts import EAGER_APART_REL, eager_apart, speedup_quality  # noqa: E402
+from bakeoff.results.report.headline_facts import (EAGER_APART_REL, eager_moved_between,  # noqa: E402
+                                                   speedup_quality)
 from bakeoff.workloads.ir import bind  # noqa: E402
 from bakeoff.workloads.lower_torch import TORCH_DTYPES, lower_torch  # noqa: E402
 from bakeoff.workloads.suite import builtin_workloads  # noqa: E402
@@ -369,9 +370,9 @@ def paired_report(urls: list[str], dobench: dict | None = None) -> None:
     """bakeoff's paired speedups from the newest run in each store of `urls`, as one table: per workload and
     dtype, tritongen's and Inductor's speedup over eager (each timed interleaved with eager in its own case), their
     ratio (marked "~" where eager's own headline differs by more than EAGER_APART_REL between the two cases, so
-    that the ratio carries eager's move; beside it, `ms`, the ratio of the two backends' own headlines), the speedups' quality (tritongen/Inductor), this script's
-    do_bench ratio where it measured the same case, and both backends' cold compile (s, search included; the
-    record's `compile_s`)."""
+    that the ratio carries eager's move; beside it, `ms`, the ratio of the two backends' own headlines), the
+    speedups' quality (tritongen/Inductor), this script's do_bench ratio where it measured the same case, and both
+    backends' cold compile (s, search included; the record's `compile_s`)."""
     import pandas as pd
 
     runs, df = paired_records(urls)
@@ -395,7 +396,7 @@ def paired_report(urls: list[str], dobench: dict | None = None) -> None:
         ratio = tg.speedup_vs_eager / ind.speedup_vs_eager
         tg_ms, ind_ms = headline_ms(tg.facts), headline_ms(ind.facts)
         own = ind_ms / tg_ms if tg_ms and ind_ms else None
-        mark = "~" if (eager_apart(tg.facts, ind.facts) or 0.0) > EAGER_APART_REL and own else " "
+        mark = "~" if eager_moved_between(tg.facts, ind.facts) and own else " "
         moved += mark == "~"
         ratios.setdefault(d, []).append(ratio)
         by_ms.setdefault(d, []).append(own if mark == "~" else ratio)

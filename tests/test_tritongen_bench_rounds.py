@@ -127,21 +127,27 @@ def test_a_speedup_whose_rounds_disagree_is_marked(capsys):
     assert " 1.00~ " in rows["apart"]
 
 
+def _paired_store(path, runs, rows):
+    """A store with the columns `paired_records` reads: runs (run_id, started_at), records (run_id, workload,
+    dtype, backend, speedup_vs_eager, compile_s, latency_ms_median, eager_latency_ms_median; status ok)."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("create table runs (run_id text, started_at text)")
+    con.execute("create table records (run_id text, workload text, dtype text, backend text, status text, "
+                "speedup_vs_eager real, compile_s real, details text, latency_ms_median real, "
+                "eager_latency_ms_median real)")
+    con.executemany("insert into runs values (?, ?)", runs)
+    con.executemany("insert into records values (?, ?, ?, ?, 'ok', ?, ?, '{}', ?, ?)", rows)
+    con.commit()
+    return f"sqlite:///{path}"
+
+
 def test_paired_speedups_of_a_suite_split_over_stores_read_as_one_table(tmp_path, capsys):
     """--paired with two stores: each store's newest run, one table and one geomean over both (a case in both:
     the later store's figures)."""
-    import sqlite3
-
     def store(name, runs, rows):
-        con = sqlite3.connect(tmp_path / name)
-        con.execute("create table runs (run_id text, started_at text)")
-        con.execute("create table records (run_id text, workload text, dtype text, backend text, status text, "
-                    "speedup_vs_eager real, compile_s real, details text, latency_ms_median real, "
-                    "eager_latency_ms_median real)")
-        con.executemany("insert into runs values (?, ?)", runs)
-        con.executemany("insert into records values (?, ?, ?, ?, 'ok', ?, ?, '{}', ?, ?)", rows)
-        con.commit()
-        return f"sqlite:///{tmp_path / name}"
+        return _paired_store(tmp_path / name, runs, rows)
 
     def pair(run, workload, tg, ind, tg_compile_s=0.5, ind_compile_s=1.0):
         return [(run, workload, "bfloat16", "tritongen", tg, tg_compile_s, 1.0 / tg, 1.0),
@@ -165,19 +171,10 @@ def test_a_paired_ratio_that_carries_eager_s_move_is_marked(tmp_path, capsys):
     more than EAGER_APART_REL between them (an H100's 16-bit RMSNorm: 0.113 against 0.128 ms, both backends at
     0.093-0.094 ms), the ratio is marked "~" beside the ratio of the backends' own headlines, and the geomean is
     also given with that ratio in its place."""
-    import sqlite3
-
-    con = sqlite3.connect(tmp_path / "s.db")
-    con.execute("create table runs (run_id text, started_at text)")
-    con.execute("create table records (run_id text, workload text, dtype text, backend text, status text, "
-                "speedup_vs_eager real, compile_s real, details text, latency_ms_median real, "
-                "eager_latency_ms_median real)")
-    con.execute("insert into runs values ('r', '2026-01-01')")
     rows = [("rmsnorm", "tritongen", 0.1129 / 0.0928, 0.0928, 0.1129), ("rmsnorm", "inductor", 0.1278 / 0.0943,
             0.0943, 0.1278), ("softmax", "tritongen", 2.0, 0.1, 0.2), ("softmax", "inductor", 1.0, 0.2, 0.2)]
-    con.executemany("insert into records values ('r', ?, 'float16', ?, 'ok', ?, 1.0, '{}', ?, ?)", rows)
-    con.commit()
-    tvi.paired_report([f"sqlite:///{tmp_path / 's.db'}"])
+    rows = [("r", w, "float16", b, sp, 1.0, ms, eager_ms) for w, b, sp, ms, eager_ms in rows]
+    tvi.paired_report([_paired_store(tmp_path / "s.db", [("r", "2026-01-01")], rows)])
     out = capsys.readouterr().out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("rmsnorm", "softmax"))}
     assert " 0.90~  1.02 " in lines["rmsnorm"] and "~" not in lines["softmax"]

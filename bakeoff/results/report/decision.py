@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bakeoff.results.report.data import RunData, case_key, first_result_s, fnum, headline_ms, run_labels
-from bakeoff.results.report.headline_facts import EAGER_APART_REL, eager_apart, eager_headline_ms
+from bakeoff.results.report.headline_facts import eager_and_own_ms, eager_apart, eager_moved_between
 from bakeoff.results.report.headline_facts import speedup_interval as stored_interval
 from bakeoff.results.speedup_interval import case_speedup_interval
 
@@ -79,7 +79,7 @@ def within_margin(top: Speed, other: Speed) -> bool:
 def eager_moved(top: Speed, other: Speed) -> bool:
     """Whether eager's own headline moved by more than EAGER_APART_REL between the two speeds' cases and the
     faster does not also lead by MIN_WIN_MARGIN_PCT in their own headlines (or one lacks a headline)."""
-    if (eager_apart(top.case, other.case) or 0.0) <= EAGER_APART_REL:
+    if not eager_moved_between(top.case, other.case):
         return False
     mine, theirs = headline_ms(top.case), headline_ms(other.case)
     return not mine or not theirs or theirs < mine * (1 + MIN_WIN_MARGIN_PCT / 100)
@@ -91,11 +91,7 @@ def eager_moved_note(top: Speed, other: Speed) -> str:
     if not eager_moved(top, other):
         return ""
     apart = eager_apart(top.case, other.case) or 0.0
-
-    def both(ms_of: Callable[[dict[str, Any]], float | None]) -> str:
-        return " / ".join(f"{x:.3g}" if x else "-" for x in (ms_of(top.case), ms_of(other.case)))
-
-    eager, ms = both(eager_headline_ms), both(headline_ms)
+    eager, ms = eager_and_own_ms(top.case, other.case)
     return (f"eager's own headline moved {100 * apart:.0f}% between {top.backend}'s and {other.backend}'s cases "
             f"({eager} ms), so their speedups carry it; their own headlines {ms} ms")
 

@@ -9,10 +9,11 @@ are None, so nothing is shown and compare works in time space.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any, Iterable
 
 from bakeoff.results.call_clocks import span_kcycles
-from bakeoff.results.report.data import fnum
+from bakeoff.results.report.data import fnum, headline_ms
 
 # A headline's SM clock this far (relative) from the run's typical one is shown beside its absolute latency: on a
 # power-capped GPU a compute-bound call's time follows the clock, and 3% is above the round-to-round wander of a
@@ -191,3 +192,16 @@ def eager_apart(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     """How far eager's own headline differs between two cases (max / min - 1); None when either lacks it."""
     ea, eb = eager_headline_ms(a), eager_headline_ms(b)
     return None if not ea or not eb else max(ea, eb) / min(ea, eb) - 1
+
+
+def eager_moved_between(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether eager's own headline differs by more than EAGER_APART_REL between two cases."""
+    return (eager_apart(a, b) or 0.0) > EAGER_APART_REL
+
+
+def eager_and_own_ms(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, str]:
+    """('0.107 / 0.124', '0.0896 / 0.0916'): eager's headline beside each of two cases, then their own (ms)."""
+    def both(ms_of: Callable[[dict[str, Any]], float | None]) -> str:
+        return " / ".join(f"{x:.3g}" if x else "-" for x in (ms_of(a), ms_of(b)))
+
+    return both(eager_headline_ms), both(headline_ms)

@@ -33,7 +33,7 @@ import yaml
 
 from bakeoff.results.report.data import case_key, first_result_s, fnum, headline_method, headline_ms, unit_roundoff
 from bakeoff.results.report.decision import is_eager, speed_of
-from bakeoff.results.report.headline_facts import (EAGER_APART_REL, eager_apart, eager_headline_ms, speedup_noise_note,
+from bakeoff.results.report.headline_facts import (eager_and_own_ms, eager_moved_between, speedup_noise_note,
                                                    speedup_quality)
 
 DEFAULT_WEIGHTS = {"latency": 1.0, "compile": 0.2, "error": 0.5}
@@ -178,7 +178,7 @@ def _eager_moved(ranked: list, w_latency: float) -> str:
     """' — eager's own headline moved 16% between ...' when eager's headline differs by more than EAGER_APART_REL
     between the pick's and the runner-up's cases and, scored on their own headlines (timed apart) instead of
     their speedups, the runner-up would score as well as the pick: the lead is eager's move, not theirs."""
-    if len(ranked) < 2 or (eager_apart(ranked[0][1], ranked[1][1]) or 0.0) <= EAGER_APART_REL:
+    if len(ranked) < 2 or not eager_moved_between(ranked[0][1], ranked[1][1]):
         return ""
     (score, pick, axes), (runner_score, runner, runner_axes) = ranked[0], ranked[1]
     mine, theirs = headline_ms(pick), headline_ms(runner)
@@ -186,8 +186,7 @@ def _eager_moved(ranked: list, w_latency: float) -> str:
         own_lead = runner_score - score - w_latency * (math.log(runner_axes[0] / axes[0]) - math.log(theirs / mine))
         if own_lead > 0:
             return ""
-    eager = " / ".join(f"{eager_headline_ms(c):.3g}" for c in (pick, runner))
-    own = " / ".join(f"{x:.3g}" if x else "-" for x in (mine, theirs))
+    eager, own = eager_and_own_ms(pick, runner)
     return (f" — eager's own headline moved between {pick.get('backend')}'s and {runner.get('backend')}'s cases "
             f"({eager} ms), so their speedups carry it; their own headlines ({own} ms) do not rank them the same")
 
