@@ -21,7 +21,9 @@ threads. Measured on the H200 with `--jobs 8` (configs/h200_tritongen_dtypes.yam
 workers per case made the cold compile slower, not faster: 31 of 33 cases, e.g. 0.70 -> 1.68 s for a pointwise
 chain, 3.2 -> 4.2 s for bf16 attention, 9.4 -> 12.4 s for the fp32 MLP block, with process setup a median 1.5 s longer
 (eight cases' pools, 32 compiling processes, on 16 cores; each search pays a round trip and the cache loads).
-It stays an option for a machine with cores to spare (`--jobs 1` on a large host), not measured yet.
+With one case at a time (`--jobs 1`, 16 cores, an H100 host) it was slower too, in 9 of 10 tensor-core cases (e.g.
+attn_block bf16 2.98 -> 6.92 s, gemm_bias_gelu bf16 1.70 -> 2.02 s; fp32 attention 2.09 -> 1.74 s the one faster),
+so it stays off at any `--jobs`: an option for compilers whose searches outgrow the round trip.
 """
 from __future__ import annotations
 
