@@ -23,7 +23,7 @@ chain, 3.2 -> 4.2 s for bf16 attention, 9.4 -> 12.4 s for the fp32 MLP block, wi
 (eight cases' pools, 32 compiling processes, on 16 cores; each search pays a round trip and the cache loads).
 With one case at a time (`--jobs 1`, 16 cores, an H100 host) it was slower too, in 9 of 10 tensor-core cases (e.g.
 attn_block bf16 2.98 -> 6.92 s, gemm_bias_gelu bf16 1.70 -> 2.02 s; fp32 attention 2.09 -> 1.74 s the one faster),
-so it stays off at any `--jobs`: an option for compilers whose searches outgrow the round trip.
+so it stays off by default at any `--jobs` (the evidence: docs/EVIDENCE.md, "the compile pool with one case at a time").
 """
 from __future__ import annotations
 
