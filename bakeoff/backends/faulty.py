@@ -3,9 +3,10 @@
 Modes: none (behaves like eager), abort (os.abort in run), segfault (a null read through ctypes), hang
 (sleeps forever in run), compile_error, run_error, nan (outputs NaN), wrong_shape (drops the last row),
 unwritten (returns torch.empty: never written), perturb (adds relative noise of `scale`), host_oom
-(allocates until the host memory cap stops it), warm_oom (host_oom in a warm process only: the cold compile
-and its figures are fine), cuda_oom (asks the GPU for more than it has), bad_info
-(runs like eager but puts an exception object, not its text, in its compile notes).
+(reserves 256 MiB blocks, never written, until the host memory cap stops it: memory_limit_gb caps the
+address space, so writing them would only add seconds), warm_oom (host_oom in a warm process only: the cold
+compile and its figures are fine), cuda_oom (asks the GPU for more than it has), bad_info (runs like eager
+but puts an exception object, not its text, in its compile notes).
 Wrong answers a verdict must catch: nonfinite_zero (0 where the output is +-inf or NaN: a causal mask
 written as 0), zeros (every output 0), spike (the middle element set to `value`, default 5.0), wrong_after
 (correct for the first `calls` calls, default 4, then zeros: an output that goes stale with reuse),
@@ -108,9 +109,9 @@ class FaultyBackend(Backend):
                 g = outs[wrong_grad]
                 return (*outs[:wrong_grad], g + scale * g.abs().mean() * torch.randn_like(g), *outs[wrong_grad + 1:])
             if mode == "host_oom" or (mode == "warm_oom" and from_cache):
-                hog = []
+                hog = []  # bytes(n) is calloc'd: fresh pages, never written, so the cap stops it at once
                 while True:
-                    hog.append(bytearray(2**28))
+                    hog.append(bytes(2**28))
             if mode == "nonfinite_zero":
                 return tuple(o.nan_to_num(0.0, 0.0, 0.0) for o in outs)
             if mode == "zeros" or (mode == "wrong_after" and calls[0] > opts.calls) or (
